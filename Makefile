@@ -1,0 +1,119 @@
+# rfbpf: every build step in the open.
+#
+#   bpf/rfbpf.bpf.c --clang -target bpf--> build/rfbpf.bpf.o
+#   build/rfbpf.bpf.o --bpftool gen skeleton--> build/rfbpf.skel.h
+#   user/*.c (+ skeleton) --cc--> build/*.o --link libbpf libelf z--> rfbpf
+#
+# `make V=1` shows the full commands.
+
+ARCH ?= $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+CLANG ?= clang
+BPFTOOL ?= $(shell command -v bpftool || echo /usr/sbin/bpftool)
+CC ?= cc
+OUT := build
+VMLINUX := vmlinux/$(ARCH)/vmlinux.h
+
+WARN := -Wall -Wextra -Werror
+CFLAGS ?= -g -O2
+CFLAGS += $(WARN) -std=gnu11 -D_GNU_SOURCE -I$(OUT) -Ibpf -Iuser
+LDLIBS := -lbpf -lelf -lz
+# BPF_KPROBE() declares ctx and every argument whether used or not.
+BPF_CFLAGS := -g -O2 $(WARN) -Wno-unused-parameter -target bpf -D__TARGET_ARCH_$(ARCH) \
+	-I$(dir $(VMLINUX)) -Ibpf
+
+# The loader's sources, and the subset that is pure logic (unit-tested and
+# linked into the test binaries without BPF).
+LOGIC_SRCS := user/u64map.c user/names.c user/trace.c user/stacks.c \
+	user/elf_symbols.c user/torch_symbols.c user/target.c \
+	user/aggregate.c user/table.c user/export_chrome.c \
+	user/export_folded.c user/json_writer.c
+LOADER_SRCS := $(LOGIC_SRCS) user/cli.c user/privileges.c user/probes.c \
+	user/launch.c user/status.c user/session.c user/main.c
+
+ifeq ($(V),1)
+Q :=
+msg :=
+else
+Q := @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+.PHONY: all deps demo test unit e2e asan bench clean
+all: rfbpf
+
+deps:
+	$(Q)tools/install-deps.sh
+
+$(VMLINUX):
+	$(call msg,BTF,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp
+	$(Q)mv $@.tmp $@
+
+$(OUT)/rfbpf.bpf.o: bpf/rfbpf.bpf.c bpf/rfbpf.h $(VMLINUX) | $(OUT)
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(OUT)/rfbpf.skel.h: $(OUT)/rfbpf.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< > $@.tmp
+	$(Q)mv $@.tmp $@
+
+$(OUT)/%.o: user/%.c $(wildcard user/*.h) bpf/rfbpf.h $(OUT)/rfbpf.skel.h \
+		| $(OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+rfbpf: $(patsubst user/%.c,$(OUT)/%.o,$(LOADER_SRCS))
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+$(OUT):
+	$(Q)mkdir -p $@
+
+# Unit tests: pure logic, no BPF, fast. One binary per tests/unit/test_*.c.
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,\
+	$(wildcard tests/unit/test_*.c))
+$(OUT)/tests/%: tests/unit/%.c tests/unit/check.h $(LOGIC_SRCS) \
+		$(wildcard user/*.h) | $(OUT)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -Itests/unit $< $(LOGIC_SRCS) $(LDLIBS) -o $@
+
+unit: $(UNIT_TESTS) tests/fixtures
+	$(Q)tests/run-unit.sh $(UNIT_TESTS)
+
+tests/fixtures:
+	$(Q)$(MAKE) -s -C tests/fixtures
+
+e2e: rfbpf
+	$(Q)tests/run-e2e.sh
+
+# `sudo make test`: install what is missing, build, run every test.
+test: deps
+	$(Q)$(MAKE) --no-print-directory rfbpf
+	$(Q)$(MAKE) --no-print-directory unit
+	$(Q)$(MAKE) --no-print-directory asan-unit
+	$(Q)$(MAKE) --no-print-directory e2e
+
+# AddressSanitizer + UBSan build of the loader and the unit tests.
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=all
+asan:
+	$(Q)$(MAKE) --no-print-directory OUT=build-asan \
+		CFLAGS="-g -O1 $(ASAN_FLAGS)" build-asan/rfbpf-asan
+build-asan/rfbpf-asan: $(patsubst user/%.c,build-asan/%.o,$(LOADER_SRCS))
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+asan-unit:
+	$(Q)$(MAKE) --no-print-directory OUT=build-asan \
+		CFLAGS="-g -O1 $(ASAN_FLAGS)" unit
+
+# `sudo make demo`: install, build, trace the bundled workload.
+demo: deps
+	$(Q)$(MAKE) --no-print-directory rfbpf
+	$(Q)tools/demo.sh
+
+clean:
+	$(Q)rm -rf build build-asan rfbpf $(VMLINUX)
+	$(Q)$(MAKE) -s -C tests/fixtures clean

@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Kernel side of rfbpf: uprobes on at::RecordFunction::before(...) and
+ * at::RecordFunction::end() in libtorch_cpu.so.
+ *
+ * Why one program per `before` overload: each overload receives the op name
+ * in a different shape (a C string, a std::string of either ABI, a
+ * FunctionSchema whose first member is the operator name, or a 2.9+
+ * std::variant passed on the stack). Decoding it here, in the probe, is the
+ * only moment the name is guaranteed to be alive: the caller may free it as
+ * soon as before() returns.
+ *
+ * What is *not* done here: pairing begins with ends. That needs per-thread
+ * stacks, async ends and double ends, which the loader handles with full
+ * information (user/stacks.c). The BPF side stays a cheap, faithful recorder.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "rfbpf.h"
+
+/* Set by the loader before load. 0 means "any process" (never used by the
+ * loader, which always attaches for one pid, but harmless). */
+const volatile __u32 targ_tgid = 0;
+/* Which std::string ABI the probed library uses (for FunctionSchema names). */
+const volatile bool old_string_abi = false;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	/* Resized by the loader (--ringbuf-mb) before load. */
+	__uint(max_entries, 8 * 1024 * 1024);
+} events SEC(".maps");
+
+/* Per-CPU counters: per-variant hits, drops, name faults (enum rf_counter). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RF_CNT_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void count(__u32 slot)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &slot);
+
+	if (v)
+		*v += 1;
+}
+
+/* Returns the tgid/tid pair if this thread belongs to the target, else 0. */
+static __always_inline __u64 target_thread(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (targ_tgid && (__u32)(id >> 32) != targ_tgid)
+		return 0;
+	return id;
+}
+
+static __always_inline void fill_hdr(struct rf_event_hdr *h, __u64 id,
+				     __u8 kind, __u8 variant, __u64 rf_addr)
+{
+	h->ts_ns = bpf_ktime_get_ns();
+	h->rf_addr = rf_addr;
+	h->pid = id >> 32;
+	h->tid = (__u32)id;
+	h->kind = kind;
+	h->variant = variant;
+	h->scope = 0;
+	h->flags = 0;
+	h->name_len = 0;
+}
+
+/* Copy a NUL-terminated string of unknown length. */
+static __always_inline void read_cstr(struct rf_before_event *e, const char *p)
+{
+	long n = bpf_probe_read_user_str(e->name, RF_NAME_MAX, p);
+	char next = 0;
+
+	if (n <= 0) {
+		e->name[0] = 0;
+		e->hdr.flags |= RF_F_NAME_FAULT;
+		return;
+	}
+	e->hdr.name_len = n - 1;
+	/* A full buffer may hold exactly RF_NAME_MAX-1 chars, or be cut: the
+	 * byte after the last copied one tells which. */
+	if (n == RF_NAME_MAX &&
+	    (bpf_probe_read_user(&next, 1, p + RF_NAME_MAX - 1) || next))
+		e->hdr.flags |= RF_F_NAME_TRUNCATED;
+}
+
+/* Copy a string whose length is known (std::string, string_view). */
+static __always_inline void read_sized(struct rf_before_event *e,
+				       const char *p, __u64 len)
+{
+	__u64 n = len;
+
+	if (n > RF_NAME_MAX - 1) {
+		n = RF_NAME_MAX - 1;
+		e->hdr.flags |= RF_F_NAME_TRUNCATED;
+	}
+	n &= RF_NAME_MAX - 1;	/* for the verifier: n < RF_NAME_MAX */
+	if (bpf_probe_read_user(e->name, n, p)) {
+		n = 0;
+		e->hdr.flags |= RF_F_NAME_FAULT;
+	}
+	e->name[n & (RF_NAME_MAX - 1)] = 0;
+	e->hdr.name_len = n;
+}
+
+/* std::string at user address s, in the ABI the library was built with.
+ * C++11: {char *data; size_t len; ...}. Old ABI: {char *data}, with the
+ * length stored 24 bytes before the characters. */
+static __always_inline void read_std_string(struct rf_before_event *e,
+					    const void *s, bool old_abi)
+{
+	const char *data = NULL;
+	__u64 len = 0;
+
+	if (bpf_probe_read_user(&data, sizeof(data), s))
+		goto fault;
+	if (old_abi) {
+		if (bpf_probe_read_user(&len, sizeof(len),
+					data - RF_OLD_STRING_LEN_BACK))
+			goto fault;
+	} else if (bpf_probe_read_user(&len, sizeof(len), s + 8)) {
+		goto fault;
+	}
+	read_sized(e, data, len);
+	return;
+fault:
+	e->name[0] = 0;
+	e->hdr.flags |= RF_F_NAME_FAULT;
+}
+
+static __always_inline struct rf_before_event *
+begin_before(struct pt_regs *ctx, __u8 variant)
+{
+	struct rf_before_event *e;
+	__u64 id = target_thread();
+	void *rf = (void *)PT_REGS_PARM1(ctx);
+
+	if (!id)
+		return NULL;
+	count(variant);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(RF_CNT_DROPS);
+		return NULL;
+	}
+	fill_hdr(&e->hdr, id, RF_EV_BEFORE, variant, (__u64)rf);
+	if (bpf_probe_read_user(&e->hdr.scope, 1, rf + RF_SCOPE_OFFSET))
+		e->hdr.scope = 0xff;
+	return e;
+}
+
+static __always_inline void submit_before(struct rf_before_event *e)
+{
+	if (e->hdr.flags & RF_F_NAME_FAULT)
+		count(RF_CNT_NAME_FAULTS);
+	bpf_ringbuf_submit(e, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(before_cstr, void *rf, const char *name, __s64 seq)
+{
+	struct rf_before_event *e = begin_before(ctx, RF_V_CSTR);
+
+	if (!e)
+		return 0;
+	e->seq = seq;
+	read_cstr(e, name);
+	submit_before(e);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(before_string, void *rf, const void *str, __s64 seq)
+{
+	struct rf_before_event *e = begin_before(ctx, RF_V_STRING);
+
+	if (!e)
+		return 0;
+	e->seq = seq;
+	read_std_string(e, str, false);
+	submit_before(e);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(before_string_old, void *rf, const void *str, __s64 seq)
+{
+	struct rf_before_event *e = begin_before(ctx, RF_V_STRING_OLD);
+
+	if (!e)
+		return 0;
+	e->seq = seq;
+	read_std_string(e, str, true);
+	submit_before(e);
+	return 0;
+}
+
+/* FunctionSchema's first member is OperatorName, whose first member is the
+ * name std::string ("aten::add"). */
+SEC("uprobe")
+int BPF_KPROBE(before_schema, void *rf, const void *schema, __s64 seq)
+{
+	struct rf_before_event *e = begin_before(ctx, RF_V_SCHEMA);
+
+	if (!e)
+		return 0;
+	e->seq = seq;
+	read_std_string(e, schema, old_string_abi);
+	submit_before(e);
+	return 0;
+}
+
+/*
+ * 2.9+: before(FunctionDescriptor, int64_t) where FunctionDescriptor is
+ * std::variant<std::string_view, reference_wrapper<const FunctionSchema>>.
+ * The 24-byte variant is passed in memory at [rsp+8]; the alternative index
+ * is the byte at +16. Index 0: string_view {len, ptr}. Index 1: the schema
+ * pointer in the first word. The sequence number moves to rsi.
+ */
+static __always_inline int descriptor(struct pt_regs *ctx, __u8 variant)
+{
+	struct { __u64 w0, w1; __u8 index; } v;
+	struct rf_before_event *e = begin_before(ctx, variant);
+
+	if (!e)
+		return 0;
+	e->seq = (__s64)PT_REGS_PARM2(ctx);
+	if (bpf_probe_read_user(&v, sizeof(v), (void *)PT_REGS_SP(ctx) + 8)) {
+		e->name[0] = 0;
+		e->hdr.flags |= RF_F_NAME_FAULT;
+	} else if (v.index == 0) {
+		read_sized(e, (const char *)v.w1, v.w0);
+	} else if (v.index == 1) {
+		read_std_string(e, (const void *)v.w0, old_string_abi);
+	} else {	/* valueless variant: nothing to name */
+		e->name[0] = 0;
+		e->hdr.flags |= RF_F_NAME_FAULT;
+	}
+	submit_before(e);
+	return 0;
+}
+
+SEC("uprobe")
+int before_descriptor(struct pt_regs *ctx)
+{
+	return descriptor(ctx, RF_V_DESCRIPTOR);
+}
+
+SEC("uprobe")
+int before_descriptor_dk(struct pt_regs *ctx)
+{
+	return descriptor(ctx, RF_V_DESCRIPTOR_DK);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(end, void *rf)
+{
+	struct rf_end_event *e;
+	__u64 id = target_thread();
+
+	if (!id)
+		return 0;
+	count(RF_V_END);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(RF_CNT_DROPS);
+		return 0;
+	}
+	fill_hdr(&e->hdr, id, RF_EV_END, RF_V_END, (__u64)rf);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* A thread of the target exits: the loader closes whatever it left open.
+ * The tracepoint runs in the exiting task, so the current ids are its own.
+ * A raw tracepoint attaches by name, without tracefs (not mounted here). */
+SEC("raw_tp/sched_process_exit")
+int thread_exit(void *ctx)
+{
+	struct rf_thread_exit_event *e;
+	__u64 id = target_thread();
+
+	if (!id || !targ_tgid)
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(RF_CNT_DROPS);
+		return 0;
+	}
+	fill_hdr(&e->hdr, id, RF_EV_THREAD_EXIT, 0, 0);
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The kernel/user contract of rfbpf: every struct, enum and constant that
+ * both the BPF programs (bpf/rfbpf.bpf.c) and the loader (user/) rely on.
+ * Nothing else lives here.
+ *
+ * Events travel through one BPF ring buffer. Every record starts with the
+ * same header so the loader can switch on `kind` before it knows the size.
+ * `before` records carry the op name; `end` and `thread exit` records do
+ * not, so they are smaller and cost less ring-buffer space.
+ */
+#ifndef RFBPF_H
+#define RFBPF_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>	/* __u8 ... __s64, as vmlinux.h has them */
+#endif
+
+/* Names longer than this (including the NUL) are cut and flagged. */
+#define RF_NAME_MAX 128
+/* The RecordFunction scope is read from the object at this offset; it has
+ * been the same in every release build from 1.13 to main. */
+#define RF_SCOPE_OFFSET 96
+/* Layout of the pre-C++11 ("old ABI") reference-counted std::string: the
+ * object is one pointer to the characters, preceded by {length, capacity,
+ * refcount}; the length sits 24 bytes before the characters. */
+#define RF_OLD_STRING_LEN_BACK 24
+
+enum rf_event_kind {
+	RF_EV_BEFORE = 1,	/* RecordFunction::before(...) entered */
+	RF_EV_END = 2,		/* RecordFunction::end() entered */
+	RF_EV_THREAD_EXIT = 3,	/* a thread of the target exited */
+};
+
+/*
+ * Every `before` overload PyTorch has exported, one BPF program each.
+ * The order is part of the contract: per-variant counters are indexed by it.
+ */
+enum rf_variant {
+	RF_V_CSTR = 0,		/* before(const char*, int64_t) */
+	RF_V_STRING,		/* before(std::string, int64_t), C++11 ABI */
+	RF_V_STRING_OLD,	/* before(std::string, int64_t), old COW ABI */
+	RF_V_SCHEMA,		/* before(reference_wrapper<const FunctionSchema>, int64_t) */
+	RF_V_DESCRIPTOR,	/* before(variant<string_view, schema_ref>, int64_t), 2.9+ */
+	RF_V_DESCRIPTOR_DK,	/* same with a trailing c10::DispatchKey */
+	RF_V_NR_BEFORE,
+	RF_V_END = RF_V_NR_BEFORE, /* end() shares the counter array */
+	RF_V_NR,
+};
+
+/* Slots of the per-CPU `counters` map beyond the per-variant hit counts. */
+enum rf_counter {
+	RF_CNT_DROPS = RF_V_NR,		/* ring buffer full: event lost */
+	RF_CNT_NAME_FAULTS,		/* name could not be read from user memory */
+	RF_CNT_NR,
+};
+
+/* Flags on an event. */
+#define RF_F_NAME_TRUNCATED	(1u << 0)
+#define RF_F_NAME_FAULT		(1u << 1)
+
+struct rf_event_hdr {
+	__u64 ts_ns;		/* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
+	__u64 rf_addr;		/* the RecordFunction object (`this`) */
+	__u32 pid;		/* tgid */
+	__u32 tid;		/* kernel thread id */
+	__u8 kind;		/* enum rf_event_kind */
+	__u8 variant;		/* enum rf_variant */
+	__u8 scope;		/* at::RecordScope, before only */
+	__u8 flags;		/* RF_F_* */
+	__u32 name_len;		/* bytes in name[], without NUL */
+};
+
+struct rf_before_event {
+	struct rf_event_hdr hdr;
+	__s64 seq;		/* sequence number argument */
+	char name[RF_NAME_MAX];
+};
+
+struct rf_end_event {
+	struct rf_event_hdr hdr;
+};
+
+struct rf_thread_exit_event {
+	struct rf_event_hdr hdr;
+	char comm[16];
+};
+
+#endif /* RFBPF_H */

@@ -1,0 +1,102 @@
+"""The bundled workload: a small MLP trained by two Python threads at once.
+
+Each thread owns a seeded model and data, so its printed losses are the
+same on every run, traced or not. User scopes mark each phase with
+torch.profiler.record_function, the way training code is annotated.
+
+RecordFunction must be switched on for rfbpf to see ops (until rfbpf
+activates it itself): --observer registers PyTorch's empty global
+observer (every thread), --profile runs the main thread's share under
+torch.profiler.profile() and saves its event list for comparison.
+
+  /usr/bin/python3 mlp_threads.py --observer --steps 20
+  /usr/bin/python3 mlp_threads.py --profile --events-out ev.json --wait
+"""
+import argparse
+import json
+import sys
+import threading
+
+import torch
+from torch.profiler import record_function
+
+WINDOW = "rfbpf_window"
+
+
+def train(name, seed, steps, out):
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x = torch.randn(32, 64, generator=g)
+    y = torch.randint(0, 10, (32,), generator=g)
+    losses = []
+    for _ in range(steps):
+        with record_function("train_step"):
+            with record_function("forward"):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            with record_function("backward"):
+                opt.zero_grad()
+                loss.backward()
+            with record_function("optimizer_step"):
+                opt.step()
+        losses.append(loss.item())
+    out[name] = losses
+
+
+def run(steps):
+    """The main thread and a worker thread train at the same time."""
+    out = {}
+    start = threading.Barrier(2)
+
+    def worker():
+        start.wait()
+        train("worker", 2, steps, out)
+
+    t = threading.Thread(target=worker, name="worker")
+    t.start()
+    start.wait()
+    with record_function(WINDOW):
+        train("main", 1, steps, out)
+    t.join()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--observer", action="store_true",
+                    help="switch RecordFunction on globally (empty observer)")
+    ap.add_argument("--profile", action="store_true",
+                    help="run under torch.profiler.profile()")
+    ap.add_argument("--events-out", help="write torch.profiler's events here")
+    ap.add_argument("--wait", action="store_true",
+                    help="print 'ready' and wait for a line on stdin")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+
+    if args.wait:
+        print("ready", flush=True)
+        sys.stdin.readline()
+    if args.observer:
+        torch.autograd._set_empty_test_observer(True, 1.0)
+    if args.profile:
+        with torch.profiler.profile(
+                activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            out = run(args.steps)
+        if args.events_out:
+            events = [{"name": e.name, "thread": e.thread,
+                       "start_us": e.time_range.start,
+                       "end_us": e.time_range.end}
+                      for e in prof.events()]
+            with open(args.events_out, "w") as f:
+                json.dump(events, f)
+    else:
+        out = run(args.steps)
+    for name in sorted(out):
+        print(name, " ".join(repr(v) for v in out[name]))
+
+
+if __name__ == "__main__":
+    main()

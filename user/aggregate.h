@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Per-op statistics over a finished trace, as torch.profiler's
+ * key_averages(): calls, total time, self time (total minus the time of
+ * direct children on the same thread), min and max.
+ */
+#ifndef RFBPF_AGGREGATE_H
+#define RFBPF_AGGREGATE_H
+
+#include <stdint.h>
+#include "cli.h"
+#include "trace.h"
+
+struct op_stats {
+	uint32_t name;
+	uint8_t scope;		/* scope of its first call */
+	uint64_t calls;
+	uint64_t total_ns, self_ns, min_ns, max_ns;
+	uint64_t truncated;	/* calls whose end was not their own end() */
+};
+
+struct aggregate {
+	struct op_stats *rows;	/* one per name seen */
+	size_t nr;
+	uint64_t self_ns;	/* sum of every op's self time */
+};
+
+/* Self time of every op (index as trace.ops); NULL on ENOMEM. */
+uint64_t *op_self_times(const struct trace *t);
+int aggregate_ops(const struct trace *t, struct aggregate *a);
+void aggregate_sort(struct aggregate *a, enum sort_key key);
+void aggregate_free(struct aggregate *a);
+
+#endif

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <argp.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "version.h"
+
+const char *argp_program_version = "rfbpf " RFBPF_VERSION;
+const char *argp_program_bug_address = NULL;
+
+static const char doc[] =
+"rfbpf: trace PyTorch operators with eBPF uprobes on at::RecordFunction.\n"
+"\n"
+"Attaches to a running process (-p) or runs a command (after --), records\n"
+"every RecordFunction op with its thread, nesting and timing, and prints a\n"
+"key_averages-style table. The target must have RecordFunction callbacks\n"
+"switched on (for example by torch.profiler.profile()).\n"
+"\v"
+"Examples:\n"
+"  sudo rfbpf -p 1234                  # trace until Ctrl-C, print the table\n"
+"  sudo rfbpf -p 1234 -d 10 -o t.json  # 10 s, Chrome/Perfetto trace\n"
+"  sudo rfbpf -p 1234 --folded f.txt   # flame graph input (flamegraph.pl)\n"
+"  sudo rfbpf --sort total --top 20 -- python3 train.py\n"
+"  sudo rfbpf --lib /opt/venv/lib/python3.11/site-packages/torch/lib/"
+"libtorch_cpu.so -- python3 infer.py\n";
+
+static const char args_doc[] = "-p PID | -- COMMAND [ARGS...]";
+
+enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
+       OPT_RINGBUF };
+
+static const struct argp_option options[] = {
+	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
+	{ "duration", 'd', "SECONDS", 0,
+	  "Stop after SECONDS (default: Ctrl-C, SIGTERM or target exit)", 0 },
+	{ "output", 'o', "FILE", 0,
+	  "Write a Chrome Trace Event JSON file (Perfetto, chrome://tracing)",
+	  0 },
+	{ "folded", OPT_FOLDED, "FILE", 0,
+	  "Write folded stacks weighted by self time in ns (flamegraph.pl, "
+	  "speedscope, inferno)", 0 },
+	{ "no-table", OPT_NO_TABLE, NULL, 0, "Do not print the summary table",
+	  0 },
+	{ "top", OPT_TOP, "N", 0, "Print the N heaviest rows (default 30, "
+	  "0 = all)", 0 },
+	{ "sort", OPT_SORT, "KEY", 0,
+	  "Sort the table by self, total or calls (default self)", 0 },
+	{ "lib", OPT_LIB, "PATH", 0,
+	  "The libtorch_cpu.so to probe (default: found in the target)", 0 },
+	{ "ringbuf-mb", OPT_RINGBUF, "MB", 0,
+	  "Ring buffer size in MiB, a power of two (default 16)", 0 },
+	{ "quiet", 'q', NULL, 0, "No live status line on stderr", 0 },
+	{ "verbose", 'v', NULL, 0,
+	  "Show symbol resolution and libbpf details", 0 },
+	{},
+};
+
+static void bad(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "rfbpf: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, " (see rfbpf --help)\n");
+	exit(2);
+}
+
+static long parse_long(const char *arg, long min, long max, const char *what)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || v < min || v > max)
+		bad(what, arg);
+	return v;
+}
+
+static error_t parse_arg(int key, char *arg, struct argp_state *state)
+{
+	struct options *opt = state->input;
+	char *end;
+
+	switch (key) {
+	case 'p':
+		opt->pid = parse_long(arg, 1, 0x7fffffff,
+				      "invalid PID '%s': expected a positive "
+				      "process id");
+		break;
+	case 'd':
+		errno = 0;
+		opt->duration_s = strtod(arg, &end);
+		if (errno || end == arg || *end || !(opt->duration_s > 0) ||
+		    opt->duration_s > 1e7)
+			bad("invalid duration '%s': expected seconds > 0", arg);
+		break;
+	case 'o': opt->trace_path = arg; break;
+	case OPT_FOLDED: opt->folded_path = arg; break;
+	case OPT_NO_TABLE: opt->table = false; break;
+	case OPT_TOP:
+		opt->top = parse_long(arg, 0, 1000000,
+				      "invalid --top '%s': expected a count "
+				      ">= 0");
+		break;
+	case OPT_SORT:
+		if (!strcmp(arg, "self"))
+			opt->sort = SORT_SELF;
+		else if (!strcmp(arg, "total"))
+			opt->sort = SORT_TOTAL;
+		else if (!strcmp(arg, "calls"))
+			opt->sort = SORT_CALLS;
+		else
+			bad("invalid --sort '%s': expected self, total or "
+			    "calls", arg);
+		break;
+	case OPT_LIB: opt->lib = arg; break;
+	case OPT_RINGBUF: {
+		long mb = parse_long(arg, 1, 1024, "invalid --ringbuf-mb '%s': "
+				     "expected a power of two from 1 to 1024");
+		if (mb & (mb - 1))
+			bad("invalid --ringbuf-mb '%s': expected a power of "
+			    "two from 1 to 1024", arg);
+		opt->ringbuf_mb = mb;
+		break;
+	}
+	case 'q': opt->quiet = true; break;
+	case 'v': opt->verbose = true; break;
+	case ARGP_KEY_ARG:
+		/* Everything from the first non-option on is the command. */
+		opt->command = &state->argv[state->next - 1];
+		state->next = state->argc;
+		break;
+	case ARGP_KEY_END:
+		if (opt->pid && opt->command)
+			bad("%s-p and a command exclude each other", "");
+		if (!opt->pid && !opt->command)
+			bad("%snothing to trace: give -p PID or -- COMMAND", "");
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+void parse_options(int argc, char **argv, struct options *opt)
+{
+	static const struct argp argp = {
+		.options = options, .parser = parse_arg,
+		.args_doc = args_doc, .doc = doc,
+	};
+
+	memset(opt, 0, sizeof(*opt));
+	opt->table = true;
+	opt->top = 30;
+	opt->ringbuf_mb = 16;
+	argp_err_exit_status = 2;
+	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, opt);
+}

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* rfbpf's command line: every option, its default, and its checks. */
+#ifndef RFBPF_CLI_H
+#define RFBPF_CLI_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+enum sort_key { SORT_SELF, SORT_TOTAL, SORT_CALLS };
+
+struct options {
+	pid_t pid;		/* -p; 0 when launching a command */
+	char **command;		/* after "--"; NULL when attaching */
+	double duration_s;	/* -d; 0 = until Ctrl-C or target exit */
+	const char *trace_path;	/* -o */
+	const char *folded_path;/* --folded */
+	const char *lib;	/* --lib */
+	bool table;		/* off with --no-table */
+	int top;		/* --top, rows of the table (0 = all) */
+	enum sort_key sort;
+	unsigned ringbuf_mb;	/* --ringbuf-mb */
+	bool verbose;		/* -v */
+	bool quiet;		/* -q: no live status line */
+};
+
+/* Parses argv; on a bad value prints one line and exits with status 2. */
+void parse_options(int argc, char **argv, struct options *opt);
+
+#endif

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <errno.h>
+#include "export_chrome.h"
+#include "json_writer.h"
+#include "version.h"
+
+static const char *truncation_reason(uint32_t flags)
+{
+	if (flags & OP_CLOSED_BY_PARENT)
+		return "closed_by_parent";
+	if (flags & OP_THREAD_EXITED)
+		return "thread_exited";
+	if (flags & OP_OPEN_AT_DETACH)
+		return "open_at_detach";
+	if (flags & OP_REPLACED)
+		return "replaced";
+	return NULL;
+}
+
+static void write_op(FILE *f, const struct trace *t, const struct op *o)
+{
+	const char *why = truncation_reason(o->flags);
+
+	fputs(",\n{\"ph\":\"X\",\"cat\":", f);
+	json_string(f, scope_category(o->scope));
+	fputs(",\"name\":", f);
+	json_string(f, names_get(&t->names, o->name));
+	fprintf(f, ",\"pid\":%u,\"tid\":%u,\"ts\":", t->pid, o->tid);
+	json_us(f, o->start_ns);
+	fputs(",\"dur\":", f);
+	json_us(f, op_duration(o));
+	fprintf(f, ",\"args\":{\"Sequence number\":%lld,\"scope\":\"%s\"",
+		(long long)o->seq, scope_name(o->scope));
+	if (why)
+		fprintf(f, ",\"truncated\":\"%s\"", why);
+	if (o->flags & OP_ASYNC_END)
+		fputs(",\"async_end\":true", f);
+	if (o->flags & OP_NAME_TRUNCATED)
+		fputs(",\"name_truncated\":true", f);
+	fputs("}}", f);
+}
+
+static void write_metadata_events(FILE *f, const struct trace *t)
+{
+	fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,"
+		"\"tid\":0,\"args\":{\"name\":", t->pid);
+	json_string(f, t->process_name);
+	fputs("}}", f);
+	for (size_t i = 0; i < t->nr_threads; i++) {
+		const struct thread *th = &t->threads[i];
+		char name[48];
+
+		snprintf(name, sizeof(name), "%s [%u]",
+			 th->comm[0] ? th->comm : "thread", th->tid);
+		fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\","
+			"\"pid\":%u,\"tid\":%u,\"args\":{\"name\":", t->pid,
+			th->tid);
+		json_string(f, name);
+		fputs("}}", f);
+	}
+}
+
+#define COUNT(name, v) fprintf(f, ",\"" name "\":%llu", \
+			       (unsigned long long)(v))
+
+static void write_other_data(FILE *f, const struct trace *t)
+{
+	const struct counts *c = &t->counts;
+
+	fputs("\"otherData\":{\"tracer\":\"rfbpf " RFBPF_VERSION
+	      "\",\"library\":", f);
+	json_string(f, t->library);
+	fputs(",\"build\":", f);
+	json_string(f, t->build);
+	fprintf(f, ",\"sample_prob\":%g", t->sample_prob);
+	COUNT("events", c->events);
+	fputs(",\"before_events\":{", f);
+	for (unsigned v = 0, first = 1; v < RF_V_NR_BEFORE; v++, first = 0)
+		fprintf(f, "%s\"%s\":%llu", first ? "" : ",",
+			variant_name(v), (unsigned long long)c->before[v]);
+	fputs("},\"bpf_hits\":{", f);
+	for (unsigned v = 0, first = 1; v < RF_V_NR; v++, first = 0)
+		fprintf(f, "%s\"%s\":%llu", first ? "" : ",",
+			variant_name(v), (unsigned long long)c->bpf_hits[v]);
+	fputc('}', f);
+	COUNT("end_events", c->ends);
+	COUNT("thread_exits", c->thread_exits);
+	COUNT("drops", c->drops);
+	COUNT("unmatched_ends", c->unmatched_ends);
+	COUNT("repeated_ends", c->repeated_ends);
+	COUNT("async_ends", c->async_ends);
+	COUNT("truncated_ops", counts_truncated(c));
+	COUNT("open_at_detach", c->open_at_detach);
+	COUNT("open_at_thread_exit", c->open_at_thread_exit);
+	COUNT("closed_by_parent", c->closed_by_parent);
+	COUNT("replaced", c->replaced);
+	COUNT("names_truncated", c->names_truncated);
+	COUNT("name_faults", c->name_faults);
+	COUNT("out_of_memory", c->oom);
+	fputc('}', f);
+}
+
+void write_chrome_trace(FILE *f, const struct trace *t)
+{
+	fputs("{\"displayTimeUnit\":\"ns\",", f);
+	write_other_data(f, t);
+	fputs(",\n\"traceEvents\":[\n", f);
+	write_metadata_events(f, t);
+	for (size_t i = 0; i < t->nr_ops; i++)
+		write_op(f, t, &t->ops[i]);
+	fputs("\n]}\n", f);
+}
+
+int export_chrome_trace(const struct trace *t, const char *path)
+{
+	FILE *f = fopen(path, "we");
+
+	if (!f)
+		return -1;
+	write_chrome_trace(f, t);
+	if (ferror(f)) {
+		fclose(f);
+		errno = EIO;
+		return -1;
+	}
+	return fclose(f);
+}

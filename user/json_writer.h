@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Writing JSON strings and numbers exactly: op names may hold quotes,
+ * control characters, or a UTF-8 sequence cut by truncation. */
+#ifndef RFBPF_JSON_WRITER_H
+#define RFBPF_JSON_WRITER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* Writes s as a quoted JSON string; invalid UTF-8 becomes U+FFFD. */
+void json_string(FILE *f, const char *s);
+/* Writes ns as microseconds with exactly three decimals (no rounding). */
+void json_us(FILE *f, uint64_t ns);
+
+#endif

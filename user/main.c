@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * rfbpf: trace PyTorch ops with BPF uprobes on at::RecordFunction.
+ *
+ * The story of a run: parse options; check privileges; find the target
+ * (or fork the command, held before exec) and the libtorch_cpu it uses;
+ * resolve the RecordFunction symbols; load the BPF programs for that pid;
+ * attach; loop until a signal, the duration or the target's exit; detach;
+ * print the table and write the trace files. Every error before tracing
+ * starts is one line on stderr and a non-zero exit, with the target
+ * untouched.
+ */
+#include <errno.h>
+#include <glob.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "cli.h"
+#include "elf_symbols.h"
+#include "export_chrome.h"
+#include "export_folded.h"
+#include "privileges.h"
+#include "session.h"
+#include "table.h"
+#include "target.h"
+#include "version.h"
+
+static bool verbose;
+
+static int libbpf_print_fn(enum libbpf_print_level level, const char *fmt,
+			   va_list args)
+{
+	if (level == LIBBPF_DEBUG && !verbose)
+		return 0;
+	if (!verbose)
+		return 0;
+	return vfprintf(stderr, fmt, args);
+}
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_signals++;
+}
+
+static void die_setup(struct session *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "rfbpf: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	if (s->launched)
+		launch_abort(&s->launch);
+	if (s->rb)
+		ring_buffer__free(s->rb);
+	probes_destroy(&s->probes);
+	exit(1);
+}
+
+/* Resolves the library's RecordFunction symbols or explains why not. */
+static void resolve_symbols(struct session *s, const char *path,
+			    struct torch_symbols *syms)
+{
+	int n = torch_symbols_resolve(path, syms);
+
+	if (n < 0)
+		die_setup(s, "%s: %s", path, elf_symbols_strerror(n));
+	if (!syms->nr_before || !syms->offset[RF_V_END])
+		die_setup(s, "%s: no at::RecordFunction before()/end() symbols;"
+			  " not a libtorch_cpu build rfbpf supports (1.13 to "
+			  "2.14 are)", path);
+	torch_symbols_describe(syms, s->trace.build, sizeof(s->trace.build));
+	if (s->opt->verbose)
+		fprintf(stderr, "rfbpf: %s: %s\n", path, s->trace.build);
+}
+
+/* Launch mode without --lib: libraries the command is likely to load,
+ * probed before it runs. Anything else is caught once it is mapped. */
+static int default_libraries(glob_t *g)
+{
+	static const char *const patterns[] = {
+		"/usr/lib/*/libtorch_cpu.so*",
+		"/usr/lib/libtorch_cpu.so*",
+		"/usr/local/lib/libtorch_cpu.so*",
+	};
+	int flags = 0;
+
+	memset(g, 0, sizeof(*g));
+	for (size_t i = 0; i < sizeof(patterns) / sizeof(*patterns); i++) {
+		glob(patterns[i], flags, NULL, g);
+		flags = GLOB_APPEND;
+	}
+	return g->gl_pathc;
+}
+
+/* The libraries to probe and their symbols, chosen before the BPF object
+ * is loaded because the string ABI they use is a load-time constant. */
+struct libraries {
+	char path[PROBES_MAX_LIBS][PATH_MAX];
+	struct torch_symbols syms[PROBES_MAX_LIBS];
+	int nr;
+};
+
+static void choose_libraries(struct session *s, struct libraries *libs)
+{
+	char path[PATH_MAX];
+	glob_t g;
+	int err;
+
+	libs->nr = 0;
+	if (s->opt->lib || !s->launched) {
+		if (s->opt->lib) {
+			snprintf(path, sizeof(path), "%s", s->opt->lib);
+		} else {
+			err = target_find_libtorch(s->pid, path, sizeof(path));
+			if (err == -ENOENT)
+				die_setup(s, "process %d (%s) has no "
+					  "libtorch_cpu.so mapped: not a "
+					  "PyTorch process, or torch not "
+					  "imported yet (name the library with "
+					  "--lib)", s->pid,
+					  s->trace.process_name);
+			if (err)
+				die_setup(s, "cannot read /proc/%d/maps: %s%s",
+					  s->pid, strerror(-err),
+					  err == -EACCES ? " (needs "
+					  "CAP_SYS_PTRACE for other users' "
+					  "processes)" : "");
+		}
+		resolve_symbols(s, path, &libs->syms[0]);
+		snprintf(libs->path[0], PATH_MAX, "%s", path);
+		libs->nr = 1;
+		return;
+	}
+	/* Launch mode: probe the usual candidates that are real torch
+	 * builds; session_check_launched_lib() catches any other. */
+	for (size_t i = 0; i < (size_t)default_libraries(&g) &&
+	     libs->nr < PROBES_MAX_LIBS; i++) {
+		struct torch_symbols *syms = &libs->syms[libs->nr];
+
+		if (torch_symbols_resolve(g.gl_pathv[i], syms) > 0 &&
+		    syms->nr_before && syms->offset[RF_V_END]) {
+			snprintf(libs->path[libs->nr++], PATH_MAX, "%s",
+				 g.gl_pathv[i]);
+			if (!s->trace.build[0])
+				torch_symbols_describe(syms, s->trace.build,
+						       sizeof(s->trace.build));
+		}
+	}
+	globfree(&g);
+}
+
+/* The library as the target sees it: without our /proc/PID/root prefix,
+ * and through symlinks (libtorch_cpu.so -> libtorch_cpu.so.1.13.0). */
+static void describe_path(struct session *s, const char *path)
+{
+	char prefix[64], real[PATH_MAX];
+	size_t n = snprintf(prefix, sizeof(prefix), "/proc/%d/root", s->pid);
+
+	if (!strncmp(path, prefix, n) && path[n] == '/')
+		path += n;
+	else if (realpath(path, real))
+		path = real;
+	snprintf(s->trace.library, sizeof(s->trace.library), "%s", path);
+}
+
+static void attach_libraries(struct session *s, const struct libraries *libs)
+{
+	for (int i = 0; i < libs->nr; i++) {
+		int n = probes_attach_lib(&s->probes, s->pid, libs->path[i],
+					  &libs->syms[i], s->opt->verbose);
+
+		if (n < 0 && !s->launched && !target_alive(s->pid))
+			die_setup(s, "process %d exited during attach",
+				  s->pid);
+		if (n < 0)
+			die_setup(s, "cannot attach uprobes to %s: %s",
+				  libs->path[i], strerror(-n));
+		if (n > 0 && !s->trace.library[0])
+			describe_path(s, libs->path[i]);
+	}
+}
+
+static void setup(struct session *s, struct options *opt)
+{
+	static struct libraries libs;
+	char why[256];
+	int err;
+
+	if (!have_tracing_privileges(why, sizeof(why)))
+		die_setup(s, "%s", why);
+	if (opt->pid) {
+		if (!target_alive(opt->pid))
+			die_setup(s, "no process with PID %d (is it running?)",
+				  opt->pid);
+		s->pid = opt->pid;
+		s->pidfd = syscall(SYS_pidfd_open, s->pid, 0);
+	} else {
+		err = launch_prepare(&s->launch, opt->command);
+		if (err)
+			die_setup(s, "cannot start %s: %s", opt->command[0],
+				  strerror(-err));
+		s->launched = true;
+		s->pid = s->launch.pid;
+	}
+	trace_init(&s->trace, s->pid);
+	if (opt->pid)
+		target_comm(s->pid, s->trace.process_name,
+			    sizeof(s->trace.process_name));
+	else
+		snprintf(s->trace.process_name, sizeof(s->trace.process_name),
+			 "%s", strrchr(opt->command[0], '/') ?
+			 strrchr(opt->command[0], '/') + 1 : opt->command[0]);
+	choose_libraries(s, &libs);
+	err = probes_load(&s->probes, s->pid, opt->ringbuf_mb,
+			  libs.nr && libs.syms[0].old_string_abi, why,
+			  sizeof(why));
+	if (err)
+		die_setup(s, "%s", why);
+	attach_libraries(s, &libs);
+	if (session_open_ring(s))
+		die_setup(s, "cannot read the ring buffer: %s",
+			  strerror(errno));
+}
+
+static int write_outputs(struct session *s)
+{
+	int ret = 0;
+
+	if (s->opt->table)
+		print_table(stdout, &s->trace, s->opt->sort, s->opt->top);
+	if (s->opt->trace_path &&
+	    export_chrome_trace(&s->trace, s->opt->trace_path)) {
+		fprintf(stderr, "rfbpf: cannot write %s: %s\n",
+			s->opt->trace_path, strerror(errno));
+		ret = 1;
+	}
+	if (s->opt->folded_path &&
+	    export_folded(&s->trace, s->opt->folded_path)) {
+		fprintf(stderr, "rfbpf: cannot write %s: %s\n",
+			s->opt->folded_path, strerror(errno));
+		ret = 1;
+	}
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	static struct session s = { .pidfd = -1 };
+	struct options opt;
+	int ret;
+
+	parse_options(argc, argv, &opt);
+	verbose = opt.verbose;
+	s.opt = &opt;
+	libbpf_set_print(libbpf_print_fn);
+	setup(&s, &opt);
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_signal);
+	if (s.launched) {
+		ret = launch_release(&s.launch);
+		if (ret)
+			die_setup(&s, "cannot run %s: %s", opt.command[0],
+				  strerror(-ret));
+	} else if (!target_alive(s.pid)) {
+		die_setup(&s, "process %d exited during attach", s.pid);
+	}
+	fprintf(stderr, "rfbpf: tracing PID %d (%s)%s%s; %s\n", s.pid,
+		s.trace.process_name, s.trace.library[0] ? " via " : "",
+		s.trace.library,
+		s.launched ? "until it exits" : "Ctrl-C to stop");
+	status_init(&s.status, opt.quiet);
+
+	session_run(&s);
+	ret = write_outputs(&s);
+	ring_buffer__free(s.rb);
+	probes_destroy(&s.probes);
+	if (s.launched) {
+		if (!s.child_exited)
+			s.child_exited = launch_reap(&s.launch, true,
+						     &s.child_code);
+		ret = s.child_code;
+	}
+	trace_free(&s.trace);
+	return ret;
+}

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "probes.h"
+#include "rfbpf.skel.h"
+
+int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
+		bool old_string_abi, char *err, size_t errlen)
+{
+	int ret;
+
+	memset(p, 0, sizeof(*p));
+	p->skel = rfbpf_bpf__open();
+	if (!p->skel) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot open the BPF object: %s",
+			 strerror(-ret));
+		return ret;
+	}
+	p->skel->rodata->targ_tgid = pid;
+	p->skel->rodata->old_string_abi = old_string_abi;
+	bpf_map__set_max_entries(p->skel->maps.events,
+				 (__u32)ringbuf_mb << 20);
+	ret = rfbpf_bpf__load(p->skel);
+	if (ret) {
+		snprintf(err, errlen, "cannot load the BPF programs: %s%s",
+			 strerror(-ret), ret == -EPERM ?
+			 " (needs CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN)" :
+			 "");
+		return ret;
+	}
+	p->links[p->nr_links] = bpf_program__attach(p->skel->progs.thread_exit);
+	if (!p->links[p->nr_links]) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot attach the sched_process_exit "
+			 "raw tracepoint: %s", strerror(-ret));
+		return ret;
+	}
+	p->nr_links++;
+	return 0;
+}
+
+static struct bpf_program *program_of(struct rfbpf_bpf *skel, unsigned v)
+{
+	switch (v) {
+	case RF_V_CSTR: return skel->progs.before_cstr;
+	case RF_V_STRING: return skel->progs.before_string;
+	case RF_V_STRING_OLD: return skel->progs.before_string_old;
+	case RF_V_SCHEMA: return skel->progs.before_schema;
+	case RF_V_DESCRIPTOR: return skel->progs.before_descriptor;
+	case RF_V_DESCRIPTOR_DK: return skel->progs.before_descriptor_dk;
+	case RF_V_END: return skel->progs.end;
+	default: return NULL;
+	}
+}
+
+bool probes_has_lib(const struct probes *p, const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st))
+		return false;
+	for (int i = 0; i < p->nr_libs; i++)
+		if (p->libs[i].dev == st.st_dev && p->libs[i].ino == st.st_ino)
+			return true;
+	return false;
+}
+
+int probes_attach_lib(struct probes *p, pid_t pid, const char *path,
+		      const struct torch_symbols *s, bool verbose)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts);
+	struct stat st;
+	int attached = 0;
+
+	/* uprobes live on the inode: probing one file through two paths
+	 * (libtorch_cpu.so -> .so.1.13) would count every op twice. */
+	if (probes_has_lib(p, path))
+		return 0;
+	if (stat(path, &st))
+		return -errno;
+	if (p->nr_libs == PROBES_MAX_LIBS)
+		return -E2BIG;
+	for (unsigned v = 0; v < RF_V_NR; v++) {
+		struct bpf_link *l;
+
+		if (!s->offset[v])
+			continue;
+		l = bpf_program__attach_uprobe_opts(program_of(p->skel, v), pid,
+						    path, s->offset[v], &opts);
+		if (!l)
+			return -errno;
+		p->links[p->nr_links++] = l;
+		attached++;
+		if (verbose)
+			fprintf(stderr, "rfbpf: uprobe %s at %s+0x%llx\n",
+				variant_name(v), path,
+				(unsigned long long)s->offset[v]);
+	}
+	p->libs[p->nr_libs].dev = st.st_dev;
+	p->libs[p->nr_libs].ino = st.st_ino;
+	p->nr_libs++;
+	return attached;
+}
+
+int probes_events_fd(const struct probes *p)
+{
+	return bpf_map__fd(p->skel->maps.events);
+}
+
+void probes_read_counters(const struct probes *p, struct counts *c)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	int fd = bpf_map__fd(p->skel->maps.counters);
+	__u64 *vals;
+
+	if (ncpu <= 0 || !(vals = calloc(ncpu, sizeof(*vals))))
+		return;
+	for (__u32 slot = 0; slot < RF_CNT_NR; slot++) {
+		__u64 sum = 0;
+
+		if (bpf_map_lookup_elem(fd, &slot, vals))
+			continue;
+		for (int cpu = 0; cpu < ncpu; cpu++)
+			sum += vals[cpu];
+		if (slot < RF_V_NR)
+			c->bpf_hits[slot] = sum;
+		else if (slot == RF_CNT_DROPS)
+			c->drops = sum;
+	}
+	free(vals);
+}
+
+void probes_destroy(struct probes *p)
+{
+	for (int i = p->nr_links - 1; i >= 0; i--)
+		bpf_link__destroy(p->links[i]);
+	p->nr_links = 0;
+	rfbpf_bpf__destroy(p->skel);
+	p->skel = NULL;
+}

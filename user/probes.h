@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Loading rfbpf's BPF object and attaching its programs: one uprobe per
+ * before() variant the library exports plus end(), all for the target pid
+ * only, and the thread-exit tracepoint.
+ */
+#ifndef RFBPF_PROBES_H
+#define RFBPF_PROBES_H
+
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include "torch_symbols.h"
+#include "trace.h"
+
+#define PROBES_MAX_LIBS 4
+
+struct rfbpf_bpf;
+
+struct probes {
+	struct rfbpf_bpf *skel;
+	struct bpf_link *links[PROBES_MAX_LIBS * RF_V_NR + 1];
+	int nr_links;
+	struct { dev_t dev; ino_t ino; } libs[PROBES_MAX_LIBS];
+	int nr_libs;
+};
+
+/* Opens and loads the BPF object for tgid pid. Returns 0 or -errno, with a
+ * one-line reason in err. */
+int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
+		bool old_string_abi, char *err, size_t errlen);
+/* Attaches the uprobes of every variant in s to the library at path, for
+ * pid only. A library already attached (same inode) is skipped and 0
+ * returned. Returns the number of uprobes attached or -errno. */
+int probes_attach_lib(struct probes *p, pid_t pid, const char *path,
+		      const struct torch_symbols *s, bool verbose);
+/* Whether the library at path (by inode) is already probed. */
+bool probes_has_lib(const struct probes *p, const char *path);
+int probes_events_fd(const struct probes *p);
+/* Sums the per-CPU BPF counters into c (hits per variant, drops). */
+void probes_read_counters(const struct probes *p, struct counts *c);
+void probes_destroy(struct probes *p);
+
+#endif

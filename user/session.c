@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "session.h"
+#include "target.h"
+
+volatile sig_atomic_t stop_signals;
+
+double monotonic_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* A thread seen for the first time: name it while it is alive. */
+static void name_new_thread(struct session *s, uint32_t tid)
+{
+	bool created;
+	struct thread *th = trace_thread(&s->trace, tid, &created);
+
+	if (th && created)
+		target_thread_comm(s->pid, tid, th->comm, sizeof(th->comm));
+}
+
+static int handle_event(void *ctx, void *data, size_t size)
+{
+	struct session *s = ctx;
+	const struct rf_event_hdr *h = data;
+
+	if (size < sizeof(*h))
+		return 0;
+	switch (h->kind) {
+	case RF_EV_BEFORE: {
+		const struct rf_before_event *e = data;
+		struct rf_event_hdr hdr = *h;
+
+		if (size < sizeof(*e))
+			return 0;
+		if (hdr.name_len >= RF_NAME_MAX)
+			hdr.name_len = RF_NAME_MAX - 1;
+		name_new_thread(s, h->tid);
+		stacks_before(&s->trace, &hdr, e->name, e->seq);
+		break;
+	}
+	case RF_EV_END:
+		name_new_thread(s, h->tid);
+		stacks_end(&s->trace, h);
+		break;
+	case RF_EV_THREAD_EXIT: {
+		const struct rf_thread_exit_event *e = data;
+		long i = trace_thread_index(&s->trace, h->tid);
+
+		if (size < sizeof(*e))
+			return 0;
+		if (i >= 0)
+			memcpy(s->trace.threads[i].comm, e->comm,
+			       sizeof(e->comm));
+		stacks_thread_exit(&s->trace, h->tid, h->ts_ns);
+		break;
+	}
+	}
+	return 0;
+}
+
+int session_open_ring(struct session *s)
+{
+	s->rb = ring_buffer__new(probes_events_fd(&s->probes), handle_event,
+				 s, NULL);
+	return s->rb ? 0 : -errno;
+}
+
+void session_check_launched_lib(struct session *s)
+{
+	char path[PATH_MAX];
+	struct torch_symbols syms;
+	int n;
+
+	if (s->lib_checked || target_find_libtorch(s->pid, path, sizeof(path)))
+		return;
+	s->lib_checked = true;
+	if (probes_has_lib(&s->probes, path))
+		return;
+	n = torch_symbols_resolve(path, &syms);
+	if (n <= 0 || !syms.nr_before || !syms.offset[RF_V_END]) {
+		status_clear(&s->status);
+		fprintf(stderr, "rfbpf: warning: %s has no RecordFunction "
+			"symbols rfbpf supports; nothing will be traced\n",
+			path);
+		return;
+	}
+	if (probes_attach_lib(&s->probes, s->pid, path, &syms,
+			      s->opt->verbose) < 0) {
+		fprintf(stderr, "rfbpf: warning: cannot probe %s: %s\n", path,
+			strerror(errno));
+		return;
+	}
+	status_clear(&s->status);
+	fprintf(stderr, "rfbpf: warning: the command loaded %s, which was "
+		"probed only once mapped: its first ops may be missing (name "
+		"it with --lib to trace from the start)\n", path);
+	snprintf(s->trace.library, sizeof(s->trace.library), "%s", path);
+}
+
+static bool target_gone(struct session *s)
+{
+	struct pollfd pfd = { .fd = s->pidfd, .events = POLLIN };
+
+	if (s->launched) {
+		if (!s->child_exited)
+			s->child_exited = launch_reap(&s->launch, false,
+						      &s->child_code);
+		return s->child_exited;
+	}
+	if (s->pidfd >= 0)
+		return poll(&pfd, 1, 0) > 0;
+	return !target_alive(s->pid);
+}
+
+/* In launch mode the first Ctrl-C reaches the command too (same process
+ * group): keep tracing until it exits. SIGTERM sent to rfbpf alone is
+ * passed on. A second signal stops tracing at once. */
+static bool should_stop(struct session *s, int *signals_seen)
+{
+	if (stop_signals == *signals_seen)
+		return false;
+	*signals_seen = stop_signals;
+	if (!s->launched || stop_signals > 1)
+		return true;
+	kill(s->pid, SIGTERM);
+	return false;
+}
+
+void session_run(struct session *s)
+{
+	int signals_seen = 0;
+	struct counts bpf;
+
+	s->start_s = monotonic_s();
+	for (;;) {
+		double now;
+		int err = ring_buffer__poll(s->rb, 100);
+
+		if (err < 0 && err != -EINTR) {
+			fprintf(stderr, "rfbpf: reading the ring buffer: %s\n",
+				strerror(-err));
+			break;
+		}
+		if (s->launched)
+			session_check_launched_lib(s);
+		now = monotonic_s() - s->start_s;
+		memset(&bpf, 0, sizeof(bpf));
+		if (s->status.enabled)
+			probes_read_counters(&s->probes, &bpf);
+		status_update(&s->status, now, s->trace.counts.events,
+			      s->trace.nr_ops, bpf.drops);
+		if (should_stop(s, &signals_seen) || target_gone(s))
+			break;
+		if (s->opt->duration_s && now >= s->opt->duration_s)
+			break;
+	}
+	status_clear(&s->status);
+	/* Detach first so the target runs free, then drain what is left. */
+	for (int i = s->probes.nr_links - 1; i >= 0; i--)
+		bpf_link__destroy(s->probes.links[i]);
+	s->probes.nr_links = 0;
+	while (ring_buffer__consume(s->rb) > 0)
+		;
+	probes_read_counters(&s->probes, &s->trace.counts);
+	stacks_detach(&s->trace, s->trace.last_ns > monotonic_ns() ?
+		      s->trace.last_ns : monotonic_ns());
+}

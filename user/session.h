@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * One tracing run: the ring-buffer loop that feeds events to the stacks,
+ * the live status, the stop conditions (signal, duration, target exit),
+ * and the final drain and detach.
+ */
+#ifndef RFBPF_SESSION_H
+#define RFBPF_SESSION_H
+
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include "cli.h"
+#include "launch.h"
+#include "probes.h"
+#include "status.h"
+#include "torch_symbols.h"
+#include "trace.h"
+
+struct ring_buffer;
+
+struct session {
+	const struct options *opt;
+	pid_t pid;
+	struct trace trace;
+	struct probes probes;
+	struct ring_buffer *rb;
+	struct launch launch;
+	bool launched;		/* launch mode, child forked */
+	bool child_exited;
+	int child_code;		/* exit code of the launched command */
+	int pidfd;		/* attach mode: readable when the target exits */
+	bool lib_checked;	/* launch mode: the mapped library was checked */
+	struct status status;
+	double start_s;
+};
+
+/* Set by the signal handlers in main.c. */
+extern volatile sig_atomic_t stop_signals;
+
+double monotonic_s(void);
+/* Creates the ring buffer reader. Returns 0 or -errno. */
+int session_open_ring(struct session *s);
+/* Polls until a stop condition, then drains, detaches and closes every
+ * still-open op. */
+void session_run(struct session *s);
+/* Launch mode: once the command maps a libtorch_cpu rfbpf did not probe
+ * before exec, resolve and probe it too. */
+void session_check_launched_lib(struct session *s);
+
+#endif

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * Rebuilding what each thread was doing from before()/end() events.
+ *
+ * Ops are paired by the RecordFunction's address, not by thread: an async
+ * RecordFunction (futures, RPC) may end on another thread than the one it
+ * began on, and it is closed on the thread where it began. end() also runs
+ * from ~RecordFunction for objects that never called before() (unsampled,
+ * or built while nothing was active), and a RecordFunction may see end()
+ * twice (explicitly, then from its destructor); those ends are counted and
+ * otherwise ignored. Every op that does not close cleanly is kept, with its
+ * end time set to the moment we learnt it was over and a flag saying why,
+ * so nothing disappears silently.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "trace.h"
+
+static int push(struct thread *th, uint32_t op)
+{
+	if (th->depth == th->cap) {
+		uint32_t cap = th->cap ? th->cap * 2 : 16;
+		uint32_t *s = realloc(th->stack, cap * sizeof(*s));
+
+		if (!s)
+			return -1;
+		th->stack = s;
+		th->cap = cap;
+	}
+	th->stack[th->depth++] = op;
+	return 0;
+}
+
+static void close_op(struct trace *t, uint32_t i, uint64_t ts, uint32_t why)
+{
+	struct op *o = &t->ops[i];
+
+	o->end_ns = ts < o->start_ns ? o->start_ns : ts;
+	o->flags = (o->flags & ~OP_OPEN) | why;
+	u64map_del(&t->open, o->rf_addr);
+}
+
+static struct op *new_op(struct trace *t)
+{
+	if (t->nr_ops == t->cap_ops) {
+		size_t cap = t->cap_ops ? t->cap_ops * 2 : 4096;
+		struct op *ops = realloc(t->ops, cap * sizeof(*ops));
+
+		if (!ops)
+			return NULL;
+		t->ops = ops;
+		t->cap_ops = cap;
+	}
+	return &t->ops[t->nr_ops];
+}
+
+static void seen(struct trace *t, uint64_t ts)
+{
+	if (!t->first_ns || ts < t->first_ns)
+		t->first_ns = ts;
+	if (ts > t->last_ns)
+		t->last_ns = ts;
+}
+
+/* Close ops above `keep` on th's stack (they were still open when an
+ * enclosing op or the thread ended). */
+static void unwind_to(struct trace *t, struct thread *th, uint32_t keep,
+		      uint64_t ts, uint32_t why, uint64_t *counter)
+{
+	while (th->depth > keep) {
+		close_op(t, th->stack[--th->depth], ts, why);
+		(*counter)++;
+	}
+}
+
+void stacks_before(struct trace *t, const struct rf_event_hdr *h,
+		   const char *name, int64_t seq)
+{
+	struct thread *th;
+	struct op *o;
+	uint64_t *prev;
+	uint32_t id;
+
+	t->counts.events++;
+	if (h->variant < RF_V_NR_BEFORE)
+		t->counts.before[h->variant]++;
+	seen(t, h->ts_ns);
+	if (h->flags & RF_F_NAME_TRUNCATED)
+		t->counts.names_truncated++;
+	if (h->flags & RF_F_NAME_FAULT)
+		t->counts.name_faults++;
+
+	/* The address is still open: that object died without end() (it can
+	 * only happen if an end event was lost). Close the old op. */
+	prev = u64map_get(&t->open, h->rf_addr);
+	if (prev) {
+		struct op *old = &t->ops[*prev];
+		struct thread *oth = trace_thread(t, old->tid, NULL);
+		uint32_t idx = *prev, d;
+
+		for (d = 0; oth && d < oth->depth; d++)
+			if (oth->stack[d] == idx)
+				break;
+		if (oth && d < oth->depth)
+			unwind_to(t, oth, d, h->ts_ns, OP_REPLACED,
+				  &t->counts.replaced);
+		else
+			close_op(t, idx, h->ts_ns, OP_REPLACED);
+	}
+
+	th = trace_thread(t, h->tid, NULL);
+	id = names_intern(&t->names, name, h->name_len);
+	o = new_op(t);
+	if (!th || id == UINT32_MAX || !o || push(th, t->nr_ops)) {
+		t->counts.oom++;
+		return;
+	}
+	memset(o, 0, sizeof(*o));
+	o->start_ns = h->ts_ns;
+	o->rf_addr = h->rf_addr;
+	o->seq = seq;
+	o->tid = h->tid;
+	o->name = id;
+	o->scope = h->scope;
+	o->variant = h->variant;
+	o->depth = th->depth - 1;
+	o->parent = th->depth > 1 ? (int32_t)th->stack[th->depth - 2] : -1;
+	o->flags = OP_OPEN;
+	if (h->flags & RF_F_NAME_TRUNCATED)
+		o->flags |= OP_NAME_TRUNCATED;
+	if (h->flags & RF_F_NAME_FAULT)
+		o->flags |= OP_NAME_FAULT;
+	if (!u64map_put(&t->open, h->rf_addr, t->nr_ops)) {
+		th->depth--;
+		t->counts.oom++;
+		return;
+	}
+	t->nr_ops++;
+}
+
+static bool ended_recently(const struct thread *th, uint64_t addr)
+{
+	for (int i = 0; i < RECENT_ENDS; i++)
+		if (th->recent_ends[i] == addr)
+			return true;
+	return false;
+}
+
+/* An async op ends while its own thread has opened more ops above it: take
+ * it out of the middle of the stack and hand its children to its parent. */
+static void remove_from_middle(struct trace *t, struct thread *th,
+			       uint32_t d)
+{
+	int32_t parent = t->ops[th->stack[d]].parent;
+
+	if (d + 1 < th->depth)
+		t->ops[th->stack[d + 1]].parent = parent;
+	for (uint32_t k = d + 1; k < th->depth; k++) {
+		t->ops[th->stack[k]].depth--;
+		th->stack[k - 1] = th->stack[k];
+	}
+	th->depth--;
+}
+
+void stacks_end(struct trace *t, const struct rf_event_hdr *h)
+{
+	struct thread *ender = trace_thread(t, h->tid, NULL);
+	uint64_t *idx = u64map_get(&t->open, h->rf_addr);
+	struct thread *owner;
+	uint32_t i, d;
+
+	t->counts.events++;
+	t->counts.ends++;
+	seen(t, h->ts_ns);
+	if (!ender) {
+		t->counts.oom++;
+		return;
+	}
+	if (!idx) {
+		if (ended_recently(ender, h->rf_addr))
+			t->counts.repeated_ends++;
+		else
+			t->counts.unmatched_ends++;
+		return;
+	}
+	i = *idx;
+	ender->recent_ends[ender->recent_next++ % RECENT_ENDS] = h->rf_addr;
+	owner = trace_thread(t, t->ops[i].tid, NULL);
+	for (d = 0; d < owner->depth && owner->stack[d] != i; d++)
+		;
+	if (t->ops[i].tid != h->tid) {
+		t->counts.async_ends++;
+		t->ops[i].flags |= OP_ASYNC_END;
+		if (d < owner->depth)
+			remove_from_middle(t, owner, d);
+		close_op(t, i, h->ts_ns, 0);
+		return;
+	}
+	if (d == owner->depth) {	/* not on a stack: nothing to unwind */
+		close_op(t, i, h->ts_ns, 0);
+		return;
+	}
+	/* Same thread: anything opened above it and still open ends with it. */
+	unwind_to(t, owner, d + 1, h->ts_ns, OP_CLOSED_BY_PARENT,
+		  &t->counts.closed_by_parent);
+	if (owner->depth)
+		owner->depth--;
+	close_op(t, i, h->ts_ns, 0);
+}
+
+void stacks_thread_exit(struct trace *t, uint32_t tid, uint64_t ts_ns)
+{
+	long i = trace_thread_index(t, tid);
+
+	t->counts.events++;
+	t->counts.thread_exits++;
+	seen(t, ts_ns);
+	if (i < 0)
+		return;
+	unwind_to(t, &t->threads[i], 0, ts_ns, OP_THREAD_EXITED,
+		  &t->counts.open_at_thread_exit);
+	t->threads[i].exited = true;
+}
+
+void stacks_detach(struct trace *t, uint64_t ts_ns)
+{
+	for (size_t i = 0; i < t->nr_threads; i++)
+		unwind_to(t, &t->threads[i], 0, ts_ns, OP_OPEN_AT_DETACH,
+			  &t->counts.open_at_detach);
+	/* Async ops already removed from their stack but not yet ended. */
+	for (size_t i = 0; i < t->nr_ops; i++)
+		if (t->ops[i].flags & OP_OPEN) {
+			close_op(t, i, ts_ns, OP_OPEN_AT_DETACH);
+			t->counts.open_at_detach++;
+		}
+}

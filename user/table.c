@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <string.h>
+#include "aggregate.h"
+#include "table.h"
+
+#define NAME_W 52
+
+void format_duration(uint64_t ns, char *buf, size_t len)
+{
+	if (ns < 1000000ull)
+		snprintf(buf, len, "%.3fus", ns / 1e3);
+	else if (ns < 1000000000ull)
+		snprintf(buf, len, "%.3fms", ns / 1e6);
+	else
+		snprintf(buf, len, "%.3fs", ns / 1e9);
+}
+
+static void rule(FILE *f)
+{
+	char line[NAME_W + 1];
+
+	memset(line, '-', NAME_W);
+	line[NAME_W] = 0;
+	fprintf(f, "%s  -------  ----------  -------  ----------  ----------  "
+		"----------  ----------  --------\n", line);
+}
+
+/* Long names keep their head and end with "...", as torch does. */
+static void print_name(FILE *f, const char *name)
+{
+	if (strlen(name) > NAME_W)
+		fprintf(f, "%.*s...", NAME_W - 3, name);
+	else
+		fprintf(f, "%-*s", NAME_W, name);
+}
+
+static void print_row(FILE *f, const struct op_stats *r, const char *name,
+		      uint64_t all_self)
+{
+	char self[24], total[24], avg[24], min[24], max[24];
+	double denom = all_self ? (double)all_self : 1;
+
+	format_duration(r->self_ns, self, sizeof(self));
+	format_duration(r->total_ns, total, sizeof(total));
+	format_duration(r->total_ns / r->calls, avg, sizeof(avg));
+	format_duration(r->min_ns, min, sizeof(min));
+	format_duration(r->max_ns, max, sizeof(max));
+	print_name(f, name);
+	fprintf(f, "  %6.2f%%  %10s  %6.2f%%  %10s  %10s  %10s  %10s  %8llu\n",
+		100.0 * r->self_ns / denom, self, 100.0 * r->total_ns / denom,
+		total, avg, min, max, (unsigned long long)r->calls);
+}
+
+static void print_footer(FILE *f, const struct trace *t, uint64_t self_ns)
+{
+	const struct counts *c = &t->counts;
+	char total[24], losses[512];
+
+	format_duration(self_ns, total, sizeof(total));
+	fprintf(f, "Self time total: %s; %zu ops; %zu threads seen in PID %u "
+		"(%s)\n", total, t->nr_ops, t->nr_threads, t->pid,
+		t->process_name);
+	fprintf(f, "Events: %llu (", (unsigned long long)c->events);
+	for (unsigned v = 0; v < RF_V_NR_BEFORE; v++)
+		if (c->before[v] || c->bpf_hits[v])
+			fprintf(f, "%s %llu, ", variant_name(v),
+				(unsigned long long)c->before[v]);
+	fprintf(f, "end() %llu, thread exits %llu)\n",
+		(unsigned long long)c->ends,
+		(unsigned long long)c->thread_exits);
+	format_losses(c, losses, sizeof(losses));
+	fprintf(f, "Lost or unpaired: %s\n", losses);
+}
+
+void print_table(FILE *f, const struct trace *t, enum sort_key sort, int top)
+{
+	struct aggregate a;
+	size_t shown = 0;
+
+	if (aggregate_ops(t, &a)) {
+		fprintf(f, "rfbpf: out of memory building the table\n");
+		return;
+	}
+	aggregate_sort(&a, sort);
+	rule(f);
+	fprintf(f, "%-*s  %7s  %10s  %7s  %10s  %10s  %10s  %10s  %8s\n",
+		NAME_W, "Name", "Self %", "Self", "Total %", "Total", "Avg",
+		"Min", "Max", "Calls");
+	rule(f);
+	for (size_t i = 0; i < a.nr && (!top || shown < (size_t)top); i++) {
+		if (!a.rows[i].calls)
+			continue;
+		print_row(f, &a.rows[i], names_get(&t->names, a.rows[i].name),
+			  a.self_ns);
+		shown++;
+	}
+	rule(f);
+	if (shown < a.nr)
+		fprintf(f, "(%zu more ops not shown: --top 0 shows all)\n",
+			a.nr - shown);
+	print_footer(f, t, a.self_ns);
+	aggregate_free(&a);
+}

@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* The summary table, laid out like torch.profiler's key_averages().table(). */
+#ifndef RFBPF_TABLE_H
+#define RFBPF_TABLE_H
+
+#include <stdio.h>
+#include "cli.h"
+#include "trace.h"
+
+/* top = 0 prints every row. */
+void print_table(FILE *f, const struct trace *t, enum sort_key sort, int top);
+/* "1.234ms"-style durations, as torch.profiler prints them. */
+void format_duration(uint64_t ns, char *buf, size_t len);
+
+#endif

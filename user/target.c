@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "target.h"
+
+static int read_small_file(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "re");
+	size_t n;
+
+	if (!f)
+		return -errno;
+	n = fread(buf, 1, len - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return (int)n;
+}
+
+bool target_alive(pid_t pid)
+{
+	char path[64], stat[512], *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (read_small_file(path, stat, sizeof(stat)) <= 0)
+		return false;
+	/* "pid (comm) S ...": the state follows the last ')' */
+	p = strrchr(stat, ')');
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+static void read_comm(const char *path, char *buf, size_t len,
+		      const char *fallback)
+{
+	if (read_small_file(path, buf, len) <= 0) {
+		snprintf(buf, len, "%s", fallback);
+		return;
+	}
+	buf[strcspn(buf, "\n")] = 0;
+}
+
+void target_comm(pid_t pid, char *buf, size_t len)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+	read_comm(path, buf, len, "?");
+}
+
+void target_thread_comm(pid_t pid, pid_t tid, char *buf, size_t len)
+{
+	char path[96];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", pid, tid);
+	read_comm(path, buf, len, "");
+}
+
+bool is_libtorch_cpu_name(const char *base)
+{
+	static const char stem[] = "libtorch_cpu.so";
+	size_t n = sizeof(stem) - 1;
+
+	return !strncmp(base, stem, n) && (!base[n] || base[n] == '.');
+}
+
+int target_find_libtorch(pid_t pid, char *buf, size_t len)
+{
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	int err = -ENOENT;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		char *file = strchr(line, '/'), *base;
+
+		if (!file)
+			continue;
+		file[strcspn(file, "\n")] = 0;
+		base = strrchr(file, '/') + 1;
+		if (!is_libtorch_cpu_name(base))
+			continue;
+		snprintf(buf, len, "/proc/%d/root%s", pid, file);
+		err = 0;
+		break;
+	}
+	free(line);
+	fclose(f);
+	return err;
+}

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Finding the target and the libtorch_cpu it has mapped. Paths from
+ * /proc/PID/maps are the target's view of its filesystem; they are opened
+ * through /proc/PID/root so a process in a container is traced correctly.
+ */
+#ifndef RFBPF_TARGET_H
+#define RFBPF_TARGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Does the process exist (zombies count as gone)? */
+bool target_alive(pid_t pid);
+/* The process's comm, or "?" */
+void target_comm(pid_t pid, char *buf, size_t len);
+/* A thread's comm, or "" when it is gone. */
+void target_thread_comm(pid_t pid, pid_t tid, char *buf, size_t len);
+/*
+ * Finds the first mapping of libtorch_cpu.so* in /proc/PID/maps and writes
+ * the path to open (through /proc/PID/root) into buf. Returns 0, -ENOENT
+ * when not mapped, or -errno when maps cannot be read.
+ */
+int target_find_libtorch(pid_t pid, char *buf, size_t len);
+/* Is base the file name of a libtorch_cpu build (libtorch_cpu.so[.*])? */
+bool is_libtorch_cpu_name(const char *base);
+
+#endif

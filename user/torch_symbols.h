@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The at::RecordFunction entry points rfbpf probes, by variant, and what
+ * their presence says about the build (which std::string ABI it uses).
+ */
+#ifndef RFBPF_TORCH_SYMBOLS_H
+#define RFBPF_TORCH_SYMBOLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "../bpf/rfbpf.h"
+
+struct torch_symbols {
+	uint64_t offset[RF_V_NR];	/* file offset per variant, 0 = absent */
+	unsigned nr_before;		/* before() variants found */
+	bool old_string_abi;
+};
+
+/* The mangled symbol of a variant (RF_V_END included). */
+const char *torch_symbol(unsigned variant);
+/* Resolves every variant in the file at path. Returns the number of
+ * symbols found (before variants + end), or a negative elf_symbols error. */
+int torch_symbols_resolve(const char *path, struct torch_symbols *s);
+/* "before(std::string), before(FunctionSchema), ... ; C++11 string ABI" */
+void torch_symbols_describe(const struct torch_symbols *s, char *buf,
+			    size_t len);
+
+#endif

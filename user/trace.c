@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* The trace model's storage: init, free, threads, and the names of scopes
+ * and variants every output uses. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "trace.h"
+
+void trace_init(struct trace *t, uint32_t pid)
+{
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	t->sample_prob = 1.0;
+}
+
+void trace_free(struct trace *t)
+{
+	for (size_t i = 0; i < t->nr_threads; i++)
+		free(t->threads[i].stack);
+	free(t->threads);
+	free(t->ops);
+	names_free(&t->names);
+	u64map_free(&t->thread_index);
+	u64map_free(&t->open);
+	memset(t, 0, sizeof(*t));
+}
+
+long trace_thread_index(const struct trace *t, uint32_t tid)
+{
+	uint64_t *i = u64map_get(&t->thread_index, tid);
+
+	return i ? (long)*i : -1;
+}
+
+struct thread *trace_thread(struct trace *t, uint32_t tid, bool *created)
+{
+	long i = trace_thread_index(t, tid);
+
+	if (created)
+		*created = false;
+	if (i >= 0)
+		return &t->threads[i];
+	if (t->nr_threads == t->cap_threads) {
+		size_t cap = t->cap_threads ? t->cap_threads * 2 : 16;
+		struct thread *th = realloc(t->threads, cap * sizeof(*th));
+
+		if (!th)
+			return NULL;
+		t->threads = th;
+		t->cap_threads = cap;
+	}
+	if (!u64map_put(&t->thread_index, tid, t->nr_threads))
+		return NULL;
+	struct thread *th = &t->threads[t->nr_threads++];
+	memset(th, 0, sizeof(*th));
+	th->tid = tid;
+	if (created)
+		*created = true;
+	return th;
+}
+
+static const char *const scope_names[] = {
+	"function", "backward_function", "torchscript_function",
+	"kernel_function_dtype", "custom_class", "build_feature",
+	"lite_interpreter", "user_scope", "static_runtime_op",
+	"static_runtime_model",
+};
+
+const char *scope_name(uint8_t scope)
+{
+	if (scope < sizeof(scope_names) / sizeof(scope_names[0]))
+		return scope_names[scope];
+	return "unknown";
+}
+
+/* Kineto files every RecordFunction op under "cpu_op" and user scopes under
+ * "user_annotation"; scopes Kineto has no name for keep their own. */
+const char *scope_category(uint8_t scope)
+{
+	switch (scope) {
+	case 0: case 1: case 3: case 6: case 8:
+		return "cpu_op";
+	case 7:
+		return "user_annotation";
+	default:
+		return scope_name(scope);
+	}
+}
+
+const char *variant_name(unsigned variant)
+{
+	static const char *const names[] = {
+		[RF_V_CSTR] = "before(const char*)",
+		[RF_V_STRING] = "before(std::string)",
+		[RF_V_STRING_OLD] = "before(std::string, old ABI)",
+		[RF_V_SCHEMA] = "before(FunctionSchema)",
+		[RF_V_DESCRIPTOR] = "before(FunctionDescriptor)",
+		[RF_V_DESCRIPTOR_DK] = "before(FunctionDescriptor, DispatchKey)",
+		[RF_V_END] = "end()",
+	};
+	return variant < RF_V_NR ? names[variant] : "?";
+}
+
+uint64_t counts_truncated(const struct counts *c)
+{
+	return c->open_at_detach + c->open_at_thread_exit +
+	       c->closed_by_parent + c->replaced;
+}
+
+void format_losses(const struct counts *c, char *buf, size_t len)
+{
+	snprintf(buf, len,
+		 "drops %llu; unmatched ends %llu; repeated ends %llu; async "
+		 "ends %llu; truncated ops %llu (open at detach %llu, at "
+		 "thread exit %llu, closed by parent %llu, replaced %llu); "
+		 "names truncated %llu; unreadable names %llu%s",
+		 (unsigned long long)c->drops,
+		 (unsigned long long)c->unmatched_ends,
+		 (unsigned long long)c->repeated_ends,
+		 (unsigned long long)c->async_ends,
+		 (unsigned long long)counts_truncated(c),
+		 (unsigned long long)c->open_at_detach,
+		 (unsigned long long)c->open_at_thread_exit,
+		 (unsigned long long)c->closed_by_parent,
+		 (unsigned long long)c->replaced,
+		 (unsigned long long)c->names_truncated,
+		 (unsigned long long)c->name_faults,
+		 c->oom ? "; EVENTS LOST TO OUT-OF-MEMORY" : "");
+}

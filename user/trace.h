@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The trace model the loader rebuilds from events: every op ever opened (in
+ * the order it began), the threads it ran on, and counters for everything
+ * that did not pair up cleanly. Exporters and the table read this model
+ * once tracing has stopped; nothing in it reaches back into BPF.
+ */
+#ifndef RFBPF_TRACE_H
+#define RFBPF_TRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "../bpf/rfbpf.h"
+#include "names.h"
+#include "u64map.h"
+
+/* Why an op's interval is not a clean before..end pair. */
+enum op_flag {
+	OP_OPEN			= 1u << 0, /* no end seen yet */
+	OP_ASYNC_END		= 1u << 1, /* ended on another thread */
+	OP_CLOSED_BY_PARENT	= 1u << 2, /* an enclosing op ended first */
+	OP_THREAD_EXITED	= 1u << 3, /* its thread exited with it open */
+	OP_OPEN_AT_DETACH	= 1u << 4, /* still open when tracing stopped */
+	OP_REPLACED		= 1u << 5, /* a new before() reused its address */
+	OP_NAME_TRUNCATED	= 1u << 6, /* name longer than RF_NAME_MAX-1 */
+	OP_NAME_FAULT		= 1u << 7, /* name unreadable in the target */
+};
+/* Flags that mean "the end time is not the op's own end() call". */
+#define OP_TRUNCATED (OP_CLOSED_BY_PARENT | OP_THREAD_EXITED | \
+		      OP_OPEN_AT_DETACH | OP_REPLACED)
+
+struct op {
+	uint64_t start_ns, end_ns;
+	uint64_t rf_addr;
+	int64_t seq;
+	uint32_t tid;		/* thread it began on (and is nested in) */
+	uint32_t name;		/* id in trace.names */
+	int32_t parent;		/* enclosing op on the same thread, -1 at top */
+	uint16_t depth;
+	uint8_t scope;		/* at::RecordScope */
+	uint8_t variant;	/* enum rf_variant of its before() */
+	uint32_t flags;		/* enum op_flag */
+};
+
+#define RECENT_ENDS 8
+
+struct thread {
+	uint32_t tid;
+	char comm[16];
+	uint32_t *stack;	/* indexes into trace.ops, bottom first */
+	uint32_t depth, cap;
+	uint64_t recent_ends[RECENT_ENDS]; /* to tell a repeated end() */
+	uint32_t recent_next;
+	bool exited;
+};
+
+struct counts {
+	uint64_t events;		/* records read from the ring buffer */
+	uint64_t before[RF_V_NR_BEFORE];/* before events, per variant */
+	uint64_t ends;			/* end events */
+	uint64_t thread_exits;
+	uint64_t unmatched_ends;	/* end() with no open before() */
+	uint64_t repeated_ends;		/* second end() of one op */
+	uint64_t async_ends;		/* end() on another thread */
+	uint64_t closed_by_parent;
+	uint64_t open_at_thread_exit;
+	uint64_t open_at_detach;
+	uint64_t replaced;
+	uint64_t names_truncated;
+	uint64_t name_faults;
+	uint64_t oom;			/* events lost to allocation failure */
+	/* Read from BPF's counters at the end of the run. */
+	uint64_t bpf_hits[RF_V_NR];
+	uint64_t drops;
+};
+
+struct trace {
+	uint32_t pid;
+	char process_name[64];
+	char library[4096];	/* libtorch_cpu that was probed */
+	char build[256];		/* what the symbols say about the build */
+	struct op *ops;
+	size_t nr_ops, cap_ops;
+	struct names names;
+	struct thread *threads;
+	size_t nr_threads, cap_threads;
+	struct u64map thread_index;	/* tid -> index in threads */
+	struct u64map open;		/* rf_addr -> index in ops */
+	struct counts counts;
+	uint64_t first_ns, last_ns;	/* span of events seen */
+	double sample_prob;		/* 1.0 unless sampled */
+};
+
+void trace_init(struct trace *t, uint32_t pid);
+void trace_free(struct trace *t);
+/* The thread with this tid, created on first sight (NULL on ENOMEM). */
+struct thread *trace_thread(struct trace *t, uint32_t tid, bool *created);
+/* Index of a thread in trace.threads, or -1 */
+long trace_thread_index(const struct trace *t, uint32_t tid);
+
+/* The events, in ring-buffer order. */
+void stacks_before(struct trace *t, const struct rf_event_hdr *h,
+		   const char *name, int64_t seq);
+void stacks_end(struct trace *t, const struct rf_event_hdr *h);
+void stacks_thread_exit(struct trace *t, uint32_t tid, uint64_t ts_ns);
+/* Tracing stopped: close every op still open at ts_ns. */
+void stacks_detach(struct trace *t, uint64_t ts_ns);
+
+static inline uint64_t op_duration(const struct op *o)
+{
+	return o->end_ns > o->start_ns ? o->end_ns - o->start_ns : 0;
+}
+
+/* Scope names as Kineto and torch.profiler show them. */
+const char *scope_name(uint8_t scope);
+/* The Chrome-trace category for a scope ("cpu_op", "user_annotation"...). */
+const char *scope_category(uint8_t scope);
+const char *variant_name(unsigned variant);
+
+
+
+/* One line listing every counter of things that did not pair cleanly or
+ * were lost: the same wording in every output. */
+void format_losses(const struct counts *c, char *buf, size_t len);
+/* Ops whose end was not their own end() call. */
+uint64_t counts_truncated(const struct counts *c);
+#endif
