@@ -23,14 +23,19 @@ from torch.profiler import record_function
 WINDOW = "rfbpf_window"
 
 
-def train(name, seed, steps, out):
-    g = torch.Generator().manual_seed(seed)
+def setup(seed):
+    """Model and data, built before the threads start: parameter init
+    draws from the global generator, which two threads would race on."""
     torch.manual_seed(seed)
     model = torch.nn.Sequential(
         torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    x = torch.randn(32, 64)
+    y = torch.randint(0, 10, (32,))
+    return model, x, y
+
+
+def train(name, model, x, y, steps, out):
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    x = torch.randn(32, 64, generator=g)
-    y = torch.randint(0, 10, (32,), generator=g)
     losses = []
     for _ in range(steps):
         with record_function("train_step"):
@@ -49,16 +54,17 @@ def run(steps):
     """The main thread and a worker thread train at the same time."""
     out = {}
     start = threading.Barrier(2)
+    mine, theirs = setup(1), setup(2)
 
     def worker():
         start.wait()
-        train("worker", 2, steps, out)
+        train("worker", *theirs, steps, out)
 
     t = threading.Thread(target=worker, name="worker")
     t.start()
     start.wait()
     with record_function(WINDOW):
-        train("main", 1, steps, out)
+        train("main", *mine, steps, out)
     t.join()
     return out
 

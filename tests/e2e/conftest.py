@@ -1,0 +1,251 @@
+"""Shared helpers for the end-to-end tests.
+
+Everything here drives the real thing: the rfbpf binary, the kernel's BPF
+and uprobes, and Debian's PyTorch under /usr/bin/python3. The one outside
+referee is the kernel's own count of uprobe hits, taken with tracefs
+uprobes counted by `perf stat`, at offsets this file computes from the ELF
+with readelf (independently of rfbpf's libelf code).
+"""
+import collections
+import decimal
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RFBPF = os.path.join(ROOT, "rfbpf")
+PYTHON = "/usr/bin/python3"
+WORKLOAD = os.path.join(ROOT, "tests", "workloads", "mlp_threads.py")
+LIBTORCH = "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13"
+TRACEFS = "/sys/kernel/tracing"
+GROUP = "rfbpf_gt"
+
+# The symbols rfbpf names per variant in its trace's otherData.
+VARIANT_SYMBOLS = {
+    "before(const char*)": "_ZN2at14RecordFunction6beforeEPKcl",
+    "before(std::string)": "_ZN2at14RecordFunction6beforeENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEEl",
+    "before(FunctionSchema)": "_ZN2at14RecordFunction6beforeESt17reference_wrapperIKN3c1014FunctionSchemaEEl",
+    "end()": "_ZN2at14RecordFunction3endEv",
+}
+PERF_EVENT = {
+    "before(const char*)": "before_cstr",
+    "before(std::string)": "before_string",
+    "before(FunctionSchema)": "before_schema",
+    "end()": "end_call",
+}
+
+
+def run(cmd, **kw):
+    kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    kw.setdefault("timeout", 300)
+    return subprocess.run(cmd, **kw)
+
+
+def elf_offsets(path, symbols):
+    """File offsets of symbols, from readelf's symbol and segment tables."""
+    real = os.path.realpath(path)
+    syms = run(["readelf", "-W", "--dyn-syms", real]).stdout
+    addrs = {}
+    for line in syms.splitlines():
+        f = line.split()
+        if len(f) >= 8 and f[7] in symbols and f[6] != "UND":
+            addrs[f[7]] = int(f[1], 16)
+    segs = []
+    for line in run(["readelf", "-lW", real]).stdout.splitlines():
+        f = line.split()
+        if f and f[0] == "LOAD":
+            segs.append((int(f[1], 16), int(f[2], 16), int(f[4], 16)))
+    out = {}
+    for s, a in addrs.items():
+        for off, vaddr, filesz in segs:
+            if vaddr <= a < vaddr + filesz:
+                out[s] = a - vaddr + off
+    return out
+
+
+class KernelCounts:
+    """tracefs uprobes on each RecordFunction symbol, counted by perf stat."""
+
+    def __init__(self, lib=LIBTORCH):
+        if not os.path.exists(os.path.join(TRACEFS, "uprobe_events")):
+            run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
+        self.lib = os.path.realpath(lib)
+        offs = elf_offsets(self.lib, set(VARIANT_SYMBOLS.values()))
+        self.events = []
+        for variant, sym in VARIANT_SYMBOLS.items():
+            name = PERF_EVENT[variant]
+            self._write(f"p:{GROUP}/{name} {self.lib}:0x{offs[sym]:x}\n")
+            self.events.append((variant, f"{GROUP}:{name}"))
+
+    def _write(self, line):
+        # Unbuffered append: Python's "a" mode seeks, which tracefs refuses.
+        fd = os.open(os.path.join(TRACEFS, "uprobe_events"),
+                     os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+    def perf_args(self, out):
+        ev = ",".join(e for _, e in self.events)
+        return ["perf", "stat", "--no-big-num", "-x", ",", "-o", out, "-e", ev]
+
+    @staticmethod
+    def parse(out_path, events):
+        counts = {}
+        with open(out_path) as f:
+            for line in f:
+                f_ = line.strip().split(",")
+                if len(f_) > 2:
+                    for variant, ev in events:
+                        if f_[2] == ev:
+                            counts[variant] = int(f_[0])
+        return counts
+
+    def close(self):
+        for _, ev in self.events:
+            try:
+                self._write(f"-:{ev.replace(':', '/')}\n")
+            except OSError:
+                pass
+
+
+@pytest.fixture
+def kernel_counts():
+    kc = KernelCounts()
+    yield kc
+    kc.close()
+
+
+def load_trace(path):
+    with open(path) as f:
+        return json.load(f, parse_float=decimal.Decimal)
+
+
+def ops_of(trace):
+    return [e for e in trace["traceEvents"] if e["ph"] == "X"]
+
+
+def ns(us):
+    """Chrome-trace microseconds with 3 decimals -> integer ns, exactly."""
+    return int(decimal.Decimal(us) * 1000)
+
+
+class Node:
+    def __init__(self, ev):
+        self.ev = ev
+        self.start = ns(ev["ts"])
+        self.end = self.start + ns(ev["dur"])
+        self.children = []
+        self.parent = None
+
+    @property
+    def name(self):
+        return self.ev["name"]
+
+    def ancestors(self):
+        n = self.parent
+        while n:
+            yield n
+            n = n.parent
+
+
+def rebuild_nesting(trace):
+    """Rebuilds each thread's tree from the intervals alone (not from any
+    parent field). Returns (roots per tid, violations): a violation is an
+    interval that overlaps the enclosing one without lying inside it."""
+    by_tid = collections.defaultdict(list)
+    for e in ops_of(trace):
+        by_tid[e["tid"]].append(Node(e))
+    roots, violations = {}, []
+    for tid, nodes in by_tid.items():
+        nodes.sort(key=lambda n: (n.start, -n.end))
+        stack, roots[tid] = [], []
+        for n in nodes:
+            while stack and n.start >= stack[-1].end and not (
+                    n.start == stack[-1].end == n.end):
+                stack.pop()
+            if stack:
+                if n.end > stack[-1].end:
+                    violations.append((stack[-1].name, n.name))
+                n.parent = stack[-1]
+                stack[-1].children.append(n)
+            else:
+                roots[tid].append(n)
+            stack.append(n)
+    return roots, violations
+
+
+def all_nodes(roots):
+    out = []
+    todo = [n for r in roots.values() for n in r]
+    while todo:
+        n = todo.pop()
+        out.append(n)
+        todo.extend(n.children)
+    return out
+
+
+class Waiting:
+    """A workload started with --wait: it prints 'ready' and waits for a
+    line on stdin, so a tracer can attach before any op runs."""
+
+    def __init__(self, *args):
+        self.p = subprocess.Popen([PYTHON, WORKLOAD, "--wait", *args],
+                                  stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        assert line.strip() == "ready", line
+        self.pid = self.p.pid
+
+    def go(self):
+        self.p.stdin.write("go\n")
+        self.p.stdin.flush()
+
+    def finish(self, timeout=300):
+        out, _ = self.p.communicate(timeout=timeout)
+        return self.p.returncode, out
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+def start_rfbpf(args):
+    """Starts rfbpf and waits for its 'tracing' line on stderr."""
+    p = subprocess.Popen([RFBPF, *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    seen = ""
+    while time.time() < deadline:
+        r, _, _ = select.select([p.stderr], [], [], 1)
+        if r:
+            line = p.stderr.readline()
+            seen += line
+            if line.startswith("rfbpf: tracing"):
+                return p, seen
+            if not line:
+                break
+    p.kill()
+    raise AssertionError(f"rfbpf did not start tracing: {seen}")
+
+
+def stop(p, sig=signal.SIGINT, timeout=120):
+    if p.poll() is None:
+        p.send_signal(sig)
+    out, err = p.communicate(timeout=timeout)
+    return p.returncode, out, err
+
+
+def untraced_output(*args):
+    r = run([PYTHON, WORKLOAD, *args])
+    assert r.returncode == 0, r.stderr
+    return r.stdout

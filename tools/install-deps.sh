@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages rfbpf needs to build, test and demo, and only
+# those that are missing (so a machine that has them is left alone).
+set -euo pipefail
+
+packages=(
+	make gcc g++ clang llvm		# the loader and the BPF object
+	libbpf-dev bpftool libelf-dev zlib1g-dev
+	python3-torch			# the real PyTorch traced by demo and tests
+	python3-pytest			# end-to-end tests
+	linux-perf			# kernel-counted ground truth in tests
+	libcap2-bin util-linux		# capsh/setpriv: the no-privilege test
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	[[ $p == \#* ]] && continue
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+		grep -q "install ok installed"; then
+		missing+=("$p")
+	fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "deps: all installed"
+	exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+	echo "deps: missing ${missing[*]}: run with sudo to install them" >&2
+	exit 1
+fi
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
