@@ -153,6 +153,12 @@ static void choose_libraries(struct session *s, struct libraries *libs)
 			if (!s->trace.build[0])
 				torch_symbols_describe(syms, s->trace.build,
 						       sizeof(s->trace.build));
+			if (s->opt->verbose)
+				fprintf(stderr, "rfbpf: candidate %s: %s\n",
+					g.gl_pathv[i], s->trace.build);
+		} else if (s->opt->verbose) {
+			fprintf(stderr, "rfbpf: candidate %s: not a supported "
+				"libtorch_cpu, skipped\n", g.gl_pathv[i]);
 		}
 	}
 	globfree(&g);
@@ -225,6 +231,10 @@ static void setup(struct session *s, struct options *opt)
 			  sizeof(why));
 	if (err)
 		die_setup(s, "%s", why);
+	/* Tests only: widen the window in which a target can exit mid-attach,
+	 * so "exits during attach" is tested deterministically. */
+	if (getenv("RFBPF_TEST_ATTACH_DELAY_MS"))
+		usleep(1000 * atoi(getenv("RFBPF_TEST_ATTACH_DELAY_MS")));
 	attach_libraries(s, &libs);
 	if (session_open_ring(s))
 		die_setup(s, "cannot read the ring buffer: %s",
