@@ -12,7 +12,7 @@ from conftest import (KernelCounts, PYTHON, RFBPF, WORKLOAD, Waiting,
                       start_rfbpf, stop, untraced_output)
 
 STEPS = 20
-USER_SCOPES = {"rfbpf_window", "train_step", "forward", "backward",
+USER_SCOPES = {"main_thread", "train_step", "forward", "backward",
                "optimizer_step"}
 
 

@@ -13,6 +13,7 @@ torch.profiler.profile() and saves its event list for comparison.
   /usr/bin/python3 mlp_threads.py --profile --events-out ev.json --wait
 """
 import argparse
+import ctypes
 import json
 import sys
 import threading
@@ -20,7 +21,7 @@ import threading
 import torch
 from torch.profiler import record_function
 
-WINDOW = "rfbpf_window"
+WINDOW = "main_thread"
 
 
 def setup(seed):
@@ -50,6 +51,11 @@ def train(name, model, x, y, steps, out):
     out[name] = losses
 
 
+def name_os_thread(name):
+    """Give the OS thread a name (PR_SET_NAME) so tracers can tell it."""
+    ctypes.CDLL(None, use_errno=True).prctl(15, ctypes.c_char_p(name), 0, 0, 0)
+
+
 def run(steps):
     """The main thread and a worker thread train at the same time."""
     out = {}
@@ -57,6 +63,7 @@ def run(steps):
     mine, theirs = setup(1), setup(2)
 
     def worker():
+        name_os_thread(b"mlp-worker")
         start.wait()
         train("worker", *theirs, steps, out)
 
