@@ -14,8 +14,11 @@ OUT := build
 VMLINUX := vmlinux/$(ARCH)/vmlinux.h
 
 WARN := -Wall -Wextra -Werror
-CFLAGS ?= -g -O2
-CFLAGS += $(WARN) -std=gnu11 -D_GNU_SOURCE -I$(OUT) -Ibpf -Iuser
+# OPT and SANITIZE are the knobs (make asan sets them); warnings always apply.
+OPT ?= -g -O2
+SANITIZE ?=
+override CFLAGS := $(OPT) $(SANITIZE) $(WARN) -std=gnu11 -D_GNU_SOURCE \
+	-I$(OUT) -Ibpf -Iuser
 LDLIBS := -lbpf -lelf -lz
 # BPF_KPROBE() declares ctx and every argument whether used or not.
 BPF_CFLAGS := -g -O2 $(WARN) -Wno-unused-parameter -target bpf -D__TARGET_ARCH_$(ARCH) \
@@ -38,7 +41,7 @@ Q := @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all deps demo test unit e2e asan bench clean
+.PHONY: all deps demo test unit e2e asan bench clean tests/fixtures
 all: rfbpf
 
 deps:
@@ -78,7 +81,7 @@ $(OUT)/tests/%: tests/unit/%.c tests/unit/check.h $(LOGIC_SRCS) \
 		$(wildcard user/*.h) | $(OUT)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -Itests/unit $< $(LOGIC_SRCS) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) -Itests/unit $< $(LOGIC_SRCS) $(LDLIBS) -ldl -o $@
 
 unit: $(UNIT_TESTS) tests/fixtures
 	$(Q)tests/run-unit.sh $(UNIT_TESTS)
@@ -94,20 +97,21 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory rfbpf
 	$(Q)$(MAKE) --no-print-directory unit
 	$(Q)$(MAKE) --no-print-directory asan-unit
+	$(Q)$(MAKE) --no-print-directory asan
 	$(Q)$(MAKE) --no-print-directory e2e
 
 # AddressSanitizer + UBSan build of the loader and the unit tests.
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=all
 asan:
-	$(Q)$(MAKE) --no-print-directory OUT=build-asan \
-		CFLAGS="-g -O1 $(ASAN_FLAGS)" build-asan/rfbpf-asan
+	$(Q)$(MAKE) --no-print-directory OUT=build-asan OPT="-g -O1" \
+		SANITIZE="$(ASAN_FLAGS)" build-asan/rfbpf-asan
 build-asan/rfbpf-asan: $(patsubst user/%.c,build-asan/%.o,$(LOADER_SRCS))
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 asan-unit:
-	$(Q)$(MAKE) --no-print-directory OUT=build-asan \
-		CFLAGS="-g -O1 $(ASAN_FLAGS)" unit
+	$(Q)$(MAKE) --no-print-directory OUT=build-asan OPT="-g -O1" \
+		SANITIZE="$(ASAN_FLAGS)" unit
 
 # `sudo make demo`: install, build, trace the bundled workload.
 demo: deps

@@ -142,8 +142,9 @@ static void choose_libraries(struct session *s, struct libraries *libs)
 	}
 	/* Launch mode: probe the usual candidates that are real torch
 	 * builds; session_check_launched_lib() catches any other. */
-	for (size_t i = 0; i < (size_t)default_libraries(&g) &&
-	     libs->nr < PROBES_MAX_LIBS; i++) {
+	size_t nr = default_libraries(&g);
+
+	for (size_t i = 0; i < nr && libs->nr < PROBES_MAX_LIBS; i++) {
 		struct torch_symbols *syms = &libs->syms[libs->nr];
 
 		if (torch_symbols_resolve(g.gl_pathv[i], syms) > 0 &&

@@ -129,3 +129,18 @@ def test_verbose_reports_resolution_and_version():
     assert v.returncode == 0 and v.stdout.startswith("rfbpf ")
     h = run([RFBPF, "--help"])
     assert "Examples:" in h.stdout and "rfbpf -p 1234" in h.stdout
+
+
+def test_asan_build_traces_cleanly(tmp_path):
+    """The loader built with ASan+UBSan (make asan) traces the workload
+    with no sanitizer report and no leak."""
+    import pytest
+    asan = os.path.join(os.path.dirname(RFBPF), "build-asan", "rfbpf-asan")
+    if not os.path.exists(asan):
+        pytest.skip("build-asan/rfbpf-asan not built (make asan)")
+    r = run([asan, "-q", "--top", "5", "-o", str(tmp_path / "t.json"),
+             "--folded", str(tmp_path / "f.txt"), "--", PYTHON, WORKLOAD,
+             "--observer", "--steps", "3"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Sanitizer" not in r.stderr and "runtime error" not in r.stderr
+    assert len(ops_of(load_trace(tmp_path / "t.json"))) > 500
