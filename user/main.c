@@ -109,60 +109,83 @@ struct libraries {
 	int nr;
 };
 
-static void choose_libraries(struct session *s, struct libraries *libs)
+/* The libtorch_cpu mapped in a running target, or a one-line reason. */
+static void library_of_target(struct session *s, char *path, size_t len)
 {
-	char path[PATH_MAX];
-	glob_t g;
-	int err;
+	int err = target_find_libtorch(s->pid, path, len);
 
-	libs->nr = 0;
-	if (s->opt->lib || !s->launched) {
-		if (s->opt->lib) {
-			snprintf(path, sizeof(path), "%s", s->opt->lib);
-		} else {
-			err = target_find_libtorch(s->pid, path, sizeof(path));
-			if (err == -ENOENT)
-				die_setup(s, "process %d (%s) has no "
-					  "libtorch_cpu.so mapped: not a "
-					  "PyTorch process, or torch not "
-					  "imported yet (name the library with "
-					  "--lib)", s->pid,
-					  s->trace.process_name);
-			if (err)
-				die_setup(s, "cannot read /proc/%d/maps: %s%s",
-					  s->pid, strerror(-err),
-					  err == -EACCES ? " (needs "
-					  "CAP_SYS_PTRACE for other users' "
-					  "processes)" : "");
-		}
-		resolve_symbols(s, path, &libs->syms[0]);
-		snprintf(libs->path[0], PATH_MAX, "%s", path);
-		libs->nr = 1;
-		return;
-	}
-	/* Launch mode: probe the usual candidates that are real torch
-	 * builds; session_check_launched_lib() catches any other. */
+	if (err == -ENOENT)
+		die_setup(s, "process %d (%s) has no libtorch_cpu.so mapped: "
+			  "not a PyTorch process, or torch not imported yet "
+			  "(name the library with --lib)", s->pid,
+			  s->trace.process_name);
+	if (err)
+		die_setup(s, "cannot read /proc/%d/maps: %s%s", s->pid,
+			  strerror(-err), err == -EACCES ? " (needs "
+			  "CAP_SYS_PTRACE for other users' processes)" : "");
+}
+
+static bool already_chosen(const struct libraries *libs, const char *path)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+
+	if (!realpath(path, a))
+		return false;
+	for (int i = 0; i < libs->nr; i++)
+		if (realpath(libs->path[i], b) && !strcmp(a, b))
+			return true;
+	return false;
+}
+
+/* Launch mode without --lib: the usual candidates that are real torch
+ * builds; session_check_launched_lib() catches any other once mapped. */
+static void launch_candidates(struct session *s, struct libraries *libs)
+{
+	glob_t g;
 	size_t nr = default_libraries(&g);
+	char desc[256];
 
 	for (size_t i = 0; i < nr && libs->nr < PROBES_MAX_LIBS; i++) {
 		struct torch_symbols *syms = &libs->syms[libs->nr];
+		bool ok;
 
-		if (torch_symbols_resolve(g.gl_pathv[i], syms) > 0 &&
-		    syms->nr_before && syms->offset[RF_V_END]) {
+		if (already_chosen(libs, g.gl_pathv[i]))
+			continue;	/* a symlink to one we have */
+		ok = torch_symbols_resolve(g.gl_pathv[i], syms) > 0 &&
+		     syms->nr_before && syms->offset[RF_V_END];
+
+		if (ok) {
+			torch_symbols_describe(syms, desc, sizeof(desc));
+			if (!s->trace.build[0])
+				snprintf(s->trace.build, sizeof(s->trace.build),
+					 "%s", desc);
 			snprintf(libs->path[libs->nr++], PATH_MAX, "%s",
 				 g.gl_pathv[i]);
-			if (!s->trace.build[0])
-				torch_symbols_describe(syms, s->trace.build,
-						       sizeof(s->trace.build));
-			if (s->opt->verbose)
-				fprintf(stderr, "rfbpf: candidate %s: %s\n",
-					g.gl_pathv[i], s->trace.build);
-		} else if (s->opt->verbose) {
-			fprintf(stderr, "rfbpf: candidate %s: not a supported "
-				"libtorch_cpu, skipped\n", g.gl_pathv[i]);
 		}
+		if (s->opt->verbose)
+			fprintf(stderr, "rfbpf: candidate %s: %s\n",
+				g.gl_pathv[i], ok ? desc :
+				"not a supported libtorch_cpu, skipped");
 	}
 	globfree(&g);
+}
+
+static void choose_libraries(struct session *s, struct libraries *libs)
+{
+	char path[PATH_MAX];
+
+	libs->nr = 0;
+	if (!s->opt->lib && s->launched) {
+		launch_candidates(s, libs);
+		return;
+	}
+	if (s->opt->lib)
+		snprintf(path, sizeof(path), "%s", s->opt->lib);
+	else
+		library_of_target(s, path, sizeof(path));
+	resolve_symbols(s, path, &libs->syms[0]);
+	snprintf(libs->path[0], PATH_MAX, "%s", path);
+	libs->nr = 1;
 }
 
 /* The library as the target sees it: without our /proc/PID/root prefix,
