@@ -33,10 +33,15 @@ VARIANT_SYMBOLS = {
     "before(FunctionSchema)": "_ZN2at14RecordFunction6beforeESt17reference_wrapperIKN3c1014FunctionSchemaEEl",
     "end()": "_ZN2at14RecordFunction3endEv",
 }
+DESCRIPTOR_SYMBOLS = {
+    "before(FunctionDescriptor)": "_ZN2at14RecordFunction6beforeESt7variantIJSt17basic_string_viewIcSt11char_traitsIcEESt17reference_wrapperIKN3c1014FunctionSchemaEEEEl",
+    "end()": "_ZN2at14RecordFunction3endEv",
+}
 PERF_EVENT = {
     "before(const char*)": "before_cstr",
     "before(std::string)": "before_string",
     "before(FunctionSchema)": "before_schema",
+    "before(FunctionDescriptor)": "before_descriptor",
     "end()": "end_call",
 }
 
@@ -73,13 +78,13 @@ def elf_offsets(path, symbols):
 class KernelCounts:
     """tracefs uprobes on each RecordFunction symbol, counted by perf stat."""
 
-    def __init__(self, lib=LIBTORCH):
+    def __init__(self, lib=LIBTORCH, symbols=VARIANT_SYMBOLS):
         if not os.path.exists(os.path.join(TRACEFS, "uprobe_events")):
             run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
         self.lib = os.path.realpath(lib)
-        offs = elf_offsets(self.lib, set(VARIANT_SYMBOLS.values()))
+        offs = elf_offsets(self.lib, set(symbols.values()))
         self.events = []
-        for variant, sym in VARIANT_SYMBOLS.items():
+        for variant, sym in symbols.items():
             name = PERF_EVENT[variant]
             self._write(f"p:{GROUP}/{name} {self.lib}:0x{offs[sym]:x}\n")
             self.events.append((variant, f"{GROUP}:{name}"))
