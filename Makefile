@@ -90,6 +90,7 @@ tests/fixtures:
 	$(Q)$(MAKE) -s -C tests/fixtures
 
 e2e: rfbpf
+	$(Q)$(MAKE) -s -C tests/abi
 	$(Q)tests/run-e2e.sh
 
 # `sudo make test`: install what is missing, build, run every test.
@@ -121,3 +122,4 @@ demo: deps
 clean:
 	$(Q)rm -rf build build-asan rfbpf $(VMLINUX)
 	$(Q)$(MAKE) -s -C tests/fixtures clean
+	$(Q)$(MAKE) -s -C tests/abi clean
