@@ -104,8 +104,10 @@ void stacks_before(struct trace *t, const struct rf_event_hdr *h,
 		if (oth && d < oth->depth)
 			unwind_to(t, oth, d, h->ts_ns, OP_REPLACED,
 				  &t->counts.replaced);
-		else
+		else {	/* an async op already off its stack */
 			close_op(t, idx, h->ts_ns, OP_REPLACED);
+			t->counts.replaced++;
+		}
 	}
 
 	th = trace_thread(t, h->tid, NULL);

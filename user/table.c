@@ -9,7 +9,7 @@ void format_duration(uint64_t ns, char *buf, size_t len)
 {
 	if (ns < 1000000ull)
 		snprintf(buf, len, "%.3fus", ns / 1e3);
-	else if (ns < 1000000000ull)
+	else if (ns < 999999500ull)	/* would round up to "1000.000ms" */
 		snprintf(buf, len, "%.3fms", ns / 1e6);
 	else
 		snprintf(buf, len, "%.3fs", ns / 1e9);

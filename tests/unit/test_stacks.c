@@ -1,0 +1,437 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* Rebuilding per-thread op stacks from before()/end()/exit events
+ * (user/stacks.c), fed with hand-built event headers. */
+#include "check.h"
+#include "trace.h"
+
+static void before_v(struct trace *t, uint32_t tid, uint64_t addr,
+		     uint64_t ts, const char *name, uint8_t variant,
+		     uint8_t flags)
+{
+	struct rf_event_hdr h = {
+		.ts_ns = ts, .rf_addr = addr, .pid = 1, .tid = tid,
+		.kind = RF_EV_BEFORE, .variant = variant, .scope = 0,
+		.flags = flags, .name_len = strlen(name),
+	};
+	stacks_before(t, &h, name, (int64_t)ts / 10);
+}
+
+static void before(struct trace *t, uint32_t tid, uint64_t addr,
+		   uint64_t ts, const char *name)
+{
+	before_v(t, tid, addr, ts, name, RF_V_CSTR, 0);
+}
+
+static void end(struct trace *t, uint32_t tid, uint64_t addr, uint64_t ts)
+{
+	struct rf_event_hdr h = {
+		.ts_ns = ts, .rf_addr = addr, .pid = 1, .tid = tid,
+		.kind = RF_EV_END, .variant = RF_V_END,
+	};
+	stacks_end(t, &h);
+}
+
+static const char *op_name(const struct trace *t, size_t i)
+{
+	return names_get(&t->names, t->ops[i].name);
+}
+
+static uint32_t depth_of(struct trace *t, uint32_t tid)
+{
+	struct thread *th = trace_thread(t, tid, NULL);
+
+	return th ? th->depth : 0;
+}
+
+/* Ops flagged with `flag`: counters must agree with the flags on ops. */
+static uint64_t nr_flagged(const struct trace *t, uint32_t flag)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < t->nr_ops; i++)
+		n += (t->ops[i].flags & flag) != 0;
+	return n;
+}
+
+TEST(plain_nesting)
+{
+	struct trace t;
+
+	trace_init(&t, 1);
+	before(&t, 10, 0xa0, 100, "A");
+	before(&t, 10, 0xb0, 110, "B");
+	before(&t, 10, 0xc0, 120, "C");
+	end(&t, 10, 0xc0, 130);
+	end(&t, 10, 0xb0, 140);
+	before(&t, 10, 0xd0, 150, "D");
+	end(&t, 10, 0xd0, 160);
+	end(&t, 10, 0xa0, 200);
+
+	CHECK_EQ_U64(t.nr_ops, 4);
+	const char *names[] = { "A", "B", "C", "D" };
+	const int32_t parent[] = { -1, 0, 1, 0 };
+	const uint16_t depth[] = { 0, 1, 2, 1 };
+	const uint64_t start[] = { 100, 110, 120, 150 };
+	const uint64_t stop[] = { 200, 140, 130, 160 };
+	for (size_t i = 0; i < 4 && i < t.nr_ops; i++) {
+		CHECK_STR(op_name(&t, i), names[i]);
+		CHECK_EQ_U64(t.ops[i].parent, parent[i]);
+		CHECK_EQ_U64(t.ops[i].depth, depth[i]);
+		CHECK_EQ_U64(t.ops[i].start_ns, start[i]);
+		CHECK_EQ_U64(t.ops[i].end_ns, stop[i]);
+		CHECK_EQ_U64(t.ops[i].flags, 0);
+		CHECK_EQ_U64(t.ops[i].tid, 10);
+		CHECK_EQ_U64(t.ops[i].seq, start[i] / 10);
+		CHECK_EQ_U64(t.ops[i].variant, RF_V_CSTR);
+	}
+	CHECK_EQ_U64(t.counts.events, 8);
+	CHECK_EQ_U64(t.counts.ends, 4);
+	CHECK_EQ_U64(t.counts.before[RF_V_CSTR], 4);
+	CHECK_EQ_U64(t.counts.unmatched_ends + t.counts.repeated_ends +
+		     t.counts.async_ends + counts_truncated(&t.counts), 0);
+	CHECK_EQ_U64(t.open.len, 0);
+	CHECK_EQ_U64(depth_of(&t, 10), 0);
+	CHECK_EQ_U64(t.first_ns, 100);
+	CHECK_EQ_U64(t.last_ns, 200);
+	CHECK_EQ_U64(t.nr_threads, 1);
+	trace_free(&t);
+}
+
+TEST(name_uses_name_len_only)
+{
+	struct trace t;
+	struct rf_event_hdr h = { .ts_ns = 5, .rf_addr = 0x10, .tid = 3,
+				  .kind = RF_EV_BEFORE, .name_len = 4 };
+
+	trace_init(&t, 1);
+	stacks_before(&t, &h, "aten::add", 0);
+	CHECK_EQ_U64(t.nr_ops, 1);
+	CHECK_STR(op_name(&t, 0), "aten");
+	trace_free(&t);
+}
+
+TEST(end_without_before_is_counted_and_ignored)
+{
+	struct trace t;
+
+	trace_init(&t, 1);
+	before(&t, 10, 0xa0, 100, "A");
+	end(&t, 10, 0xeee0, 110);		/* never began */
+	CHECK_EQ_U64(t.counts.unmatched_ends, 1);
+	CHECK_EQ_U64(t.counts.repeated_ends, 0);
+	CHECK_EQ_U64(t.counts.ends, 1);
+	CHECK_EQ_U64(t.nr_ops, 1);
+	CHECK(t.ops[0].flags & OP_OPEN);	/* A untouched */
+	CHECK_EQ_U64(depth_of(&t, 10), 1);
+	end(&t, 10, 0xa0, 120);
+	CHECK_EQ_U64(t.ops[0].end_ns, 120);
+	CHECK_EQ_U64(t.ops[0].flags, 0);
+	trace_free(&t);
+}
+
+TEST(repeated_end)
+{
+	struct trace t;
+
+	trace_init(&t, 1);
+	before(&t, 10, 0xa0, 100, "A");
+	end(&t, 10, 0xa0, 110);
+	end(&t, 10, 0xa0, 115);		/* explicit end(), then destructor */
+	CHECK_EQ_U64(t.counts.repeated_ends, 1);
+	CHECK_EQ_U64(t.counts.unmatched_ends, 0);
+	CHECK_EQ_U64(t.ops[0].end_ns, 110);	/* the first end counts */
+	CHECK_EQ_U64(t.counts.ends, 2);
+	trace_free(&t);
+}
+
+TEST(end_before_start_time_is_clamped)
+{
+	struct trace t;
+
+	trace_init(&t, 1);
+	before(&t, 10, 0xa0, 100, "A");
+	end(&t, 10, 0xa0, 90);		/* clocks of two CPUs */
+	CHECK_EQ_U64(t.ops[0].end_ns, 100);
+	CHECK_EQ_U64(op_duration(&t.ops[0]), 0);
+	trace_free(&t);
+}
+
+TEST(async_end_on_other_thread)
+{
+	struct trace t;
+
+	trace_init(&t, 1);
+	before(&t, 1, 0xa0, 100, "async");
+	end(&t, 2, 0xa0, 150);
+	CHECK_EQ_U64(t.counts.async_ends, 1);
+	CHECK_EQ_U64(t.counts.unmatched_ends, 0);
+	CHECK_EQ_U64(t.ops[0].flags, OP_ASYNC_END);
+	CHECK_EQ_U64(t.ops[0].end_ns, 150);
+	CHECK_EQ_U64(t.ops[0].tid, 1);		/* stays where it began */
+	CHECK_EQ_U64(depth_of(&t, 1), 0);
+	CHECK_EQ_U64(depth_of(&t, 2), 0);
+	CHECK_EQ_U64(t.open.len, 0);
+	/* Thread 1's stack was cleaned: its next op is a root. */
+	before(&t, 1, 0xb0, 160, "next");
+	CHECK_EQ_U64(t.ops[1].parent, -1);
+	CHECK_EQ_U64(t.ops[1].depth, 0);
+	trace_free(&t);
+}
+
+/* The async op's owner opened more ops above it: it leaves the middle of
+ * the stack and the op above it is re-parented to its parent. */
+TEST(async_end_from_middle_of_stack)
+{
+	struct trace t;
+
+	trace_init(&t, 1);
+	before(&t, 1, 0x10, 100, "P");		/* 0 */
+	before(&t, 1, 0x20, 110, "async");	/* 1 */
+	before(&t, 1, 0x30, 120, "C");		/* 2, child of async */
+	before(&t, 1, 0x40, 125, "D");		/* 3, child of C */
+	end(&t, 2, 0x20, 130);
+	CHECK_EQ_U64(t.counts.async_ends, 1);
+	CHECK_EQ_U64(t.ops[1].flags, OP_ASYNC_END);
+	CHECK_EQ_U64(t.ops[1].end_ns, 130);
+	CHECK_EQ_U64(t.ops[2].parent, 0);
+	CHECK_EQ_U64(t.ops[2].depth, 1);
+	CHECK_EQ_U64(t.ops[3].parent, 2);
+	CHECK_EQ_U64(t.ops[3].depth, 2);
+	CHECK_EQ_U64(depth_of(&t, 1), 3);
+	CHECK(t.ops[2].flags & OP_OPEN);
+	CHECK(t.ops[3].flags & OP_OPEN);
+	/* The rest closes cleanly, nothing closed by a parent. */
+	end(&t, 1, 0x40, 140);
+	end(&t, 1, 0x30, 150);
+	before(&t, 1, 0x50, 155, "E");		/* 4: P's child now */
+	CHECK_EQ_U64(t.ops[4].parent, 0);
+	CHECK_EQ_U64(t.ops[4].depth, 1);
+	end(&t, 1, 0x50, 158);
+	end(&t, 1, 0x10, 160);
+	CHECK_EQ_U64(t.counts.closed_by_parent, 0);
+	CHECK_EQ_U64(t.counts.unmatched_ends, 0);
+	CHECK_EQ_U64(t.ops[3].end_ns, 140);
+	CHECK_EQ_U64(t.ops[2].end_ns, 150);
+	CHECK_EQ_U64(t.ops[0].end_ns, 160);
+	for (size_t i = 0; i < t.nr_ops; i++)
+		CHECK(!(t.ops[i].flags & (OP_OPEN | OP_TRUNCATED)));
+	CHECK_EQ_U64(depth_of(&t, 1), 0);
+	trace_free(&t);
+}
+
+TEST(parent_ends_with_child_open)
+{
+	struct trace t;
+
+	trace_init(&t, 1);
+	before(&t, 1, 0x10, 100, "P");
+	before(&t, 1, 0x20, 110, "C");
+	before(&t, 1, 0x30, 120, "G");
+	end(&t, 1, 0x10, 150);
+	CHECK_EQ_U64(t.counts.closed_by_parent, 2);
+	CHECK_EQ_U64(nr_flagged(&t, OP_CLOSED_BY_PARENT), 2);
+	CHECK_EQ_U64(t.ops[0].flags, 0);
+	CHECK_EQ_U64(t.ops[0].end_ns, 150);
+	CHECK_EQ_U64(t.ops[1].flags, OP_CLOSED_BY_PARENT);
+	CHECK_EQ_U64(t.ops[2].flags, OP_CLOSED_BY_PARENT);
+	CHECK_EQ_U64(t.ops[1].end_ns, 150);
+	CHECK_EQ_U64(t.ops[2].end_ns, 150);
+	CHECK_EQ_U64(depth_of(&t, 1), 0);
+	CHECK_EQ_U64(t.open.len, 0);
+	/* The child's own late end changes nothing but a counter. */
+	end(&t, 1, 0x20, 170);
+	CHECK_EQ_U64(t.ops[1].end_ns, 150);
+	CHECK_EQ_U64(t.counts.unmatched_ends + t.counts.repeated_ends, 1);
+	trace_free(&t);
+}
+
+TEST(thread_exit_with_ops_open)
+{
+	struct trace t;
+
+	trace_init(&t, 1);
+	before(&t, 1, 0x10, 100, "A");
+	before(&t, 1, 0x20, 110, "B");
+	before(&t, 2, 0x30, 120, "other");
+	stacks_thread_exit(&t, 1, 300);
+	CHECK_EQ_U64(t.counts.thread_exits, 1);
+	CHECK_EQ_U64(t.counts.open_at_thread_exit, 2);
+	CHECK_EQ_U64(t.ops[0].flags, OP_THREAD_EXITED);
+	CHECK_EQ_U64(t.ops[1].flags, OP_THREAD_EXITED);
+	CHECK_EQ_U64(t.ops[0].end_ns, 300);
+	CHECK_EQ_U64(t.ops[1].end_ns, 300);
+	CHECK(t.ops[2].flags & OP_OPEN);	/* other thread untouched */
+	CHECK(trace_thread(&t, 1, NULL)->exited);
+	CHECK(!trace_thread(&t, 2, NULL)->exited);
+	CHECK_EQ_U64(t.last_ns, 300);
+	/* A thread never seen exits: counted, nothing else. */
+	stacks_thread_exit(&t, 99, 310);
+	CHECK_EQ_U64(t.counts.thread_exits, 2);
+	CHECK_EQ_U64(t.counts.open_at_thread_exit, 2);
+	CHECK_EQ_U64(trace_thread_index(&t, 99), -1);
+	trace_free(&t);
+}
+
+TEST(open_at_detach)
+{
+	struct trace t;
+
+	trace_init(&t, 1);
+	before(&t, 1, 0x10, 100, "A");
+	before(&t, 1, 0x20, 110, "B");
+	end(&t, 1, 0x20, 120);
+	before(&t, 2, 0x30, 130, "C");
+	stacks_detach(&t, 500);
+	CHECK_EQ_U64(t.counts.open_at_detach, 2);
+	CHECK_EQ_U64(nr_flagged(&t, OP_OPEN_AT_DETACH), 2);
+	CHECK_EQ_U64(t.ops[0].flags, OP_OPEN_AT_DETACH);
+	CHECK_EQ_U64(t.ops[0].end_ns, 500);
+	CHECK_EQ_U64(t.ops[1].flags, 0);
+	CHECK_EQ_U64(t.ops[1].end_ns, 120);
+	CHECK_EQ_U64(t.ops[2].flags, OP_OPEN_AT_DETACH);
+	CHECK_EQ_U64(t.ops[2].end_ns, 500);
+	CHECK_EQ_U64(nr_flagged(&t, OP_OPEN), 0);
+	CHECK_EQ_U64(t.open.len, 0);
+	/* Detaching twice closes nothing more. */
+	stacks_detach(&t, 600);
+	CHECK_EQ_U64(t.counts.open_at_detach, 2);
+	CHECK_EQ_U64(t.ops[0].end_ns, 500);
+	trace_free(&t);
+}
+
+TEST(before_on_open_address_replaces)
+{
+	struct trace t;
+
+	trace_init(&t, 1);
+	before(&t, 1, 0x10, 100, "old");
+	before(&t, 1, 0x10, 120, "new");	/* old's end was lost */
+	CHECK_EQ_U64(t.nr_ops, 2);
+	CHECK_EQ_U64(t.ops[0].flags, OP_REPLACED);
+	CHECK_EQ_U64(t.ops[0].end_ns, 120);
+	CHECK_EQ_U64(t.counts.replaced, 1);
+	CHECK_EQ_U64(t.ops[1].parent, -1);	/* not a child of the dead op */
+	CHECK_EQ_U64(t.ops[1].depth, 0);
+	CHECK(t.ops[1].flags & OP_OPEN);
+	end(&t, 1, 0x10, 130);			/* ends the new one */
+	CHECK_EQ_U64(t.ops[1].end_ns, 130);
+	CHECK_EQ_U64(t.ops[1].flags, 0);
+	CHECK_EQ_U64(t.ops[0].end_ns, 120);
+	trace_free(&t);
+}
+
+/* Reused address below other open ops, and on another thread. */
+TEST(replace_below_and_across_threads)
+{
+	struct trace t;
+
+	trace_init(&t, 1);
+	before(&t, 1, 0x10, 100, "root");
+	before(&t, 1, 0x20, 110, "lost");
+	before(&t, 1, 0x30, 115, "above");
+	before(&t, 2, 0x20, 120, "reuse");	/* 0x20 now on thread 2 */
+	CHECK(t.ops[1].flags & OP_REPLACED);
+	CHECK(!(t.ops[1].flags & OP_OPEN));
+	CHECK_EQ_U64(t.ops[1].end_ns, 120);
+	/* What was above the lost op cannot stay open on top of nothing. */
+	CHECK(!(t.ops[2].flags & OP_OPEN));
+	CHECK(t.ops[2].flags & OP_TRUNCATED);
+	CHECK(t.ops[0].flags & OP_OPEN);	/* below: untouched */
+	CHECK_EQ_U64(depth_of(&t, 1), 1);
+	CHECK_EQ_U64(depth_of(&t, 2), 1);
+	CHECK_EQ_U64(t.counts.replaced, nr_flagged(&t, OP_REPLACED));
+	CHECK_EQ_U64(t.ops[3].tid, 2);
+	CHECK_EQ_U64(t.ops[3].parent, -1);
+	before(&t, 1, 0x40, 130, "child");	/* root's child again */
+	CHECK_EQ_U64(t.ops[4].parent, 0);
+	CHECK_EQ_U64(t.ops[4].depth, 1);
+	trace_free(&t);
+}
+
+TEST(name_flags_counted)
+{
+	struct trace t;
+
+	trace_init(&t, 1);
+	before_v(&t, 1, 0x10, 100, "cut", RF_V_CSTR, RF_F_NAME_TRUNCATED);
+	before_v(&t, 1, 0x20, 110, "", RF_V_STRING, RF_F_NAME_FAULT);
+	before_v(&t, 1, 0x30, 120, "x", RF_V_CSTR,
+		 RF_F_NAME_TRUNCATED | RF_F_NAME_FAULT);
+	before_v(&t, 1, 0x40, 130, "fine", RF_V_CSTR, 0);
+	CHECK_EQ_U64(t.counts.names_truncated, 2);
+	CHECK_EQ_U64(t.counts.name_faults, 2);
+	CHECK_EQ_U64(t.ops[0].flags & (OP_NAME_TRUNCATED | OP_NAME_FAULT),
+		     OP_NAME_TRUNCATED);
+	CHECK_EQ_U64(t.ops[1].flags & (OP_NAME_TRUNCATED | OP_NAME_FAULT),
+		     OP_NAME_FAULT);
+	CHECK_EQ_U64(t.ops[2].flags & (OP_NAME_TRUNCATED | OP_NAME_FAULT),
+		     OP_NAME_TRUNCATED | OP_NAME_FAULT);
+	CHECK_EQ_U64(t.ops[3].flags & (OP_NAME_TRUNCATED | OP_NAME_FAULT), 0);
+	/* Name flags are not truncation of the interval. */
+	stacks_detach(&t, 200);
+	CHECK_EQ_U64(t.ops[0].flags & ~(OP_NAME_TRUNCATED | OP_OPEN_AT_DETACH),
+		     0);
+	trace_free(&t);
+}
+
+TEST(per_variant_before_counts)
+{
+	struct trace t;
+	const uint8_t v[] = { RF_V_CSTR, RF_V_STRING, RF_V_STRING,
+			      RF_V_SCHEMA, RF_V_SCHEMA, RF_V_SCHEMA,
+			      RF_V_DESCRIPTOR_DK, RF_V_STRING_OLD };
+	uint64_t expect[RF_V_NR_BEFORE] = { 0 };
+
+	trace_init(&t, 1);
+	for (size_t i = 0; i < sizeof(v); i++) {
+		before_v(&t, 1, 0x100 + i * 16, 100 + i, "op", v[i], 0);
+		end(&t, 1, 0x100 + i * 16, 100 + i);
+		expect[v[i]]++;
+	}
+	for (unsigned k = 0; k < RF_V_NR_BEFORE; k++)
+		CHECK_EQ_U64(t.counts.before[k], expect[k]);
+	CHECK_EQ_U64(t.counts.before[RF_V_DESCRIPTOR], 0);
+	for (size_t i = 0; i < sizeof(v) && i < t.nr_ops; i++)
+		CHECK_EQ_U64(t.ops[i].variant, v[i]);
+	CHECK_EQ_U64(t.counts.ends, sizeof(v));
+	CHECK_EQ_U64(t.counts.events, 2 * sizeof(v));
+	trace_free(&t);
+}
+
+TEST(interleaved_threads_keep_separate_stacks)
+{
+	struct trace t;
+
+	trace_init(&t, 1);
+	before(&t, 1, 0x10, 100, "A1");		/* 0 */
+	before(&t, 2, 0x20, 101, "X2");		/* 1 */
+	before(&t, 1, 0x30, 102, "B1");		/* 2 */
+	before(&t, 2, 0x40, 103, "Y2");		/* 3 */
+	before(&t, 2, 0x50, 104, "Z2");		/* 4 */
+	end(&t, 2, 0x50, 105);
+	end(&t, 1, 0x30, 106);
+	end(&t, 2, 0x40, 107);
+	before(&t, 1, 0x60, 108, "C1");		/* 5 */
+	end(&t, 1, 0x60, 109);
+	end(&t, 2, 0x20, 110);
+	end(&t, 1, 0x10, 111);
+
+	const int32_t parent[] = { -1, -1, 0, 1, 3, 0 };
+	const uint16_t depth[] = { 0, 0, 1, 1, 2, 1 };
+	const uint32_t tid[] = { 1, 2, 1, 2, 2, 1 };
+	const uint64_t stop[] = { 111, 110, 106, 107, 105, 109 };
+	CHECK_EQ_U64(t.nr_ops, 6);
+	for (size_t i = 0; i < 6 && i < t.nr_ops; i++) {
+		CHECK_EQ_U64(t.ops[i].parent, parent[i]);
+		CHECK_EQ_U64(t.ops[i].depth, depth[i]);
+		CHECK_EQ_U64(t.ops[i].tid, tid[i]);
+		CHECK_EQ_U64(t.ops[i].end_ns, stop[i]);
+		CHECK_EQ_U64(t.ops[i].flags, 0);
+	}
+	CHECK_EQ_U64(t.nr_threads, 2);
+	CHECK_EQ_U64(t.counts.async_ends + t.counts.closed_by_parent +
+		     t.counts.unmatched_ends, 0);
+	trace_free(&t);
+}
+
+RUN_TESTS()
