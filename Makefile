@@ -31,7 +31,8 @@ LOGIC_SRCS := user/u64map.c user/names.c user/trace.c user/stacks.c \
 	user/aggregate.c user/table.c user/export_chrome.c \
 	user/export_folded.c user/json_writer.c
 LOADER_SRCS := $(LOGIC_SRCS) user/cli.c user/privileges.c user/probes.c \
-	user/launch.c user/status.c user/session.c user/main.c
+	user/launch.c user/status.c user/remote_call.c user/activation.c \
+	user/session.c user/main.c
 
 ifeq ($(V),1)
 Q :=

@@ -13,15 +13,18 @@ const char *argp_program_bug_address = NULL;
 static const char doc[] =
 "rfbpf: trace PyTorch operators with eBPF uprobes on at::RecordFunction.\n"
 "\n"
-"Attaches to a running process (-p) or runs a command (after --), records\n"
-"every RecordFunction op with its thread, nesting and timing, and prints a\n"
-"key_averages-style table. The target must have RecordFunction callbacks\n"
-"switched on (for example by torch.profiler.profile()).\n"
+"Attaches to a running process (-p) or runs a command (after --), switches\n"
+"RecordFunction on inside it (one empty global callback, removed on exit),\n"
+"records every op with its thread, nesting and timing, and prints a\n"
+"key_averages-style table.\n"
 "\v"
 "Examples:\n"
 "  sudo rfbpf -p 1234                  # trace until Ctrl-C, print the table\n"
 "  sudo rfbpf -p 1234 -d 10 -o t.json  # 10 s, Chrome/Perfetto trace\n"
 "  sudo rfbpf -p 1234 --folded f.txt   # flame graph input (flamegraph.pl)\n"
+"  sudo rfbpf -p 1234 --sample 0.01    # 1% of ops, estimates scaled up\n"
+"  sudo rfbpf -p 1234 --scopes function,user_scope\n"
+"  sudo rfbpf --deactivate -p 1234     # remove what a killed rfbpf left\n"
 "  sudo rfbpf --sort total --top 20 -- python3 train.py\n"
 "  sudo rfbpf --lib /opt/venv/lib/python3.11/site-packages/torch/lib/"
 "libtorch_cpu.so -- python3 infer.py\n";
@@ -29,7 +32,7 @@ static const char doc[] =
 static const char args_doc[] = "-p PID | -- COMMAND [ARGS...]";
 
 enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
-       OPT_RINGBUF };
+       OPT_RINGBUF, OPT_SAMPLE, OPT_SCOPES, OPT_NO_ACTIVATE, OPT_DEACTIVATE };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -51,6 +54,20 @@ static const struct argp_option options[] = {
 	  "The libtorch_cpu.so to probe (default: found in the target)", 0 },
 	{ "ringbuf-mb", OPT_RINGBUF, "MB", 0,
 	  "Ring buffer size in MiB, a power of two (default 16)", 0 },
+	{ "sample", OPT_SAMPLE, "P", 0,
+	  "Let RecordFunction's own sampler pick ops with probability P "
+	  "(0 < P <= 1, default 1); counts and times are scaled by 1/P", 0 },
+	{ "scopes", OPT_SCOPES, "LIST", 0,
+	  "RecordScopes to switch on: all (default) or a comma list of "
+	  "function, backward_function, torchscript_function, "
+	  "kernel_function_dtype, custom_class, build_feature, "
+	  "lite_interpreter, user_scope, static_runtime_op, "
+	  "static_runtime_model", 0 },
+	{ "no-activate", OPT_NO_ACTIVATE, NULL, 0,
+	  "Do not switch RecordFunction on: see only what the target's own "
+	  "callbacks (e.g. torch.profiler) make it record", 0 },
+	{ "deactivate", OPT_DEACTIVATE, NULL, 0,
+	  "Remove the callback a killed rfbpf left in -p PID, and exit", 0 },
 	{ "quiet", 'q', NULL, 0, "No live status line on stderr", 0 },
 	{ "verbose", 'v', NULL, 0,
 	  "Show symbol resolution and libbpf details", 0 },
@@ -75,6 +92,37 @@ static long parse_long(const char *arg, long min, long max, const char *what)
 	if (errno || end == arg || *end || v < min || v > max)
 		bad(what, arg);
 	return v;
+}
+
+static const char *const scope_names[] = {
+	"function", "backward_function", "torchscript_function",
+	"kernel_function_dtype", "custom_class", "build_feature",
+	"lite_interpreter", "user_scope", "static_runtime_op",
+	"static_runtime_model",
+};
+
+static unsigned parse_scopes(const char *arg)
+{
+	char *copy = strdup(arg), *save = NULL, *tok;
+	unsigned mask = 0;
+
+	if (!strcmp(arg, "all"))
+		return (1u << 10) - 1;
+	for (tok = strtok_r(copy, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		unsigned i = 0;
+
+		while (i < 10 && strcmp(tok, scope_names[i]))
+			i++;
+		if (i == 10)
+			bad("invalid --scopes entry '%s': see rfbpf --help "
+			    "for the names", tok);
+		mask |= 1u << i;
+	}
+	free(copy);
+	if (!mask)
+		bad("invalid --scopes '%s': no scope named", arg);
+	return mask;
 }
 
 static error_t parse_arg(int key, char *arg, struct argp_state *state)
@@ -124,6 +172,19 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		opt->ringbuf_mb = mb;
 		break;
 	}
+	case OPT_SAMPLE:
+		errno = 0;
+		opt->sample_prob = strtod(arg, &end);
+		if (errno || end == arg || *end || !(opt->sample_prob > 0) ||
+		    opt->sample_prob > 1)
+			bad("invalid --sample '%s': expected a probability, "
+			    "0 < P <= 1", arg);
+		break;
+	case OPT_SCOPES:
+		opt->scopes = parse_scopes(arg);
+		break;
+	case OPT_NO_ACTIVATE: opt->activate = false; break;
+	case OPT_DEACTIVATE: opt->deactivate = true; break;
 	case 'q': opt->quiet = true; break;
 	case 'v': opt->verbose = true; break;
 	case ARGP_KEY_ARG:
@@ -136,6 +197,11 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			bad("%s-p and a command exclude each other", "");
 		if (!opt->pid && !opt->command)
 			bad("%snothing to trace: give -p PID or -- COMMAND", "");
+		if (opt->deactivate && !opt->pid)
+			bad("%s--deactivate needs -p PID", "");
+		if (!opt->activate && opt->sample_prob != 1.0)
+			bad("%s--sample needs activation (drop --no-activate)",
+			    "");
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
@@ -154,6 +220,9 @@ void parse_options(int argc, char **argv, struct options *opt)
 	opt->table = true;
 	opt->top = 30;
 	opt->ringbuf_mb = 16;
+	opt->activate = true;
+	opt->sample_prob = 1.0;
+	opt->scopes = (1u << 10) - 1;
 	argp_err_exit_status = 2;
 	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, opt);
 }

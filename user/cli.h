@@ -20,6 +20,10 @@ struct options {
 	enum sort_key sort;
 	unsigned ringbuf_mb;	/* --ringbuf-mb */
 	bool verbose;		/* -v */
+	bool activate;		/* off with --no-activate */
+	bool deactivate;	/* --deactivate: remove a leftover callback */
+	double sample_prob;	/* --sample, RecordFunction's own sampler */
+	unsigned scopes;	/* --scopes, bit per at::RecordScope */
 	bool quiet;		/* -q: no live status line */
 };
 

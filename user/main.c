@@ -57,6 +57,9 @@ static void die_setup(struct session *s, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+	if (s->act.handle)
+		session_deactivate(s);
+	activation_unlock(&s->act);
 	if (s->launched)
 		launch_abort(&s->launch);
 	if (s->rb)
@@ -232,6 +235,8 @@ static void setup(struct session *s, struct options *opt)
 			die_setup(s, "no process with PID %d (is it running?)",
 				  opt->pid);
 		s->pid = opt->pid;
+		if (activation_lock(&s->act, s->pid, why, sizeof(why)))
+			die_setup(s, "%s", why);
 		s->pidfd = syscall(SYS_pidfd_open, s->pid, 0);
 	} else {
 		err = launch_prepare(&s->launch, opt->command);
@@ -240,6 +245,9 @@ static void setup(struct session *s, struct options *opt)
 				  strerror(-err));
 		s->launched = true;
 		s->pid = s->launch.pid;
+		s->act.pid = s->pid;
+		/* Registered once the command has loaded torch. */
+		s->activation_pending = opt->activate;
 	}
 	trace_init(&s->trace, s->pid);
 	if (opt->pid)
@@ -260,6 +268,9 @@ static void setup(struct session *s, struct options *opt)
 	if (getenv("RFBPF_TEST_ATTACH_DELAY_MS"))
 		usleep(1000 * atoi(getenv("RFBPF_TEST_ATTACH_DELAY_MS")));
 	attach_libraries(s, &libs);
+	if (!s->launched && opt->activate &&
+	    session_activate(s, libs.path[0]))
+		die_setup(s, "nothing was changed in process %d", s->pid);
 	if (session_open_ring(s))
 		die_setup(s, "cannot read the ring buffer: %s",
 			  strerror(errno));
@@ -286,9 +297,35 @@ static int write_outputs(struct session *s)
 	return ret;
 }
 
+/* --deactivate -p PID: remove the callback a killed rfbpf left. */
+static int deactivate_leftover(struct session *s, const struct options *opt)
+{
+	char why[512], path[PATH_MAX];
+	bool found;
+
+	if (!have_tracing_privileges(why, sizeof(why)))
+		die_setup(s, "%s", why);
+	if (!target_alive(opt->pid))
+		die_setup(s, "no process with PID %d (is it running?)",
+			  opt->pid);
+	s->pid = opt->pid;
+	if (activation_lock(&s->act, s->pid, why, sizeof(why)))
+		die_setup(s, "%s", why);
+	target_comm(s->pid, s->trace.process_name,
+		    sizeof(s->trace.process_name));
+	library_of_target(s, path, sizeof(path));
+	if (activation_prepare(&s->act, path, why, sizeof(why)) ||
+	    activation_remove_leftover(&s->act, &found, why, sizeof(why)))
+		die_setup(s, "%s", why);
+	activation_unlock(&s->act);
+	printf("rfbpf: %s\n", found ? "removed the RecordFunction callback "
+	       "a previous rfbpf left" : "no callback left by rfbpf found");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	static struct session s = { .pidfd = -1 };
+	static struct session s = { .pidfd = -1, .act = { .lock_fd = -1 } };
 	struct options opt;
 	int ret;
 
@@ -296,6 +333,8 @@ int main(int argc, char **argv)
 	verbose = opt.verbose;
 	s.opt = &opt;
 	libbpf_set_print(libbpf_print_fn);
+	if (opt.deactivate)
+		return deactivate_leftover(&s, &opt);
 	setup(&s, &opt);
 
 	signal(SIGINT, on_signal);
@@ -325,6 +364,7 @@ int main(int argc, char **argv)
 						     &s.child_code);
 		ret = s.child_code;
 	}
+	activation_unlock(&s.act);
 	trace_free(&s.trace);
 	return ret;
 }

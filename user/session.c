@@ -84,15 +84,42 @@ int session_open_ring(struct session *s)
 	return s->rb ? 0 : -errno;
 }
 
-void session_check_launched_lib(struct session *s)
+int session_activate(struct session *s, const char *lib)
 {
-	char path[PATH_MAX];
+	char err[512];
+	int ret = activation_prepare(&s->act, lib, err, sizeof(err));
+
+	if (!ret)
+		ret = activation_start(&s->act, s->opt->sample_prob,
+				       s->opt->scopes, s->opt->verbose, err,
+				       sizeof(err));
+	if (ret) {
+		status_clear(&s->status);
+		fprintf(stderr, "rfbpf: cannot switch RecordFunction on in "
+			"process %d: %s\n", s->pid, err);
+		return ret;
+	}
+	s->trace.sample_prob = s->opt->sample_prob;
+	s->trace.activated = true;
+	return 0;
+}
+
+void session_deactivate(struct session *s)
+{
+	char err[512];
+
+	if (activation_stop(&s->act, err, sizeof(err)))
+		fprintf(stderr, "rfbpf: warning: could not remove the "
+			"RecordFunction callback from process %d (%s); run "
+			"rfbpf --deactivate -p %d\n", s->pid, err, s->pid);
+}
+
+/* Probes a library the command mapped that was not probed before exec. */
+static void probe_late_library(struct session *s, const char *path)
+{
 	struct torch_symbols syms;
 	int n;
 
-	if (s->lib_checked || target_find_libtorch(s->pid, path, sizeof(path)))
-		return;
-	s->lib_checked = true;
 	if (probes_has_lib(&s->probes, path))
 		return;
 	n = torch_symbols_resolve(path, &syms);
@@ -114,6 +141,22 @@ void session_check_launched_lib(struct session *s)
 		"probed only once mapped: its first ops may be missing (name "
 		"it with --lib to trace from the start)\n", path);
 	snprintf(s->trace.library, sizeof(s->trace.library), "%s", path);
+}
+
+void session_check_launched_lib(struct session *s)
+{
+	char path[PATH_MAX];
+
+	if ((s->lib_checked && !s->activation_pending) ||
+	    target_find_libtorch(s->pid, path, sizeof(path)))
+		return;
+	if (!s->lib_checked)
+		probe_late_library(s, path);
+	s->lib_checked = true;
+	if (s->activation_pending) {
+		s->activation_pending = false;
+		session_activate(s, path);
+	}
 }
 
 static bool target_gone(struct session *s)
@@ -153,7 +196,10 @@ void session_run(struct session *s)
 	s->start_s = monotonic_s();
 	for (;;) {
 		double now;
-		int err = ring_buffer__poll(s->rb, 100);
+		/* Poll fast while waiting for torch to load in launch mode,
+		 * so RecordFunction is on before the first user op. */
+		int err = ring_buffer__poll(s->rb, s->launched &&
+					    !s->lib_checked ? 2 : 100);
 
 		if (err < 0 && err != -EINTR) {
 			fprintf(stderr, "rfbpf: reading the ring buffer: %s\n",
@@ -174,7 +220,9 @@ void session_run(struct session *s)
 			break;
 	}
 	status_clear(&s->status);
-	/* Detach first so the target runs free, then drain what is left. */
+	/* Switch RecordFunction off, detach so the target runs free, then
+	 * drain what is left. */
+	session_deactivate(s);
 	for (int i = s->probes.nr_links - 1; i >= 0; i--)
 		bpf_link__destroy(s->probes.links[i]);
 	s->probes.nr_links = 0;

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
+#include "activation.h"
 #include "cli.h"
 #include "launch.h"
 #include "probes.h"
@@ -31,6 +32,8 @@ struct session {
 	int child_code;		/* exit code of the launched command */
 	int pidfd;		/* attach mode: readable when the target exits */
 	bool lib_checked;	/* launch mode: the mapped library was checked */
+	struct activation act;	/* the callback registered in the target */
+	bool activation_pending;/* launch mode: register once torch loads */
 	struct status status;
 	double start_s;
 };
@@ -45,7 +48,12 @@ int session_open_ring(struct session *s);
  * still-open op. */
 void session_run(struct session *s);
 /* Launch mode: once the command maps a libtorch_cpu rfbpf did not probe
- * before exec, resolve and probe it too. */
+ * before exec, resolve and probe it too; and switch RecordFunction on. */
 void session_check_launched_lib(struct session *s);
+/* Registers the callback in the target (-p mode, or launch mode once
+ * torch is loaded). Returns 0 or -errno with the reason printed. */
+int session_activate(struct session *s, const char *lib);
+/* Removes it; says so on stderr if that fails. */
+void session_deactivate(struct session *s);
 
 #endif

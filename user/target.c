@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include "target.h"
 
 static int read_small_file(const char *path, char *buf, size_t len)
@@ -91,4 +93,56 @@ int target_find_libtorch(pid_t pid, char *buf, size_t len)
 	free(line);
 	fclose(f);
 	return err;
+}
+
+int target_addr_of_offset(pid_t pid, const char *path, uint64_t off,
+			  uint64_t *addr)
+{
+	unsigned long long start, end, pgoff, ino;
+	unsigned int maj, min;
+	char maps[64], perms[8], *line = NULL;
+	int err = -ENOENT;
+	size_t cap = 0;
+	struct stat st;
+	FILE *f;
+
+	if (stat(path, &st))
+		return -errno;
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
+	f = fopen(maps, "re");
+	if (!f)
+		return -errno;
+	while (err && getline(&line, &cap, f) > 0) {
+		if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &start, &end,
+			   perms, &pgoff, &maj, &min, &ino) != 7)
+			continue;
+		if (ino != st.st_ino || makedev(maj, min) != st.st_dev ||
+		    perms[2] != 'x' || off < pgoff ||
+		    off >= pgoff + (end - start))
+			continue;
+		*addr = start + (off - pgoff);
+		err = 0;
+	}
+	free(line);
+	fclose(f);
+	return err;
+}
+
+unsigned long long target_start_time(pid_t pid)
+{
+	char path[64], stat[1024], *p;
+	unsigned long long t = 0;
+	int field = 2;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (read_small_file(path, stat, sizeof(stat)) <= 0)
+		return 0;
+	p = strrchr(stat, ')');
+	/* Fields after "(comm)": state is field 3, starttime field 22. */
+	for (; p && *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	if (p)
+		t = strtoull(p, NULL, 10);
+	return t;
 }

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Does the process exist (zombies count as gone)? */
@@ -23,6 +24,16 @@ void target_thread_comm(pid_t pid, pid_t tid, char *buf, size_t len);
  * when not mapped, or -errno when maps cannot be read.
  */
 int target_find_libtorch(pid_t pid, char *buf, size_t len);
+/*
+ * The address at which file offset off of the file at path (rfbpf's view)
+ * is mapped executable in pid, matched by device and inode. Returns 0 or
+ * -ENOENT.
+ */
+int target_addr_of_offset(pid_t pid, const char *path, uint64_t off,
+			  uint64_t *addr);
+/* The process's start time (clock ticks after boot, /proc/PID/stat field
+ * 22): with the pid, it names one process across pid reuse. 0 if gone. */
+unsigned long long target_start_time(pid_t pid);
 /* Is base the file name of a libtorch_cpu build (libtorch_cpu.so[.*])? */
 bool is_libtorch_cpu_name(const char *base);
 

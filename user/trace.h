@@ -90,6 +90,7 @@ struct trace {
 	struct counts counts;
 	uint64_t first_ns, last_ns;	/* span of events seen */
 	double sample_prob;		/* 1.0 unless sampled */
+	bool activated;			/* rfbpf registered the callback */
 };
 
 void trace_init(struct trace *t, uint32_t pid);

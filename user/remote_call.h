@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Calling a function inside another process with ptrace, the way a
+ * debugger's `call` does, restricted to a safe point: a thread that is
+ * blocked in a system call. Such a thread is not in the middle of the
+ * allocator or the dynamic loader, so the called function may allocate
+ * and take its own locks.
+ *
+ * Only the chosen thread is stopped, and only while its registers are
+ * swapped (microseconds); the call itself runs at full speed. The thread's
+ * general registers, its extended FPU/SSE/AVX state and its interrupted
+ * system call (which the kernel restarts as if nothing happened) are
+ * restored exactly; a signal that arrives meanwhile is held and delivered
+ * after the restore.
+ */
+#ifndef RFBPF_REMOTE_CALL_H
+#define RFBPF_REMOTE_CALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct remote_call {
+	uint64_t fn;		/* address of the function in the target */
+	uint64_t args[6];	/* rdi, rsi, rdx, rcx, r8, r9 */
+	const void *stack_arg;	/* copied to [rsp+8] at entry (by-value */
+	size_t stack_len;	/*  struct class MEMORY), or NULL */
+	int find_ms;		/* how long to look for a safe thread */
+	int call_ms;		/* after this long, say the call is slow */
+};
+
+/*
+ * Runs the call in pid; *ret receives rax. Returns 0, or -errno with a
+ * one-line reason in err (-ESRCH: the process is gone; -ETIMEDOUT: no
+ * thread was blocked in a system call within find_ms).
+ */
+int remote_call(pid_t pid, const struct remote_call *c, uint64_t *ret,
+		char *err, size_t errlen);
+
+#endif
