@@ -29,6 +29,8 @@ struct activation {
 	uint64_t add_off, remove_off;	/* file offsets of the two functions */
 	uint64_t handle;	/* CallbackHandle; 0 = none registered */
 	int lock_fd;
+	void (*idle)(void *);	/* run while waiting on the target */
+	void *idle_ctx;
 };
 
 /* Takes the per-process lock. Returns 0, or -EBUSY if another rfbpf holds

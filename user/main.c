@@ -225,7 +225,7 @@ static void attach_libraries(struct session *s, const struct libraries *libs)
 static void setup(struct session *s, struct options *opt)
 {
 	static struct libraries libs;
-	char why[256];
+	char why[512];
 	int err;
 
 	if (!have_tracing_privileges(why, sizeof(why)))
@@ -268,12 +268,13 @@ static void setup(struct session *s, struct options *opt)
 	if (getenv("RFBPF_TEST_ATTACH_DELAY_MS"))
 		usleep(1000 * atoi(getenv("RFBPF_TEST_ATTACH_DELAY_MS")));
 	attach_libraries(s, &libs);
-	if (!s->launched && opt->activate &&
-	    session_activate(s, libs.path[0]))
-		die_setup(s, "nothing was changed in process %d", s->pid);
 	if (session_open_ring(s))
 		die_setup(s, "cannot read the ring buffer: %s",
 			  strerror(errno));
+	if (!s->launched && opt->activate &&
+	    session_activate(s, libs.path[0], why, sizeof(why)))
+		die_setup(s, "cannot switch RecordFunction on in process %d: "
+			  "%s; nothing was changed", s->pid, why);
 }
 
 static int write_outputs(struct session *s)

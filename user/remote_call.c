@@ -2,23 +2,33 @@
 /*
  * How the call is made (x86-64):
  *
- * 1. Pick a thread that /proc says is inside a system call and that neither
- *    blocks nor ignores SIGSEGV (the call returns to address 0, and the
- *    kernel would reset the handler of a blocked or ignored fault signal).
- * 2. PTRACE_SEIZE + PTRACE_INTERRUPT that thread alone. If it stopped at a
- *    system-call boundary (orig_rax >= 0) it is ours; otherwise it left the
- *    call meanwhile: let go and try again.
+ * 1. Pick a thread that neither blocks nor ignores SIGSEGV (the call
+ *    returns to address 0, and the kernel resets the handler of a blocked
+ *    or ignored fault signal, which would change the target).
+ * 2. PTRACE_SEIZE + PTRACE_INTERRUPT that thread alone.
+ *    - Stopped inside a system call (orig_rax >= 0, blocked in futex, poll,
+ *      read...): that is the safe point.
+ *    - Stopped in user code: PTRACE_SYSCALL lets it run to its next
+ *      system-call entry, for a few milliseconds at most; that entry is the
+ *      safe point. A thread that makes none is released untouched.
+ *    A safe point is refused if the system call comes from the dynamic
+ *    loader (rip inside ld.so: a dlopen is in progress) or manages memory
+ *    (mmap, brk...: likely inside malloc, holding an arena lock).
  * 3. Save its registers and XSAVE area. Build a call frame 640 bytes below
  *    its stack pointer (past the 128-byte red zone): the by-value argument
  *    at a 16-byte aligned address, a return address of 0 just below it.
- *    orig_rax = -1 stops the kernel from restarting the interrupted system
- *    call into our function.
+ *    orig_rax = -1 so the kernel neither restarts nor runs the system call
+ *    into our function.
  * 4. Continue. The function returns to 0 and faults: a SIGSEGV stop with
  *    rip == 0 is the return, rax the result. Other signals seen meanwhile
  *    are held back.
- * 5. Put the saved state back and detach with the held signal, if any. The
- *    restored orig_rax and -ERESTART* rax make the kernel restart the
- *    interrupted system call exactly as after any signal.
+ * 5. Put the saved state back and detach with the held signal, if any. A
+ *    blocked call restarts as after any signal (the saved -ERESTART* rax and
+ *    orig_rax tell the kernel to); a call caught at its entry is re-issued
+ *    by pointing rip back at its 2-byte `syscall` instruction.
+ *
+ * The loader keeps draining its ring buffer meanwhile (the idle callback),
+ * so probes firing in the target's other threads are not dropped.
  */
 #include <dirent.h>
 #include <elf.h>
@@ -30,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -58,23 +69,6 @@ static int fail(char *err, size_t len, int ret, const char *fmt, ...)
 	return ret;
 }
 
-/* Is the thread inside a system call right now (per /proc)? */
-static bool in_syscall(pid_t pid, pid_t tid)
-{
-	char path[96], buf[64];
-	FILE *f;
-	long nr;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", pid, tid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	nr = fgets(buf, sizeof(buf), f) && buf[0] >= '0' && buf[0] <= '9' ?
-	     strtol(buf, NULL, 10) : -1;
-	fclose(f);
-	return nr >= 0;
-}
-
 /* Does the thread block or ignore SIGSEGV? (See step 1.) */
 static bool segv_masked(pid_t pid, pid_t tid)
 {
@@ -98,6 +92,9 @@ static bool segv_masked(pid_t pid, pid_t tid)
 	return masked;
 }
 
+static void (*idle_fn)(void *);
+static void *idle_ctx;
+
 /* Waits for tid to stop, up to ms (ms < 0: forever). Returns the wait
  * status, 0 on timeout, -ESRCH if it is gone. */
 static int wait_stop(pid_t tid, double ms)
@@ -106,7 +103,7 @@ static int wait_stop(pid_t tid, double ms)
 	int st;
 
 	for (;;) {
-		pid_t r = waitpid(tid, &st, __WALL | (ms < 0 ? 0 : WNOHANG));
+		pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
 
 		if (r == tid)
 			return WIFSTOPPED(st) ? st : -ESRCH;
@@ -114,9 +111,45 @@ static int wait_stop(pid_t tid, double ms)
 			return -ESRCH;
 		if (ms >= 0 && now_ms() >= end)
 			return 0;
-		if (ms >= 0)
-			usleep(200);
+		if (idle_fn)
+			idle_fn(idle_ctx);
+		usleep(100);
 	}
+}
+
+/* The dynamic loader's text, to refuse safe points inside a dlopen. */
+static void loader_range(pid_t pid, uint64_t *lo, uint64_t *hi)
+{
+	char path[64], *line = NULL;
+	unsigned long long a, b;
+	size_t cap = 0;
+	FILE *f;
+
+	*lo = *hi = 0;
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (getline(&line, &cap, f) > 0) {
+		char *file = strrchr(line, '/');
+
+		if (file && !strncmp(file, "/ld-linux", 9) &&
+		    sscanf(line, "%llx-%llx", &a, &b) == 2) {
+			if (!*lo || a < *lo)
+				*lo = a;
+			if (b > *hi)
+				*hi = b;
+		}
+	}
+	free(line);
+	fclose(f);
+}
+
+/* System calls that suggest the thread is inside malloc or the loader. */
+static bool memory_syscall(long long nr)
+{
+	return nr == SYS_mmap || nr == SYS_munmap || nr == SYS_mprotect ||
+	       nr == SYS_brk || nr == SYS_mremap || nr == SYS_madvise;
 }
 
 struct saved {
@@ -124,47 +157,109 @@ struct saved {
 	unsigned char xstate[16384] __attribute__((aligned(64)));
 	struct iovec xstate_iov;
 	int pending_sig;
+	bool at_entry;		/* caught at syscall entry, not blocked in it */
 };
 
-/* Seizes tid and stops it at a system-call boundary. Returns 1 when it is
- * stopped there (state saved), 0 when not safe (released), -ESRCH gone. */
-static int stop_at_syscall(pid_t tid, struct saved *s)
+static int save_state(pid_t tid, struct saved *s)
+{
+	s->xstate_iov.iov_base = s->xstate;
+	s->xstate_iov.iov_len = sizeof(s->xstate);
+	return ptrace(PTRACE_GETREGS, tid, 0, &s->regs) ||
+	       ptrace(PTRACE_GETREGSET, tid, (void *)NT_X86_XSTATE,
+		      &s->xstate_iov) ? -ESRCH : 0;
+}
+
+/* A stop that is not ours (a signal racing us): hold the signal. */
+static void hold_signal(int st, struct saved *s)
+{
+	if ((st >> 16) == 0 && WSTOPSIG(st) != SIGTRAP &&
+	    WSTOPSIG(st) != (SIGTRAP | 0x80) && !s->pending_sig)
+		s->pending_sig = WSTOPSIG(st);
+}
+
+static bool acceptable(pid_t tid, const struct saved *s, uint64_t ld_lo,
+		       uint64_t ld_hi)
+{
+	uint16_t insn = 0;
+	struct iovec local = { &insn, 2 };
+	struct iovec remote = { (void *)(s->regs.rip - 2), 2 };
+
+	if (memory_syscall(s->regs.orig_rax))
+		return false;
+	if (s->regs.rip >= ld_lo && s->regs.rip < ld_hi)
+		return false;
+	/* Re-issuing needs the 2-byte `syscall` (0f 05) right before rip. */
+	return !s->at_entry ||
+	       (process_vm_readv(tid, &local, 1, &remote, 1, 0) == 2 &&
+		insn == 0x050f);
+}
+
+/* Lets go of a thread that offered no safe point. */
+static void release(pid_t tid, struct saved *s, bool running)
+{
+	if (running) {
+		ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+		hold_signal(wait_stop(tid, -1), s);
+	}
+	ptrace(PTRACE_DETACH, tid, 0, (void *)(long)s->pending_sig);
+}
+
+/* Seizes tid and stops it at a system-call boundary (step 2). Returns 1
+ * when stopped there (state saved), 0 when released, -errno on error. */
+static int stop_at_syscall(pid_t tid, struct saved *s, uint64_t ld_lo,
+			   uint64_t ld_hi)
 {
 	int st;
 
-	if (ptrace(PTRACE_SEIZE, tid, 0, 0))
+	memset(&s->regs, 0, sizeof(s->regs));
+	s->pending_sig = 0;
+	s->at_entry = false;
+	if (ptrace(PTRACE_SEIZE, tid, 0, (void *)PTRACE_O_TRACESYSGOOD))
 		return errno == ESRCH ? -ESRCH : -errno;
 	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0))
 		return -ESRCH;
 	st = wait_stop(tid, -1);
 	if (st < 0)
 		return -ESRCH;
-	s->pending_sig = 0;
-	/* A real signal may race the interrupt: hold it for later. */
-	if (WSTOPSIG(st) != SIGTRAP && (st >> 16) == 0)
-		s->pending_sig = WSTOPSIG(st);
-	s->xstate_iov.iov_base = s->xstate;
-	s->xstate_iov.iov_len = sizeof(s->xstate);
-	if (ptrace(PTRACE_GETREGS, tid, 0, &s->regs) ||
-	    ptrace(PTRACE_GETREGSET, tid, (void *)NT_X86_XSTATE,
-		   &s->xstate_iov)) {
-		ptrace(PTRACE_DETACH, tid, 0, (void *)(long)s->pending_sig);
-		return -ESRCH;
-	}
+	hold_signal(st, s);
+	if (save_state(tid, s))
+		return release(tid, s, false), -ESRCH;
 	if ((long long)s->regs.orig_rax < 0) {
-		ptrace(PTRACE_DETACH, tid, 0, (void *)(long)s->pending_sig);
-		return 0;
+		/* In user code: run it to its next system call entry. */
+		if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
+			return release(tid, s, false), -ESRCH;
+		st = wait_stop(tid, 5);
+		while (st > 0 && WSTOPSIG(st) != (SIGTRAP | 0x80)) {
+			hold_signal(st, s);
+			ptrace(PTRACE_SYSCALL, tid, 0, 0);
+			st = wait_stop(tid, 5);
+		}
+		if (st < 0)
+			return -ESRCH;
+		if (st == 0)
+			return release(tid, s, true), 0;
+		s->at_entry = true;
+		if (save_state(tid, s))
+			return release(tid, s, false), -ESRCH;
 	}
+	if (!acceptable(tid, s, ld_lo, ld_hi))
+		return release(tid, s, false), 0;
 	return 1;
 }
 
 static int restore(pid_t tid, struct saved *s)
 {
-	int a = ptrace(PTRACE_SETREGS, tid, 0, &s->regs);
-	int b = ptrace(PTRACE_SETREGSET, tid, (void *)NT_X86_XSTATE,
-		       &s->xstate_iov);
-	int c = ptrace(PTRACE_DETACH, tid, 0, (void *)(long)s->pending_sig);
+	struct user_regs_struct r = s->regs;
+	int a, b, c;
 
+	if (s->at_entry) {	/* re-issue the system call it was entering */
+		r.rip -= 2;
+		r.rax = r.orig_rax;
+	}
+	a = ptrace(PTRACE_SETREGS, tid, 0, &r);
+	b = ptrace(PTRACE_SETREGSET, tid, (void *)NT_X86_XSTATE,
+		   &s->xstate_iov);
+	c = ptrace(PTRACE_DETACH, tid, 0, (void *)(long)s->pending_sig);
 	return a || b || c ? -errno : 0;
 }
 
@@ -227,8 +322,7 @@ static int call_on(pid_t tid, const struct remote_call *c, struct saved *s,
 			return fail(err, errlen, -EFAULT, "the called function "
 				    "faulted at 0x%llx", r.rip);
 		}
-		if ((st >> 16) == 0 && !s->pending_sig)
-			s->pending_sig = WSTOPSIG(st);	/* deliver later */
+		hold_signal(st, s);	/* delivered after the restore */
 		ptrace(PTRACE_CONT, tid, 0, 0);
 	}
 }
@@ -237,6 +331,7 @@ static int try_threads(pid_t pid, const struct remote_call *c, uint64_t *ret,
 		       char *err, size_t errlen, bool *called)
 {
 	static struct saved s;
+	uint64_t ld_lo, ld_hi;
 	char path[64];
 	struct dirent *d;
 	int res = -EAGAIN;
@@ -246,13 +341,14 @@ static int try_threads(pid_t pid, const struct remote_call *c, uint64_t *ret,
 	dir = opendir(path);
 	if (!dir)
 		return fail(err, errlen, -ESRCH, "process %d is gone", pid);
+	loader_range(pid, &ld_lo, &ld_hi);
 	while (res == -EAGAIN && (d = readdir(dir))) {
 		pid_t tid = atoi(d->d_name);
 		int r;
 
-		if (tid <= 0 || !in_syscall(pid, tid) || segv_masked(pid, tid))
+		if (tid <= 0 || segv_masked(pid, tid))
 			continue;
-		r = stop_at_syscall(tid, &s);
+		r = stop_at_syscall(tid, &s, ld_lo, ld_hi);
 		if (r == -EPERM) {
 			res = fail(err, errlen, r, "cannot ptrace process %d: "
 				   "a debugger is attached, or CAP_SYS_PTRACE "
@@ -278,6 +374,8 @@ int remote_call(pid_t pid, const struct remote_call *c, uint64_t *ret,
 	bool called = false;
 	int res;
 
+	idle_fn = c->idle;
+	idle_ctx = c->idle_ctx;
 	for (;;) {
 		res = try_threads(pid, c, ret, err, errlen, &called);
 		if (res != -EAGAIN || called)
@@ -287,9 +385,14 @@ int remote_call(pid_t pid, const struct remote_call *c, uint64_t *ret,
 				    pid);
 		if (now_ms() >= end)
 			return fail(err, errlen, -ETIMEDOUT, "no thread of "
-				    "process %d was blocked in a system call "
-				    "within %d ms (it is busy; try again)",
-				    pid, c->find_ms);
-		usleep(2000);
+				    "process %d reached a safe point (a system "
+				    "call outside malloc and the loader) within "
+				    "%d ms: it is busy in one long computation; "
+				    "try again later", pid, c->find_ms);
+		for (int i = 0; i < 20; i++) {
+			if (idle_fn)
+				idle_fn(idle_ctx);
+			usleep(100);
+		}
 	}
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Calling a function inside another process with ptrace, the way a
- * debugger's `call` does, restricted to a safe point: a thread that is
- * blocked in a system call. Such a thread is not in the middle of the
- * allocator or the dynamic loader, so the called function may allocate
+ * debugger's `call` does, restricted to a safe point: a thread at a system
+ * call (blocked in it, or caught entering it) that is not made by the
+ * dynamic loader nor a memory-management call, so the thread is not in the
+ * middle of a dlopen or of malloc and the called function may allocate
  * and take its own locks.
  *
  * Only the chosen thread is stopped, and only while its registers are
@@ -27,6 +28,8 @@ struct remote_call {
 	size_t stack_len;	/*  struct class MEMORY), or NULL */
 	int find_ms;		/* how long to look for a safe thread */
 	int call_ms;		/* after this long, say the call is slow */
+	void (*idle)(void *);	/* called while waiting (drain buffers) */
+	void *idle_ctx;
 };
 
 /*

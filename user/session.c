@@ -84,21 +84,29 @@ int session_open_ring(struct session *s)
 	return s->rb ? 0 : -errno;
 }
 
-int session_activate(struct session *s, const char *lib)
+/* While a ptrace call waits on the target, keep reading events. */
+static void drain(void *ctx)
 {
-	char err[512];
-	int ret = activation_prepare(&s->act, lib, err, sizeof(err));
+	struct session *s = ctx;
 
+	if (s->rb)
+		ring_buffer__consume(s->rb);
+}
+
+int session_activate(struct session *s, const char *lib, char *err,
+		     size_t len)
+{
+	int ret;
+
+	s->act.idle = drain;
+	s->act.idle_ctx = s;
+	ret = activation_prepare(&s->act, lib, err, len);
 	if (!ret)
 		ret = activation_start(&s->act, s->opt->sample_prob,
 				       s->opt->scopes, s->opt->verbose, err,
-				       sizeof(err));
-	if (ret) {
-		status_clear(&s->status);
-		fprintf(stderr, "rfbpf: cannot switch RecordFunction on in "
-			"process %d: %s\n", s->pid, err);
+				       len);
+	if (ret)
 		return ret;
-	}
 	s->trace.sample_prob = s->opt->sample_prob;
 	s->trace.activated = true;
 	return 0;
@@ -108,6 +116,8 @@ void session_deactivate(struct session *s)
 {
 	char err[512];
 
+	s->act.idle = drain;
+	s->act.idle_ctx = s;
 	if (activation_stop(&s->act, err, sizeof(err)))
 		fprintf(stderr, "rfbpf: warning: could not remove the "
 			"RecordFunction callback from process %d (%s); run "
@@ -154,8 +164,15 @@ void session_check_launched_lib(struct session *s)
 		probe_late_library(s, path);
 	s->lib_checked = true;
 	if (s->activation_pending) {
+		char err[512];
+
 		s->activation_pending = false;
-		session_activate(s, path);
+		if (session_activate(s, path, err, sizeof(err))) {
+			status_clear(&s->status);
+			fprintf(stderr, "rfbpf: warning: cannot switch "
+				"RecordFunction on: %s; tracing only what the "
+				"command's own callbacks record\n", err);
+		}
 	}
 }
 

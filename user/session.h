@@ -51,8 +51,9 @@ void session_run(struct session *s);
  * before exec, resolve and probe it too; and switch RecordFunction on. */
 void session_check_launched_lib(struct session *s);
 /* Registers the callback in the target (-p mode, or launch mode once
- * torch is loaded). Returns 0 or -errno with the reason printed. */
-int session_activate(struct session *s, const char *lib);
+ * torch is loaded). Returns 0 or -errno with a one-line reason in err. */
+int session_activate(struct session *s, const char *lib, char *err,
+		     size_t len);
 /* Removes it; says so on stderr if that fails. */
 void session_deactivate(struct session *s);
 

@@ -102,7 +102,10 @@ def test_attach_mode_matches_kernel_and_torch_profiler(tmp_path):
                             ["-p", str(w.pid)])
     try:
         out = tmp_path / "t.json"
-        p, _ = start_rfbpf(["-q", "-p", str(w.pid), "-o", str(out)])
+        # --no-activate: compare with what torch.profiler's own callbacks
+        # make RecordFunction record, nothing more.
+        p, _ = start_rfbpf(["-q", "--no-activate", "-p", str(w.pid), "-o",
+                            str(out)])
         w.go()
         code, wout = w.finish()
         rc, table, err = stop(p)      # rfbpf also stops on target exit

@@ -45,8 +45,8 @@ def test_duration_stops_and_target_runs_on(tmp_path):
     target = loop_target(6)
     try:
         t0 = time.time()
-        r = run([RFBPF, "-q", "-p", str(target.pid), "-d", "1", "-o",
-                 str(tmp_path / "t.json")])
+        r = run([RFBPF, "-q", "--no-activate", "-p", str(target.pid), "-d",
+                 "1", "-o", str(tmp_path / "t.json")])
         assert r.returncode == 0, r.stderr
         assert time.time() - t0 < 30
         assert target.poll() is None            # still running
@@ -64,8 +64,8 @@ def test_sigterm_and_sigint_write_outputs(tmp_path):
         target = loop_target(5)
         try:
             out = tmp_path / f"t{sig}.json"
-            p, _ = start_rfbpf(["-q", "-p", str(target.pid), "-o",
-                                str(out)])
+            p, _ = start_rfbpf(["-q", "--no-activate", "-p",
+                                str(target.pid), "-o", str(out)])
             time.sleep(1)
             rc, table, err = stop(p, sig)
             assert rc == 0, err
