@@ -19,7 +19,7 @@ OPT ?= -g -O2
 SANITIZE ?=
 override CFLAGS := $(OPT) $(SANITIZE) $(WARN) -std=gnu11 -D_GNU_SOURCE \
 	-I$(OUT) -Ibpf -Iuser
-LDLIBS := -lbpf -lelf -lz
+LDLIBS := -lbpf -lelf -lz -lm
 # BPF_KPROBE() declares ctx and every argument whether used or not.
 BPF_CFLAGS := -g -O2 $(WARN) -Wno-unused-parameter -target bpf -D__TARGET_ARCH_$(ARCH) \
 	-I$(dir $(VMLINUX)) -Ibpf

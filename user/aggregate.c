@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "aggregate.h"
@@ -51,6 +52,8 @@ int aggregate_ops(const struct trace *t, struct aggregate *a)
 		r->calls++;
 		r->total_ns += d;
 		r->self_ns += self[i];
+		r->total_sq += (double)d * d;
+		r->self_sq += (double)self[i] * self[i];
 		r->truncated += (o->flags & OP_TRUNCATED) != 0;
 		a->self_ns += self[i];
 	}
@@ -92,4 +95,18 @@ void aggregate_free(struct aggregate *a)
 {
 	free(a->rows);
 	memset(a, 0, sizeof(*a));
+}
+
+/* Var(sum/p) = sum over all ops of x^2 (1-p)/p, estimated from the sampled
+ * ops by sum of x^2 (1-p)/p^2; for counts x = 1. */
+void estimate_op(const struct op_stats *r, double p, struct op_estimate *e)
+{
+	double q = 1.0 - p;
+
+	e->calls = r->calls / p;
+	e->calls_se = sqrt(r->calls * q) / p;
+	e->total_ns = r->total_ns / p;
+	e->total_se = sqrt(r->total_sq * q) / p;
+	e->self_ns = r->self_ns / p;
+	e->self_se = sqrt(r->self_sq * q) / p;
 }

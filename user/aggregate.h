@@ -17,7 +17,20 @@ struct op_stats {
 	uint64_t calls;
 	uint64_t total_ns, self_ns, min_ns, max_ns;
 	uint64_t truncated;	/* calls whose end was not their own end() */
+	double total_sq, self_sq;	/* sums of squares, ns^2 (for SEs) */
 };
+
+/*
+ * What a sampled capture says about all ops: RecordFunction kept each op
+ * with probability p, so counts and sums scale by 1/p (Horvitz-Thompson),
+ * and their standard errors come from the same sample.
+ */
+struct op_estimate {
+	double calls, calls_se;
+	double total_ns, total_se;
+	double self_ns, self_se;
+};
+void estimate_op(const struct op_stats *r, double p, struct op_estimate *e);
 
 struct aggregate {
 	struct op_stats *rows;	/* one per name seen */

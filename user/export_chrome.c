@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <errno.h>
+#include "aggregate.h"
 #include "export_chrome.h"
 #include "json_writer.h"
 #include "version.h"
@@ -60,6 +61,42 @@ static void write_metadata_events(FILE *f, const struct trace *t)
 	}
 }
 
+/* Per-op totals, and for a sampled capture the estimates for all ops
+ * (scaled by 1/p) with their standard errors: what a fleet aggregates. */
+static void write_op_stats(FILE *f, const struct trace *t)
+{
+	struct aggregate a;
+	bool sampled = t->sample_prob < 1.0;
+
+	if (aggregate_ops(t, &a))
+		return;
+	fputs(",\"op_stats\":[", f);
+	for (size_t i = 0, n = 0; i < a.nr; i++) {
+		const struct op_stats *r = &a.rows[i];
+		struct op_estimate e;
+
+		if (!r->calls)
+			continue;
+		fputs(n++ ? ",\n{\"name\":" : "\n{\"name\":", f);
+		json_string(f, names_get(&t->names, r->name));
+		fprintf(f, ",\"calls\":%llu,\"total_ns\":%llu,\"self_ns\":%llu",
+			(unsigned long long)r->calls,
+			(unsigned long long)r->total_ns,
+			(unsigned long long)r->self_ns);
+		if (sampled) {
+			estimate_op(r, t->sample_prob, &e);
+			fprintf(f, ",\"est_calls\":%.1f,\"est_calls_se\":%.1f,"
+				"\"est_total_ns\":%.0f,\"est_total_se_ns\":%.0f,"
+				"\"est_self_ns\":%.0f,\"est_self_se_ns\":%.0f",
+				e.calls, e.calls_se, e.total_ns, e.total_se,
+				e.self_ns, e.self_se);
+		}
+		fputc('}', f);
+	}
+	fputs("]", f);
+	aggregate_free(&a);
+}
+
 #define COUNT(name, v) fprintf(f, ",\"" name "\":%llu", \
 			       (unsigned long long)(v))
 
@@ -97,6 +134,7 @@ static void write_other_data(FILE *f, const struct trace *t)
 	COUNT("names_truncated", c->names_truncated);
 	COUNT("name_faults", c->name_faults);
 	COUNT("out_of_memory", c->oom);
+	write_op_stats(f, t);
 	fputc('}', f);
 }
 

@@ -15,14 +15,18 @@ void format_duration(uint64_t ns, char *buf, size_t len)
 		snprintf(buf, len, "%.3fs", ns / 1e9);
 }
 
-static void rule(FILE *f)
+static void rule(FILE *f, bool sampled)
 {
 	char line[NAME_W + 1];
 
 	memset(line, '-', NAME_W);
 	line[NAME_W] = 0;
-	fprintf(f, "%s  -------  ----------  -------  ----------  ----------  "
-		"----------  ----------  --------\n", line);
+	if (sampled)
+		fprintf(f, "%s  -------  ----------  ----------  ----------  "
+			"--------  ----------  --------\n", line);
+	else
+		fprintf(f, "%s  -------  ----------  -------  ----------  "
+			"----------  ----------  ----------  --------\n", line);
 }
 
 /* Long names keep their head and end with "...", as torch does. */
@@ -51,6 +55,36 @@ static void print_row(FILE *f, const struct op_stats *r, const char *name,
 		total, avg, min, max, (unsigned long long)r->calls);
 }
 
+/* Sampled captures: estimates for all ops, with standard errors. */
+static void print_sampled_row(FILE *f, const struct op_stats *r,
+			      const char *name, uint64_t all_self, double p)
+{
+	char self[24], total[24], se[24];
+	struct op_estimate e;
+	double denom = all_self ? (double)all_self : 1;
+
+	estimate_op(r, p, &e);
+	format_duration(e.self_ns, self, sizeof(self));
+	format_duration(e.total_ns, total, sizeof(total));
+	format_duration(e.total_se, se, sizeof(se));
+	print_name(f, name);
+	fprintf(f, "  %6.2f%%  %10s  %10s  %10s  %8llu  %10.0f  %8.0f\n",
+		100.0 * r->self_ns / denom, self, total, se,
+		(unsigned long long)r->calls, e.calls, e.calls_se);
+}
+
+static void print_header(FILE *f, bool sampled)
+{
+	if (sampled)
+		fprintf(f, "%-*s  %7s  %10s  %10s  %10s  %8s  %10s  %8s\n",
+			NAME_W, "Name", "Self %", "Est. self", "Est. total",
+			"+- total", "Sampled", "Est. calls", "+- calls");
+	else
+		fprintf(f, "%-*s  %7s  %10s  %7s  %10s  %10s  %10s  %10s  "
+			"%8s\n", NAME_W, "Name", "Self %", "Self", "Total %",
+			"Total", "Avg", "Min", "Max", "Calls");
+}
+
 static void print_footer(FILE *f, const struct trace *t, uint64_t self_ns)
 {
 	const struct counts *c = &t->counts;
@@ -70,31 +104,39 @@ static void print_footer(FILE *f, const struct trace *t, uint64_t self_ns)
 		(unsigned long long)c->thread_exits);
 	format_losses(c, losses, sizeof(losses));
 	fprintf(f, "Lost or unpaired: %s\n", losses);
+	if (t->sample_prob < 1.0)
+		fprintf(f, "SAMPLED: RecordFunction kept each op with p=%g; "
+			"Est. columns are the sampled values scaled by 1/p, "
+			"+- is one standard error\n", t->sample_prob);
 }
 
 void print_table(FILE *f, const struct trace *t, enum sort_key sort, int top)
 {
 	struct aggregate a;
 	size_t shown = 0;
+	bool sampled = t->sample_prob < 1.0;
 
 	if (aggregate_ops(t, &a)) {
 		fprintf(f, "rfbpf: out of memory building the table\n");
 		return;
 	}
 	aggregate_sort(&a, sort);
-	rule(f);
-	fprintf(f, "%-*s  %7s  %10s  %7s  %10s  %10s  %10s  %10s  %8s\n",
-		NAME_W, "Name", "Self %", "Self", "Total %", "Total", "Avg",
-		"Min", "Max", "Calls");
-	rule(f);
+	rule(f, sampled);
+	print_header(f, sampled);
+	rule(f, sampled);
 	for (size_t i = 0; i < a.nr && (!top || shown < (size_t)top); i++) {
+		const char *name = names_get(&t->names, a.rows[i].name);
+
 		if (!a.rows[i].calls)
 			continue;
-		print_row(f, &a.rows[i], names_get(&t->names, a.rows[i].name),
-			  a.self_ns);
+		if (sampled)
+			print_sampled_row(f, &a.rows[i], name, a.self_ns,
+					  t->sample_prob);
+		else
+			print_row(f, &a.rows[i], name, a.self_ns);
 		shown++;
 	}
-	rule(f);
+	rule(f, sampled);
 	if (shown < a.nr)
 		fprintf(f, "(%zu more ops not shown: --top 0 shows all)\n",
 			a.nr - shown);
