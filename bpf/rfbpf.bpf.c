@@ -31,6 +31,23 @@ struct {
 	__uint(max_entries, 8 * 1024 * 1024);
 } events SEC(".maps");
 
+/* --tree-sample (see rfbpf.h): off unless the loader turns it on. */
+const volatile bool tree_sample = false;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct rf_thread_state);
+} thread_states SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RF_GEO_TABLE_SIZE);
+	__type(key, __u32);
+	__type(value, __u32);
+} geo_skip SEC(".maps");
+
 /* Per-CPU counters: per-variant hits, drops, name faults (enum rf_counter). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -55,6 +72,83 @@ static __always_inline __u64 target_thread(void)
 	if (targ_tgid && (__u32)(id >> 32) != targ_tgid)
 		return 0;
 	return id;
+}
+
+static const struct rf_thread_state empty_state;
+
+static __always_inline __u32 draw_skip(void)
+{
+	__u32 i = bpf_get_prandom_u32() & (RF_GEO_TABLE_SIZE - 1);
+	__u32 *v = bpf_map_lookup_elem(&geo_skip, &i);
+
+	return v ? *v : 0;
+}
+
+static __always_inline struct rf_thread_state *thread_state(__u32 tid,
+							    bool create)
+{
+	struct rf_thread_state *st = bpf_map_lookup_elem(&thread_states, &tid);
+
+	if (st || !create)
+		return st;
+	/* The value is too big for the BPF stack: insert a zeroed global. */
+	bpf_map_update_elem(&thread_states, &tid, &empty_state, BPF_NOEXIST);
+	st = bpf_map_lookup_elem(&thread_states, &tid);
+	if (st)
+		st->skip = draw_skip();
+	return st;
+}
+
+/* before(): does this op belong to a kept tree? Opens a tree at depth 0. */
+static __always_inline bool tree_keep_before(__u32 tid, __u64 rf)
+{
+	struct rf_thread_state *st = thread_state(tid, true);
+	__u32 d;
+
+	if (!st)
+		return true;	/* map full: record rather than lose */
+	if (st->depth == 0) {
+		count(RF_CNT_TREES_SEEN);
+		if (st->skip == 0) {
+			st->keep = 1;
+			st->skip = draw_skip();
+			count(RF_CNT_TREES_KEPT);
+		} else {
+			st->skip--;
+			st->keep = 0;
+		}
+	}
+	d = st->depth;
+	if (d < RF_TREE_MAX_DEPTH) {
+		st->stack[d & (RF_TREE_MAX_DEPTH - 1)] = rf;
+		st->depth = d + 1;
+	} else {
+		count(RF_CNT_TREE_TOO_DEEP);
+	}
+	return st->keep;
+}
+
+/* end(): closes the op (and any left open above it) if it is on this
+ * thread's stack. Ends of unknown ops follow the current tree's fate. */
+static __always_inline bool tree_keep_end(__u32 tid, __u64 rf)
+{
+	struct rf_thread_state *st = thread_state(tid, false);
+	__u32 keep;
+
+	if (!st)
+		return false;	/* no before() seen on this thread */
+	keep = st->keep;
+	for (int i = 0; i < RF_TREE_MAX_DEPTH; i++) {
+		int j = (int)st->depth - 1 - i;
+
+		if (j < 0)
+			break;
+		if (st->stack[j & (RF_TREE_MAX_DEPTH - 1)] == rf) {
+			st->depth = j;
+			break;
+		}
+	}
+	return keep;
 }
 
 static __always_inline void fill_hdr(struct rf_event_hdr *h, __u64 id,
@@ -144,6 +238,8 @@ begin_before(struct pt_regs *ctx, __u8 variant)
 	if (!id)
 		return NULL;
 	count(variant);
+	if (tree_sample && !tree_keep_before((__u32)id, (__u64)rf))
+		return NULL;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(RF_CNT_DROPS);
@@ -267,6 +363,8 @@ int BPF_KPROBE(end, void *rf)
 	if (!id)
 		return 0;
 	count(RF_V_END);
+	if (tree_sample && !tree_keep_end((__u32)id, (__u64)rf))
+		return 0;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(RF_CNT_DROPS);
@@ -288,6 +386,11 @@ int thread_exit(void *ctx)
 
 	if (!id || !targ_tgid)
 		return 0;
+	if (tree_sample) {
+		__u32 tid = (__u32)id;
+
+		bpf_map_delete_elem(&thread_states, &tid);
+	}
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(RF_CNT_DROPS);

@@ -52,7 +52,30 @@ enum rf_variant {
 enum rf_counter {
 	RF_CNT_DROPS = RF_V_NR,		/* ring buffer full: event lost */
 	RF_CNT_NAME_FAULTS,		/* name could not be read from user memory */
+	RF_CNT_TREES_SEEN,		/* --tree-sample: top-level ops seen */
+	RF_CNT_TREES_KEPT,		/* --tree-sample: ... and kept */
+	RF_CNT_TREE_TOO_DEEP,		/* nesting beyond RF_TREE_MAX_DEPTH */
 	RF_CNT_NR,
+};
+
+/*
+ * --tree-sample: whole top-level op trees are kept or skipped, in BPF, so
+ * skipped trees cost no ring-buffer space and kept ones stay complete.
+ * Each thread keeps the addresses of its open RecordFunctions (to know
+ * when a tree ends) and a geometric skip count: how many trees to skip
+ * before the next kept one, drawn from a table the loader fills with the
+ * inverse CDF of the geometric distribution for P, indexed by 16 random
+ * bits (the same trick as PyTorch's sampler: one draw per kept tree).
+ */
+#define RF_TREE_MAX_DEPTH 64
+#define RF_GEO_TABLE_SIZE 65536
+
+struct rf_thread_state {
+	__u32 depth;		/* open RecordFunctions on this thread */
+	__u32 skip;		/* trees still to skip */
+	__u32 keep;		/* the current tree is kept */
+	__u32 pad;
+	__u64 stack[RF_TREE_MAX_DEPTH];
 };
 
 /* Flags on an event. */

@@ -23,6 +23,7 @@ static const char doc[] =
 "  sudo rfbpf -p 1234 -d 10 -o t.json  # 10 s, Chrome/Perfetto trace\n"
 "  sudo rfbpf -p 1234 --folded f.txt   # flame graph input (flamegraph.pl)\n"
 "  sudo rfbpf -p 1234 --sample 0.01    # 1% of ops, estimates scaled up\n"
+"  sudo rfbpf -p 1234 --tree-sample 0.05 -o t.json  # 5% of whole trees\n"
 "  sudo rfbpf -p 1234 --scopes function,user_scope\n"
 "  sudo rfbpf --deactivate -p 1234     # remove what a killed rfbpf left\n"
 "  sudo rfbpf --sort total --top 20 -- python3 train.py\n"
@@ -32,7 +33,8 @@ static const char doc[] =
 static const char args_doc[] = "-p PID | -- COMMAND [ARGS...]";
 
 enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
-       OPT_RINGBUF, OPT_SAMPLE, OPT_SCOPES, OPT_NO_ACTIVATE, OPT_DEACTIVATE };
+       OPT_RINGBUF, OPT_SAMPLE, OPT_SCOPES, OPT_NO_ACTIVATE, OPT_DEACTIVATE,
+       OPT_TREE_SAMPLE };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -57,6 +59,10 @@ static const struct argp_option options[] = {
 	{ "sample", OPT_SAMPLE, "P", 0,
 	  "Let RecordFunction's own sampler pick ops with probability P "
 	  "(0 < P <= 1, default 1); counts and times are scaled by 1/P", 0 },
+	{ "tree-sample", OPT_TREE_SAMPLE, "P", 0,
+	  "Keep whole top-level op trees with probability P, decided in BPF "
+	  "(skipped trees cost no ring-buffer space); combines with --sample",
+	  0 },
 	{ "scopes", OPT_SCOPES, "LIST", 0,
 	  "RecordScopes to switch on: all (default) or a comma list of "
 	  "function, backward_function, torchscript_function, "
@@ -180,6 +186,14 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			bad("invalid --sample '%s': expected a probability, "
 			    "0 < P <= 1", arg);
 		break;
+	case OPT_TREE_SAMPLE:
+		errno = 0;
+		opt->tree_prob = strtod(arg, &end);
+		if (errno || end == arg || *end || !(opt->tree_prob > 0) ||
+		    opt->tree_prob > 1)
+			bad("invalid --tree-sample '%s': expected a "
+			    "probability, 0 < P <= 1", arg);
+		break;
 	case OPT_SCOPES:
 		opt->scopes = parse_scopes(arg);
 		break;
@@ -222,6 +236,7 @@ void parse_options(int argc, char **argv, struct options *opt)
 	opt->ringbuf_mb = 16;
 	opt->activate = true;
 	opt->sample_prob = 1.0;
+	opt->tree_prob = 1.0;
 	opt->scopes = (1u << 10) - 1;
 	argp_err_exit_status = 2;
 	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, opt);

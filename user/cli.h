@@ -23,6 +23,7 @@ struct options {
 	bool activate;		/* off with --no-activate */
 	bool deactivate;	/* --deactivate: remove a leftover callback */
 	double sample_prob;	/* --sample, RecordFunction's own sampler */
+	double tree_prob;	/* --tree-sample, whole top-level trees */
 	unsigned scopes;	/* --scopes, bit per at::RecordScope */
 	bool quiet;		/* -q: no live status line */
 };

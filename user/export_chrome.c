@@ -66,7 +66,7 @@ static void write_metadata_events(FILE *f, const struct trace *t)
 static void write_op_stats(FILE *f, const struct trace *t)
 {
 	struct aggregate a;
-	bool sampled = t->sample_prob < 1.0;
+	bool sampled = trace_keep_prob(t) < 1.0;
 
 	if (aggregate_ops(t, &a))
 		return;
@@ -84,7 +84,7 @@ static void write_op_stats(FILE *f, const struct trace *t)
 			(unsigned long long)r->total_ns,
 			(unsigned long long)r->self_ns);
 		if (sampled) {
-			estimate_op(r, t->sample_prob, &e);
+			estimate_op(r, trace_keep_prob(t), &e);
 			fprintf(f, ",\"est_calls\":%.1f,\"est_calls_se\":%.1f,"
 				"\"est_total_ns\":%.0f,\"est_total_se_ns\":%.0f,"
 				"\"est_self_ns\":%.0f,\"est_self_se_ns\":%.0f",
@@ -109,7 +109,8 @@ static void write_other_data(FILE *f, const struct trace *t)
 	json_string(f, t->library);
 	fputs(",\"build\":", f);
 	json_string(f, t->build);
-	fprintf(f, ",\"sample_prob\":%g", t->sample_prob);
+	fprintf(f, ",\"sample_prob\":%g,\"tree_sample_prob\":%g",
+		t->sample_prob, t->tree_prob);
 	COUNT("events", c->events);
 	fputs(",\"before_events\":{", f);
 	for (unsigned v = 0, first = 1; v < RF_V_NR_BEFORE; v++, first = 0)
@@ -134,6 +135,9 @@ static void write_other_data(FILE *f, const struct trace *t)
 	COUNT("names_truncated", c->names_truncated);
 	COUNT("name_faults", c->name_faults);
 	COUNT("out_of_memory", c->oom);
+	COUNT("trees_seen", c->trees_seen);
+	COUNT("trees_kept", c->trees_kept);
+	COUNT("tree_too_deep", c->tree_too_deep);
 	write_op_stats(f, t);
 	fputc('}', f);
 }

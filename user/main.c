@@ -259,8 +259,9 @@ static void setup(struct session *s, struct options *opt)
 			 strrchr(opt->command[0], '/') + 1 : opt->command[0]);
 	choose_libraries(s, &libs);
 	err = probes_load(&s->probes, s->pid, opt->ringbuf_mb,
-			  libs.nr && libs.syms[0].old_string_abi, why,
-			  sizeof(why));
+			  libs.nr && libs.syms[0].old_string_abi,
+			  opt->tree_prob, why, sizeof(why));
+	s->trace.tree_prob = opt->tree_prob;
 	if (err)
 		die_setup(s, "%s", why);
 	/* Tests only: widen the window in which a target can exit mid-attach,

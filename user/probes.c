@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +10,26 @@
 #include "probes.h"
 #include "rfbpf.skel.h"
 
+/* The geometric distribution's inverse CDF at 65536 evenly spaced
+ * quantiles: BPF indexes it with 16 random bits to draw a skip count. */
+static int fill_geo_table(struct probes *p, double prob)
+{
+	int fd = bpf_map__fd(p->skel->maps.geo_skip);
+
+	for (__u32 i = 0; i < RF_GEO_TABLE_SIZE; i++) {
+		double u = (i + 0.5) / RF_GEO_TABLE_SIZE;
+		__u32 skip = prob >= 1.0 ? 0 : (__u32)floor(log(u) /
+							  log1p(-prob));
+
+		if (bpf_map_update_elem(fd, &i, &skip, BPF_ANY))
+			return -errno;
+	}
+	return 0;
+}
+
 int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
-		bool old_string_abi, char *err, size_t errlen)
+		bool old_string_abi, double tree_prob, char *err,
+		size_t errlen)
 {
 	int ret;
 
@@ -24,6 +43,7 @@ int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
 	}
 	p->skel->rodata->targ_tgid = pid;
 	p->skel->rodata->old_string_abi = old_string_abi;
+	p->skel->rodata->tree_sample = tree_prob < 1.0;
 	bpf_map__set_max_entries(p->skel->maps.events,
 				 (__u32)ringbuf_mb << 20);
 	ret = rfbpf_bpf__load(p->skel);
@@ -32,6 +52,11 @@ int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
 			 strerror(-ret), ret == -EPERM ?
 			 " (needs CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN)" :
 			 "");
+		return ret;
+	}
+	if (tree_prob < 1.0 && (ret = fill_geo_table(p, tree_prob))) {
+		snprintf(err, errlen, "cannot fill the tree-sampling table: %s",
+			 strerror(-ret));
 		return ret;
 	}
 	p->links[p->nr_links] = bpf_program__attach(p->skel->progs.thread_exit);
@@ -132,6 +157,12 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 			c->bpf_hits[slot] = sum;
 		else if (slot == RF_CNT_DROPS)
 			c->drops = sum;
+		else if (slot == RF_CNT_TREES_SEEN)
+			c->trees_seen = sum;
+		else if (slot == RF_CNT_TREES_KEPT)
+			c->trees_kept = sum;
+		else if (slot == RF_CNT_TREE_TOO_DEEP)
+			c->tree_too_deep = sum;
 	}
 	free(vals);
 }

@@ -28,7 +28,8 @@ struct probes {
 /* Opens and loads the BPF object for tgid pid. Returns 0 or -errno, with a
  * one-line reason in err. */
 int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
-		bool old_string_abi, char *err, size_t errlen);
+		bool old_string_abi, double tree_prob, char *err,
+		size_t errlen);
 /* Attaches the uprobes of every variant in s to the library at path, for
  * pid only. A library already attached (same inode) is skipped and 0
  * returned. Returns the number of uprobes attached or -errno. */

@@ -108,13 +108,21 @@ static void print_footer(FILE *f, const struct trace *t, uint64_t self_ns)
 		fprintf(f, "SAMPLED: RecordFunction kept each op with p=%g; "
 			"Est. columns are the sampled values scaled by 1/p, "
 			"+- is one standard error\n", t->sample_prob);
+	if (t->tree_prob < 1.0)
+		fprintf(f, "TREE-SAMPLED: kept %llu of %llu top-level op trees "
+			"(p=%g)%s; Est. columns also scale by 1/p, +- assumes "
+			"independent ops and is too small for whole trees\n",
+			(unsigned long long)c->trees_kept,
+			(unsigned long long)c->trees_seen, t->tree_prob,
+			c->tree_too_deep ? ", some nested too deep to track" :
+			"");
 }
 
 void print_table(FILE *f, const struct trace *t, enum sort_key sort, int top)
 {
 	struct aggregate a;
 	size_t shown = 0;
-	bool sampled = t->sample_prob < 1.0;
+	bool sampled = trace_keep_prob(t) < 1.0;
 
 	if (aggregate_ops(t, &a)) {
 		fprintf(f, "rfbpf: out of memory building the table\n");
@@ -131,7 +139,7 @@ void print_table(FILE *f, const struct trace *t, enum sort_key sort, int top)
 			continue;
 		if (sampled)
 			print_sampled_row(f, &a.rows[i], name, a.self_ns,
-					  t->sample_prob);
+					  trace_keep_prob(t));
 		else
 			print_row(f, &a.rows[i], name, a.self_ns);
 		shown++;

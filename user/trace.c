@@ -11,6 +11,7 @@ void trace_init(struct trace *t, uint32_t pid)
 	memset(t, 0, sizeof(*t));
 	t->pid = pid;
 	t->sample_prob = 1.0;
+	t->tree_prob = 1.0;
 }
 
 void trace_free(struct trace *t)

@@ -73,6 +73,7 @@ struct counts {
 	/* Read from BPF's counters at the end of the run. */
 	uint64_t bpf_hits[RF_V_NR];
 	uint64_t drops;
+	uint64_t trees_seen, trees_kept, tree_too_deep;	/* --tree-sample */
 };
 
 struct trace {
@@ -90,6 +91,7 @@ struct trace {
 	struct counts counts;
 	uint64_t first_ns, last_ns;	/* span of events seen */
 	double sample_prob;		/* 1.0 unless sampled */
+	double tree_prob;		/* 1.0 unless --tree-sample */
 	bool activated;			/* rfbpf registered the callback */
 };
 
@@ -107,6 +109,12 @@ void stacks_end(struct trace *t, const struct rf_event_hdr *h);
 void stacks_thread_exit(struct trace *t, uint32_t tid, uint64_t ts_ns);
 /* Tracing stopped: close every op still open at ts_ns. */
 void stacks_detach(struct trace *t, uint64_t ts_ns);
+
+/* The chance an op was recorded, for estimates over all ops. */
+static inline double trace_keep_prob(const struct trace *t)
+{
+	return t->sample_prob * t->tree_prob;
+}
 
 static inline uint64_t op_duration(const struct op *o)
 {
