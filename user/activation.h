@@ -30,6 +30,7 @@ struct activation {
 	uint64_t handle;	/* CallbackHandle; 0 = none registered */
 	int lock_fd;
 	void (*idle)(void *);	/* run while waiting on the target */
+	bool verbose;
 	void *idle_ctx;
 };
 

@@ -340,7 +340,7 @@ static int try_threads(pid_t pid, const struct remote_call *c, uint64_t *ret,
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
 	dir = opendir(path);
 	if (!dir)
-		return fail(err, errlen, -ESRCH, "process %d is gone", pid);
+		return fail(err, errlen, -ESRCH, "process %d exited", pid);
 	loader_range(pid, &ld_lo, &ld_hi);
 	while (res == -EAGAIN && (d = readdir(dir))) {
 		pid_t tid = atoi(d->d_name);
@@ -348,6 +348,8 @@ static int try_threads(pid_t pid, const struct remote_call *c, uint64_t *ret,
 
 		if (tid <= 0 || segv_masked(pid, tid))
 			continue;
+		double t0 = now_ms(), t1;
+
 		r = stop_at_syscall(tid, &s, ld_lo, ld_hi);
 		if (r == -EPERM) {
 			res = fail(err, errlen, r, "cannot ptrace process %d: "
@@ -358,10 +360,19 @@ static int try_threads(pid_t pid, const struct remote_call *c, uint64_t *ret,
 		if (r <= 0)
 			continue;	/* left the syscall, or exited */
 		*called = true;
+		t1 = now_ms();
 		res = call_on(tid, c, &s, ret, err, errlen);
 		if (restore(tid, &s) && !res)
 			res = fail(err, errlen, -ESRCH, "cannot restore thread "
 				   "%d: %s", tid, strerror(errno));
+		if (c->verbose)
+			fprintf(stderr, "rfbpf: called 0x%llx on thread %d (%s "
+				"system call %lld): thread held %.2f ms, of "
+				"which the call %.2f ms\n",
+				(unsigned long long)c->fn, tid,
+				s.at_entry ? "entering" : "blocked in",
+				(long long)s.regs.orig_rax, now_ms() - t0,
+				now_ms() - t1);
 	}
 	closedir(dir);
 	return res;

@@ -17,6 +17,7 @@
 #ifndef RFBPF_REMOTE_CALL_H
 #define RFBPF_REMOTE_CALL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -29,6 +30,7 @@ struct remote_call {
 	int find_ms;		/* how long to look for a safe thread */
 	int call_ms;		/* after this long, say the call is slow */
 	void (*idle)(void *);	/* called while waiting (drain buffers) */
+	bool verbose;		/* say which thread, and for how long */
 	void *idle_ctx;
 };
 

@@ -100,6 +100,7 @@ int session_activate(struct session *s, const char *lib, char *err,
 
 	s->act.idle = drain;
 	s->act.idle_ctx = s;
+	s->act.verbose = s->opt->verbose;
 	ret = activation_prepare(&s->act, lib, err, len);
 	if (!ret)
 		ret = activation_start(&s->act, s->opt->sample_prob,

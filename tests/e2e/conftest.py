@@ -11,9 +11,9 @@ import decimal
 import json
 import os
 import re
-import select
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -224,30 +224,52 @@ class Waiting:
             self.p.wait()
 
 
-def start_rfbpf(args):
-    """Starts rfbpf and waits for its 'tracing' line on stderr."""
-    p = subprocess.Popen([RFBPF, *args], stdout=subprocess.PIPE,
+class Rfbpf(subprocess.Popen):
+    """rfbpf in the background; a thread collects its stderr so that
+    start_rfbpf can wait for the 'tracing' line without losing the rest."""
+
+    def __init__(self, args):
+        super().__init__([RFBPF, *args], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    seen = ""
-    while time.time() < deadline:
-        r, _, _ = select.select([p.stderr], [], [], 1)
-        if r:
-            line = p.stderr.readline()
-            seen += line
+        self.err_lines = []
+        self.tracing = threading.Event()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.stderr:
+            self.err_lines.append(line)
             if line.startswith("rfbpf: tracing"):
-                return p, seen
-            if not line:
-                break
-    p.kill()
-    raise AssertionError(f"rfbpf did not start tracing: {seen}")
+                self.tracing.set()
+        self.tracing.set()          # EOF: rfbpf exited
+
+    def stderr_text(self):
+        return "".join(self.err_lines)
+
+
+def start_rfbpf(args):
+    """Starts rfbpf and waits for its 'tracing' line on stderr. Returns the
+    process and what it printed so far."""
+    p = Rfbpf(args)
+    p.tracing.wait(60)
+    if p.poll() is not None or not any(
+            l.startswith("rfbpf: tracing") for l in p.err_lines):
+        p.kill()
+        raise AssertionError(f"rfbpf did not start tracing: "
+                             f"{p.stderr_text()}")
+    return p, p.stderr_text()
 
 
 def stop(p, sig=signal.SIGINT, timeout=120):
+    """Stops rfbpf; returns its status, stdout and all of its stderr."""
     if p.poll() is None:
         p.send_signal(sig)
-    out, err = p.communicate(timeout=timeout)
-    return p.returncode, out, err
+    out = p.stdout.read()
+    p.wait(timeout=timeout)
+    if isinstance(p, Rfbpf):
+        p.reader.join(timeout)
+        return p.returncode, out, p.stderr_text()
+    return p.returncode, out, p.stderr.read()
 
 
 def untraced_output(*args):

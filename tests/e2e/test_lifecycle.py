@@ -99,10 +99,10 @@ def test_target_exit_ends_tracing_and_counts_are_reported():
         p, _ = start_rfbpf(["-p", str(w.pid)])
         w.go()
         code, _ = w.finish()
-        rc, table, err = p.communicate(timeout=60)[0], None, None
-        assert p.wait() == 0 and code == 0
-        assert "Lost or unpaired: drops 0" in rc
-        assert "Events:" in rc
+        assert p.wait(timeout=60) == 0 and code == 0   # exits by itself
+        rc, table, err = stop(p)
+        assert "Lost or unpaired: drops 0" in table
+        assert "Events:" in table
     finally:
         w.kill()
 
