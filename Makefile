@@ -90,7 +90,7 @@ unit: $(UNIT_TESTS) tests/fixtures
 tests/fixtures:
 	$(Q)$(MAKE) -s -C tests/fixtures
 
-e2e: rfbpf
+e2e: rfbpf tests/fixtures
 	$(Q)$(MAKE) -s -C tests/abi
 	$(Q)tests/run-e2e.sh
 
@@ -119,6 +119,10 @@ asan-unit:
 demo: deps
 	$(Q)$(MAKE) --no-print-directory rfbpf
 	$(Q)tools/demo.sh
+
+# `sudo make bench`: measured overheads, written to docs/BENCHMARKS.md.
+bench: rfbpf
+	$(Q)bench/run.sh
 
 clean:
 	$(Q)rm -rf build build-asan rfbpf $(VMLINUX)

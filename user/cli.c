@@ -100,6 +100,18 @@ static long parse_long(const char *arg, long min, long max, const char *what)
 	return v;
 }
 
+static double parse_prob(const char *arg, const char *what)
+{
+	char *end;
+	double p;
+
+	errno = 0;
+	p = strtod(arg, &end);
+	if (errno || end == arg || *end || !(p > 0) || p > 1)
+		bad(what, arg);
+	return p;
+}
+
 static const char *const scope_names[] = {
 	"function", "backward_function", "torchscript_function",
 	"kernel_function_dtype", "custom_class", "build_feature",
@@ -179,20 +191,12 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		break;
 	}
 	case OPT_SAMPLE:
-		errno = 0;
-		opt->sample_prob = strtod(arg, &end);
-		if (errno || end == arg || *end || !(opt->sample_prob > 0) ||
-		    opt->sample_prob > 1)
-			bad("invalid --sample '%s': expected a probability, "
-			    "0 < P <= 1", arg);
+		opt->sample_prob = parse_prob(arg, "invalid --sample '%s': "
+					      "expected 0 < P <= 1");
 		break;
 	case OPT_TREE_SAMPLE:
-		errno = 0;
-		opt->tree_prob = strtod(arg, &end);
-		if (errno || end == arg || *end || !(opt->tree_prob > 0) ||
-		    opt->tree_prob > 1)
-			bad("invalid --tree-sample '%s': expected a "
-			    "probability, 0 < P <= 1", arg);
+		opt->tree_prob = parse_prob(arg, "invalid --tree-sample '%s': "
+					    "expected 0 < P <= 1");
 		break;
 	case OPT_SCOPES:
 		opt->scopes = parse_scopes(arg);

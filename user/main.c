@@ -222,6 +222,18 @@ static void attach_libraries(struct session *s, const struct libraries *libs)
 	}
 }
 
+/* -p PID: the process exists, and no other rfbpf is on it. */
+static void claim_target(struct session *s, pid_t pid)
+{
+	char why[256];
+
+	if (!target_alive(pid))
+		die_setup(s, "no process with PID %d (is it running?)", pid);
+	s->pid = pid;
+	if (activation_lock(&s->act, pid, why, sizeof(why)))
+		die_setup(s, "%s", why);
+}
+
 static void setup(struct session *s, struct options *opt)
 {
 	static struct libraries libs;
@@ -231,12 +243,7 @@ static void setup(struct session *s, struct options *opt)
 	if (!have_tracing_privileges(why, sizeof(why)))
 		die_setup(s, "%s", why);
 	if (opt->pid) {
-		if (!target_alive(opt->pid))
-			die_setup(s, "no process with PID %d (is it running?)",
-				  opt->pid);
-		s->pid = opt->pid;
-		if (activation_lock(&s->act, s->pid, why, sizeof(why)))
-			die_setup(s, "%s", why);
+		claim_target(s, opt->pid);
 		s->pidfd = syscall(SYS_pidfd_open, s->pid, 0);
 	} else {
 		err = launch_prepare(&s->launch, opt->command);
@@ -307,12 +314,7 @@ static int deactivate_leftover(struct session *s, const struct options *opt)
 
 	if (!have_tracing_privileges(why, sizeof(why)))
 		die_setup(s, "%s", why);
-	if (!target_alive(opt->pid))
-		die_setup(s, "no process with PID %d (is it running?)",
-			  opt->pid);
-	s->pid = opt->pid;
-	if (activation_lock(&s->act, s->pid, why, sizeof(why)))
-		die_setup(s, "%s", why);
+	claim_target(s, opt->pid);
 	target_comm(s->pid, s->trace.process_name,
 		    sizeof(s->trace.process_name));
 	library_of_target(s, path, sizeof(path));

@@ -306,3 +306,30 @@ def test_target_exiting_during_activation_fails_cleanly():
         assert not os.path.exists(STATE.format(p.pid))
     finally:
         p.kill()
+
+
+def test_unknown_build_is_refused_and_untouched(tmp_path):
+    """A libtorch_cpu whose symbols do not match a build rfbpf knows (here
+    the unit tests' fake, with every before() overload of every release and
+    no addGlobalCallback): refused with one line, nothing written."""
+    fake = os.path.join(ROOT, "tests", "fixtures", "fake_torch.so")
+    assert os.path.exists(fake), "built by make unit (tests/fixtures)"
+    lib = tmp_path / "libtorch_cpu.so"
+    lib.write_bytes(open(fake, "rb").read())
+    p = subprocess.Popen([PYTHON, "-c", f"import ctypes, sys; "
+                          f"ctypes.CDLL('{lib}'); print('ready', flush=True);"
+                          f" sys.stdin.readline()"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        r = run([RFBPF, "-q", "-p", str(p.pid)])
+        assert r.returncode != 0
+        assert r.stderr.count("\n") == 1, r.stderr
+        assert "layout rfbpf knows" in r.stderr
+        assert "nothing was changed" in r.stderr
+        assert not os.path.exists(STATE.format(p.pid))
+        out, _ = p.communicate("x\n", timeout=30)
+        assert p.returncode == 0
+    finally:
+        p.kill()

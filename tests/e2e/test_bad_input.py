@@ -110,6 +110,12 @@ def test_unknown_option():
     (["-p", "1", "--sort", "fastest"], "invalid --sort"),
     (["-p", "1", "--ringbuf-mb", "3"], "power of two"),
     (["-p", "1", "--", "true"], "exclude each other"),
+    (["-p", "1", "--sample", "0"], "invalid --sample"),
+    (["-p", "1", "--sample", "1.5"], "invalid --sample"),
+    (["-p", "1", "--tree-sample", "abc"], "invalid --tree-sample"),
+    (["-p", "1", "--scopes", "function,bogus"], "invalid --scopes entry"),
+    (["--deactivate", "--", "true"], "--deactivate needs -p"),
+    (["-p", "1", "--no-activate", "--sample", "0.5"], "needs activation"),
     ([], "nothing to trace"),
 ])
 def test_bad_values(args, words):

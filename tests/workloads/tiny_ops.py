@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 import torch
 
@@ -73,22 +74,35 @@ def main():
     ap.add_argument("--phases", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--profile-out")
+    ap.add_argument("--profile", choices=["torch", "observer"],
+                    help="run under torch.profiler, or with the empty "
+                    "global observer on")
+    ap.add_argument("--time", action="store_true",
+                    help="print each phase's wall time to stderr")
     args = ap.parse_args()
     torch.set_num_threads(1)
     prof = None
-    if args.profile_out:
+    if args.profile == "observer":
+        torch.autograd._set_empty_test_observer(True, 1.0)
+    if args.profile_out or args.profile == "torch":
         prof = torch.profiler.profile(
             activities=[torch.profiler.ProfilerActivity.CPU])
         prof.__enter__()
     print("ready", flush=True)
     for i in range(args.phases):
         sys.stdin.readline()
-        print(f"phase {i}: {phase(args.steps, args.threads)!r}", flush=True)
+        t0 = time.perf_counter()
+        result = phase(args.steps, args.threads)
+        if args.time:
+            print(f"phase_seconds={time.perf_counter() - t0:.6f}",
+                  file=sys.stderr, flush=True)
+        print(f"phase {i}: {result!r}", flush=True)
     if prof:
         prof.__exit__(None, None, None)
-        names = collections.Counter(e.name for e in prof.events())
-        with open(args.profile_out, "w") as f:
-            json.dump(names, f)
+        if args.profile_out:
+            names = collections.Counter(e.name for e in prof.events())
+            with open(args.profile_out, "w") as f:
+                json.dump(names, f)
 
 
 if __name__ == "__main__":
