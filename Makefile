@@ -32,6 +32,7 @@ LOGIC_SRCS := user/u64map.c user/names.c user/trace.c user/stacks.c \
 	user/export_folded.c user/json_writer.c
 LOADER_SRCS := $(LOGIC_SRCS) user/cli.c user/privileges.c user/probes.c \
 	user/launch.c user/status.c user/remote_call.c user/activation.c \
+	user/callback_stubs.c \
 	user/session.c user/main.c
 
 ifeq ($(V),1)

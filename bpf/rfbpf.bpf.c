@@ -229,11 +229,10 @@ fault:
 }
 
 static __always_inline struct rf_before_event *
-begin_before(struct pt_regs *ctx, __u8 variant)
+begin_before_of(struct pt_regs *ctx, __u8 variant, void *rf)
 {
 	struct rf_before_event *e;
 	__u64 id = target_thread();
-	void *rf = (void *)PT_REGS_PARM1(ctx);
 
 	if (!id)
 		return NULL;
@@ -249,6 +248,13 @@ begin_before(struct pt_regs *ctx, __u8 variant)
 	if (bpf_probe_read_user(&e->hdr.scope, 1, rf + RF_SCOPE_OFFSET))
 		e->hdr.scope = 0xff;
 	return e;
+}
+
+/* before(): `this` is the first argument. */
+static __always_inline struct rf_before_event *
+begin_before(struct pt_regs *ctx, __u8 variant)
+{
+	return begin_before_of(ctx, variant, (void *)PT_REGS_PARM1(ctx));
 }
 
 static __always_inline void submit_before(struct rf_before_event *e)
@@ -354,8 +360,45 @@ int before_descriptor_dk(struct pt_regs *ctx)
 	return descriptor(ctx, RF_V_DESCRIPTOR_DK);
 }
 
+/*
+ * Optimized path (user/callback_stubs.h): rfbpf's own start callback,
+ * called by RecordFunction::before for each sampled op with the
+ * RecordFunction in rsi (rdi is the hidden return slot). The name is read
+ * from the object, whose fn_ variant holds it.
+ */
 SEC("uprobe")
-int BPF_KPROBE(end, void *rf)
+int BPF_KPROBE(callback_start, void *ret_slot, void *rf)
+{
+	struct rf_before_event *e;
+	__u8 index = 0;
+	const void *fn = rf + RF_FN_OFFSET;
+	const void *schema = NULL;
+	__u32 index_off = old_string_abi ? RF_FN_INDEX_OFFSET_OLD :
+					   RF_FN_INDEX_OFFSET_CXX11;
+	__u32 seq_off = old_string_abi ? RF_SEQ_OFFSET_OLD :
+					 RF_SEQ_OFFSET_CXX11;
+
+	e = begin_before_of(ctx, RF_V_CALLBACK, rf);
+	if (!e)
+		return 0;
+	if (bpf_probe_read_user(&e->seq, sizeof(e->seq), rf + seq_off))
+		e->seq = -1;
+	if (bpf_probe_read_user(&index, 1, rf + index_off) || index > 1) {
+		e->name[0] = 0;
+		e->hdr.flags |= RF_F_NAME_FAULT;
+	} else if (index == 0) {
+		read_std_string(e, fn, old_string_abi);
+	} else if (!bpf_probe_read_user(&schema, sizeof(schema), fn)) {
+		read_std_string(e, schema, old_string_abi);
+	} else {
+		e->name[0] = 0;
+		e->hdr.flags |= RF_F_NAME_FAULT;
+	}
+	submit_before(e);
+	return 0;
+}
+
+static __always_inline int emit_end(void *rf)
 {
 	struct rf_end_event *e;
 	__u64 id = target_thread();
@@ -373,6 +416,19 @@ int BPF_KPROBE(end, void *rf)
 	fill_hdr(&e->hdr, id, RF_EV_END, RF_V_END, (__u64)rf);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
+}
+
+/* The end callback: rdi = RecordFunction. */
+SEC("uprobe")
+int BPF_KPROBE(callback_end, void *rf)
+{
+	return emit_end(rf);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(end, void *rf)
+{
+	return emit_end(rf);
 }
 
 /* A thread of the target exits: the loader closes whatever it left open.

@@ -21,6 +21,15 @@
 /* The RecordFunction scope is read from the object at this offset; it has
  * been the same in every release build from 1.13 to main. */
 #define RF_SCOPE_OFFSET 96
+/* RecordFunction::fn_, a std::variant<std::string, schema_ref_t>, in every
+ * release build: the name (index 0) or the FunctionSchema* (index 1) is at
+ * this offset; the index byte and sequence_nr_ follow at offsets that
+ * depend on the string ABI (the loader sets them). */
+#define RF_FN_OFFSET 160
+#define RF_FN_INDEX_OFFSET_CXX11 192
+#define RF_SEQ_OFFSET_CXX11 200
+#define RF_FN_INDEX_OFFSET_OLD 168
+#define RF_SEQ_OFFSET_OLD 176
 /* Layout of the pre-C++11 ("old ABI") reference-counted std::string: the
  * object is one pointer to the characters, preceded by {length, capacity,
  * refcount}; the length sits 24 bytes before the characters. */
@@ -43,6 +52,7 @@ enum rf_variant {
 	RF_V_SCHEMA,		/* before(reference_wrapper<const FunctionSchema>, int64_t) */
 	RF_V_DESCRIPTOR,	/* before(variant<string_view, schema_ref>, int64_t), 2.9+ */
 	RF_V_DESCRIPTOR_DK,	/* same with a trailing c10::DispatchKey */
+	RF_V_CALLBACK,		/* rfbpf's start-callback stub (optimized) */
 	RF_V_NR_BEFORE,
 	RF_V_END = RF_V_NR_BEFORE, /* end() shares the counter array */
 	RF_V_NR,

@@ -173,9 +173,12 @@ static void clear_state(struct activation *a)
 }
 
 int activation_start(struct activation *a, double sample_prob,
-		     unsigned scopes, bool verbose, char *err, size_t len)
+		     unsigned scopes, uint64_t start_fn, uint64_t end_fn,
+		     char *err, size_t len)
 {
-	struct rf_callback_abi cb = { .sampling_prob = sample_prob };
+	struct rf_callback_abi cb = {
+		.start = start_fn, .end = end_fn, .sampling_prob = sample_prob,
+	};
 	uint64_t old;
 	int ret;
 
@@ -196,7 +199,7 @@ int activation_start(struct activation *a, double sample_prob,
 	if (!a->handle)
 		return snprintf(err, len, "addGlobalCallback returned no "
 				"handle"), -EINVAL;
-	if (verbose)
+	if (a->verbose)
 		fprintf(stderr, "rfbpf: registered RecordFunction callback "
 			"%llu in process %d (p=%g)\n",
 			(unsigned long long)a->handle, a->pid, sample_prob);

@@ -42,9 +42,12 @@ int activation_lock(struct activation *a, pid_t pid, char *err, size_t len);
 int activation_prepare(struct activation *a, const char *lib, char *err,
 		       size_t len);
 /* Registers the callback (replacing one a killed rfbpf left). scopes is a
- * bit mask of at::RecordScope values. */
+ * bit mask of at::RecordScope values; start_fn/end_fn are the callback
+ * functions in the target (0: NULL, RecordFunction runs before()/end()
+ * with nothing to call). */
 int activation_start(struct activation *a, double sample_prob,
-		     unsigned scopes, bool verbose, char *err, size_t len);
+		     unsigned scopes, uint64_t start_fn, uint64_t end_fn,
+		     char *err, size_t len);
 /* Removes it (no-op when none is registered or the target is gone). */
 int activation_stop(struct activation *a, char *err, size_t len);
 /* --deactivate: removes what a killed rfbpf left in pid. Returns 0 and

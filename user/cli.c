@@ -34,7 +34,7 @@ static const char args_doc[] = "-p PID | -- COMMAND [ARGS...]";
 
 enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_RINGBUF, OPT_SAMPLE, OPT_SCOPES, OPT_NO_ACTIVATE, OPT_DEACTIVATE,
-       OPT_TREE_SAMPLE };
+       OPT_TREE_SAMPLE, OPT_PROBES };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -69,6 +69,11 @@ static const struct argp_option options[] = {
 	  "kernel_function_dtype, custom_class, build_feature, "
 	  "lite_interpreter, user_scope, static_runtime_op, "
 	  "static_runtime_model", 0 },
+	{ "probes", OPT_PROBES, "KIND", 0,
+	  "callback: uprobes on 5-byte-NOP callback stubs rfbpf maps into "
+	  "the target (the kernel's optimized path, ~25x cheaper); entry: "
+	  "uprobes on RecordFunction::before/end; auto (default): callback "
+	  "when the kernel optimizes NOP uprobes and rfbpf activates", 0 },
 	{ "no-activate", OPT_NO_ACTIVATE, NULL, 0,
 	  "Do not switch RecordFunction on: see only what the target's own "
 	  "callbacks (e.g. torch.profiler) make it record", 0 },
@@ -201,6 +206,17 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_SCOPES:
 		opt->scopes = parse_scopes(arg);
 		break;
+	case OPT_PROBES:
+		if (!strcmp(arg, "auto"))
+			opt->probes = PROBES_AUTO;
+		else if (!strcmp(arg, "entry"))
+			opt->probes = PROBES_ENTRY;
+		else if (!strcmp(arg, "callback"))
+			opt->probes = PROBES_CALLBACK;
+		else
+			bad("invalid --probes '%s': expected auto, entry or "
+			    "callback", arg);
+		break;
 	case OPT_NO_ACTIVATE: opt->activate = false; break;
 	case OPT_DEACTIVATE: opt->deactivate = true; break;
 	case 'q': opt->quiet = true; break;
@@ -217,6 +233,9 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			bad("%snothing to trace: give -p PID or -- COMMAND", "");
 		if (opt->deactivate && !opt->pid)
 			bad("%s--deactivate needs -p PID", "");
+		if (!opt->activate && opt->probes == PROBES_CALLBACK)
+			bad("%s--probes callback needs activation (drop "
+			    "--no-activate)", "");
 		if (!opt->activate && opt->sample_prob != 1.0)
 			bad("%s--sample needs activation (drop --no-activate)",
 			    "");

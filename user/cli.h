@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 enum sort_key { SORT_SELF, SORT_TOTAL, SORT_CALLS };
+enum probe_path { PROBES_AUTO, PROBES_ENTRY, PROBES_CALLBACK };
 
 struct options {
 	pid_t pid;		/* -p; 0 when launching a command */
@@ -25,6 +26,7 @@ struct options {
 	double sample_prob;	/* --sample, RecordFunction's own sampler */
 	double tree_prob;	/* --tree-sample, whole top-level trees */
 	unsigned scopes;	/* --scopes, bit per at::RecordScope */
+	enum probe_path probes;	/* --probes */
 	bool quiet;		/* -q: no live status line */
 };
 

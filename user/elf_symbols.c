@@ -46,7 +46,7 @@ static int scan_section(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
 		if (!name)
 			continue;
 		for (size_t k = 0; k < n; k++) {
-			if (offsets[k] || strcmp(name, names[k]))
+			if (offsets[k] || !names[k] || strcmp(name, names[k]))
 				continue;
 			offsets[k] = vaddr_to_offset(elf, sym.st_value);
 			found += offsets[k] != 0;

@@ -21,7 +21,7 @@ enum elf_symbols_error {
 
 /*
  * For each names[i], set offsets[i] to the file offset of the defined
- * function of that name, or 0 when absent. Returns how many were found,
+ * function of that name, or 0 when absent (or names[i] is NULL). Returns how many were found,
  * or a negative enum elf_symbols_error.
  */
 int elf_find_functions(const char *path, const char *const *names, size_t n,

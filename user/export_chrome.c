@@ -109,6 +109,8 @@ static void write_other_data(FILE *f, const struct trace *t)
 	json_string(f, t->library);
 	fputs(",\"build\":", f);
 	json_string(f, t->build);
+	fputs(",\"probes\":", f);
+	json_string(f, t->probes);
 	fprintf(f, ",\"sample_prob\":%g,\"tree_sample_prob\":%g",
 		t->sample_prob, t->tree_prob);
 	COUNT("events", c->events);

@@ -195,14 +195,13 @@ static void choose_libraries(struct session *s, struct libraries *libs)
  * and through symlinks (libtorch_cpu.so -> libtorch_cpu.so.1.13.0). */
 static void describe_path(struct session *s, const char *path)
 {
-	char prefix[64], real[PATH_MAX];
-	size_t n = snprintf(prefix, sizeof(prefix), "/proc/%d/root", s->pid);
+	char real[PATH_MAX];
 
-	if (!strncmp(path, prefix, n) && path[n] == '/')
-		path += n;
-	else if (realpath(path, real))
-		path = real;
-	snprintf(s->trace.library, sizeof(s->trace.library), "%s", path);
+	if (!strncmp(path, "/proc/", 6) && strstr(path, "/map_files/"))
+		target_mapped_name(path, real, sizeof(real));
+	else if (!realpath(path, real))
+		snprintf(real, sizeof(real), "%s", path);
+	snprintf(s->trace.library, sizeof(s->trace.library), "%s", real);
 }
 
 static void attach_libraries(struct session *s, const struct libraries *libs)
@@ -275,7 +274,17 @@ static void setup(struct session *s, struct options *opt)
 	 * so "exits during attach" is tested deterministically. */
 	if (getenv("RFBPF_TEST_ATTACH_DELAY_MS"))
 		usleep(1000 * atoi(getenv("RFBPF_TEST_ATTACH_DELAY_MS")));
-	attach_libraries(s, &libs);
+	/* Optimized probes need the callback, so they come with activation;
+	 * entry probes are attached now (launch mode: before exec). */
+	s->use_stubs = opt->activate && (opt->probes == PROBES_CALLBACK ||
+		(opt->probes == PROBES_AUTO && kernel_optimizes_nop_uprobes()));
+	snprintf(s->trace.probes, sizeof(s->trace.probes), "%s",
+		 s->use_stubs ? "callback stubs (optimized uprobes)" :
+		 "RecordFunction::before/end entry (int3 uprobes)");
+	if (!s->use_stubs)
+		attach_libraries(s, &libs);
+	else if (!s->trace.library[0] && libs.nr)
+		describe_path(s, libs.path[0]);
 	if (session_open_ring(s))
 		die_setup(s, "cannot read the ring buffer: %s",
 			  strerror(errno));
@@ -329,7 +338,9 @@ static int deactivate_leftover(struct session *s, const struct options *opt)
 
 int main(int argc, char **argv)
 {
-	static struct session s = { .pidfd = -1, .act = { .lock_fd = -1 } };
+	static struct session s = {
+		.pidfd = -1, .act = { .lock_fd = -1 }, .stubs = { .own_fd = -1 },
+	};
 	struct options opt;
 	int ret;
 
@@ -352,9 +363,9 @@ int main(int argc, char **argv)
 	} else if (!target_alive(s.pid)) {
 		die_setup(&s, "process %d exited during attach", s.pid);
 	}
-	fprintf(stderr, "rfbpf: tracing PID %d (%s)%s%s; %s\n", s.pid,
-		s.trace.process_name, s.trace.library[0] ? " via " : "",
-		s.trace.library,
+	fprintf(stderr, "rfbpf: tracing PID %d (%s)%s%s, probes: %s; %s\n",
+		s.pid, s.trace.process_name, s.trace.library[0] ? " via " : "",
+		s.trace.library, s.trace.probes,
 		s.launched ? "until it exits" : "Ctrl-C to stop");
 	status_init(&s.status, opt.quiet);
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "callback_stubs.h"
 #include "probes.h"
 #include "rfbpf.skel.h"
 
@@ -82,6 +83,29 @@ static struct bpf_program *program_of(struct rfbpf_bpf *skel, unsigned v)
 	case RF_V_END: return skel->progs.end;
 	default: return NULL;
 	}
+}
+
+int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
+			    bool verbose)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts);
+	struct bpf_program *progs[2] = { p->skel->progs.callback_start,
+					 p->skel->progs.callback_end };
+	const uint64_t offs[2] = { STUB_START_OFFSET, STUB_END_OFFSET };
+
+	for (int i = 0; i < 2; i++) {
+		struct bpf_link *l = bpf_program__attach_uprobe_opts(
+			progs[i], pid, path, offs[i], &opts);
+
+		if (!l)
+			return -errno;
+		p->links[p->nr_links++] = l;
+		if (verbose)
+			fprintf(stderr, "rfbpf: uprobe %s callback at %s+0x%llx\n",
+				i ? "end" : "start", path,
+				(unsigned long long)offs[i]);
+	}
+	return 0;
 }
 
 bool probes_has_lib(const struct probes *p, const char *path)

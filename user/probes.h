@@ -19,7 +19,7 @@ struct rfbpf_bpf;
 
 struct probes {
 	struct rfbpf_bpf *skel;
-	struct bpf_link *links[PROBES_MAX_LIBS * RF_V_NR + 1];
+	struct bpf_link *links[PROBES_MAX_LIBS * RF_V_NR + 3];
 	int nr_links;
 	struct { dev_t dev; ino_t ino; } libs[PROBES_MAX_LIBS];
 	int nr_libs;
@@ -35,6 +35,10 @@ int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
  * returned. Returns the number of uprobes attached or -errno. */
 int probes_attach_lib(struct probes *p, pid_t pid, const char *path,
 		      const struct torch_symbols *s, bool verbose);
+/* Optimized path: uprobes on the start/end callback stubs in the stub
+ * file at path (see callback_stubs.h), for pid only. */
+int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
+			    bool verbose);
 /* Whether the library at path (by inode) is already probed. */
 bool probes_has_lib(const struct probes *p, const char *path);
 int probes_events_fd(const struct probes *p);

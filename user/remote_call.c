@@ -327,6 +327,70 @@ static int call_on(pid_t tid, const struct remote_call *c, struct saved *s,
 	}
 }
 
+/* Runs a system call in the target: the thread re-executes the 2-byte
+ * `syscall` instruction it stopped after, with our registers, and
+ * PTRACE_SYSCALL stops bracket it: our call's entry, then its exit
+ * (PTRACE_GET_SYSCALL_INFO tells them apart from the exit of a call the
+ * thread was entering when caught, which is skipped first). No code of
+ * the target runs, so no lock of the target is involved. */
+static int syscall_on(pid_t tid, const struct remote_call *c,
+		      struct saved *s, uint64_t *ret, char *err,
+		      size_t errlen)
+{
+	struct user_regs_struct r = s->regs;
+	uint64_t sp = (r.rsp - RED_ZONE - FRAME_GAP) & ~0xfull;
+	uint64_t args[6];
+	uint16_t insn = 0;
+	struct iovec local = { &insn, 2 }, remote = { (void *)(r.rip - 2), 2 };
+	struct __ptrace_syscall_info info;
+	bool entered = false;
+	int st, e;
+
+	if (process_vm_readv(tid, &local, 1, &remote, 1, 0) != 2 ||
+	    insn != 0x050f)
+		return fail(err, errlen, -EINVAL, "no syscall instruction "
+			    "before the stopped thread's rip");
+	memcpy(args, c->args, sizeof(args));
+	if (c->stack_arg) {
+		if ((e = write_mem(tid, sp, c->stack_arg, c->stack_len)))
+			return fail(err, errlen, e, "cannot write the argument: "
+				    "%s", strerror(-e));
+		if (c->stack_arg_ptr > 0)
+			args[c->stack_arg_ptr - 1] = sp;
+	}
+	r.rip -= 2;
+	r.rax = c->syscall_nr;
+	r.orig_rax = -1;
+	r.rdi = args[0]; r.rsi = args[1]; r.rdx = args[2];
+	r.r10 = args[3]; r.r8 = args[4]; r.r9 = args[5];
+	if (ptrace(PTRACE_SETREGS, tid, 0, &r))
+		return fail(err, errlen, -errno, "cannot set registers: %s",
+			    strerror(errno));
+	for (;;) {
+		if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
+			return fail(err, errlen, -ESRCH, "the thread is gone");
+		st = wait_stop(tid, -1);
+		if (st < 0)
+			return fail(err, errlen, -ESRCH, "the thread exited");
+		if (WSTOPSIG(st) != (SIGTRAP | 0x80)) {
+			hold_signal(st, s);
+			continue;
+		}
+		if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof(info), &info) <= 0)
+			return fail(err, errlen, -errno, "cannot read the "
+				    "system-call stop: %s", strerror(errno));
+		if (info.op == PTRACE_SYSCALL_INFO_ENTRY &&
+		    (long)info.entry.nr == c->syscall_nr)
+			entered = true;
+		else if (info.op == PTRACE_SYSCALL_INFO_EXIT && entered)
+			break;
+	}
+	if (ptrace(PTRACE_GETREGS, tid, 0, &r))
+		return -ESRCH;
+	*ret = r.rax;
+	return 0;
+}
+
 static int try_threads(pid_t pid, const struct remote_call *c, uint64_t *ret,
 		       char *err, size_t errlen, bool *called)
 {
@@ -361,7 +425,8 @@ static int try_threads(pid_t pid, const struct remote_call *c, uint64_t *ret,
 			continue;	/* left the syscall, or exited */
 		*called = true;
 		t1 = now_ms();
-		res = call_on(tid, c, &s, ret, err, errlen);
+		res = c->fn ? call_on(tid, c, &s, ret, err, errlen) :
+			      syscall_on(tid, c, &s, ret, err, errlen);
 		if (restore(tid, &s) && !res)
 			res = fail(err, errlen, -ESRCH, "cannot restore thread "
 				   "%d: %s", tid, strerror(errno));

@@ -24,9 +24,13 @@
 
 struct remote_call {
 	uint64_t fn;		/* address of the function in the target */
-	uint64_t args[6];	/* rdi, rsi, rdx, rcx, r8, r9 */
+	long syscall_nr;	/* or, with fn == 0, this system call */
+	uint64_t args[6];	/* rdi, rsi, rdx, rcx (r10 for syscalls), r8,
+				 * r9 */
 	const void *stack_arg;	/* copied to [rsp+8] at entry (by-value */
 	size_t stack_len;	/*  struct class MEMORY), or NULL */
+	int stack_arg_ptr;	/* >0: args[n-1] = the copy's address (to pass
+				 * a path to a system call) */
 	int find_ms;		/* how long to look for a safe thread */
 	int call_ms;		/* after this long, say the call is slow */
 	void (*idle)(void *);	/* called while waiting (drain buffers) */

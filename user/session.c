@@ -93,24 +93,92 @@ static void drain(void *ctx)
 		ring_buffer__consume(s->rb);
 }
 
+/* Optimized path: map the callback stubs and probe them. */
+static int prepare_stubs(struct session *s, uint64_t *start, uint64_t *end,
+			 char *err, size_t len)
+{
+	int ret;
+
+	s->stubs.idle = drain;
+	s->stubs.idle_ctx = s;
+	ret = stubs_map(&s->stubs, s->pid, err, len);
+	if (ret)
+		return ret;
+	ret = probes_attach_callbacks(&s->probes, s->pid, s->stubs.path,
+				      s->opt->verbose);
+	if (ret) {
+		snprintf(err, len, "cannot probe the callback stubs: %s",
+			 strerror(-ret));
+		stubs_unmap(&s->stubs, s->pid, err + strlen(err), 0);
+		return ret;
+	}
+	*start = s->stubs.addr + STUB_START_OFFSET;
+	*end = s->stubs.addr + STUB_END_OFFSET;
+	return 0;
+}
+
 int session_activate(struct session *s, const char *lib, char *err,
 		     size_t len)
 {
+	uint64_t start = 0, end = 0;
 	int ret;
 
 	s->act.idle = drain;
 	s->act.idle_ctx = s;
 	s->act.verbose = s->opt->verbose;
 	ret = activation_prepare(&s->act, lib, err, len);
+	if (!ret && s->use_stubs)
+		ret = prepare_stubs(s, &start, &end, err, len);
 	if (!ret)
 		ret = activation_start(&s->act, s->opt->sample_prob,
-				       s->opt->scopes, s->opt->verbose, err,
-				       len);
-	if (ret)
+				       s->opt->scopes, start, end, err, len);
+	if (ret) {
+		char ignored[256];
+
+		if (s->stubs.addr)
+			stubs_unmap(&s->stubs, s->pid, ignored,
+				    sizeof(ignored));
 		return ret;
+	}
 	s->trace.sample_prob = s->opt->sample_prob;
 	s->trace.activated = true;
 	return 0;
+}
+
+/* Ops that ran rfbpf's start callback and have not run its end callback
+ * yet: they still hold the callback stubs' addresses. */
+static int64_t ops_holding_stubs(struct session *s)
+{
+	struct counts c = {};
+
+	probes_read_counters(&s->probes, &c);
+	return (int64_t)(c.bpf_hits[RF_V_CALLBACK] - c.bpf_hits[RF_V_END]);
+}
+
+/* After the callback is removed, unmap the stubs once no op can still call
+ * them (an op that started with our callback calls its end later), waiting
+ * up to 2 s; otherwise leave the harmless page mapped and say so. */
+static void release_stubs(struct session *s)
+{
+	char err[512];
+	double end = monotonic_s() + 2;
+	int64_t holding;
+
+	while ((holding = ops_holding_stubs(s)) > 0 && monotonic_s() < end &&
+	       target_alive(s->pid)) {
+		drain(s);
+		usleep(1000);
+	}
+	if (holding > 0 && target_alive(s->pid)) {
+		fprintf(stderr, "rfbpf: warning: %lld ops that started while "
+			"traced are still running in process %d; its 4 KiB of "
+			"callback stubs stay mapped (harmless)\n",
+			(long long)holding, s->pid);
+		return;
+	}
+	if (stubs_unmap(&s->stubs, s->pid, err, sizeof(err)))
+		fprintf(stderr, "rfbpf: warning: cannot unmap the callback "
+			"stubs from process %d: %s\n", s->pid, err);
 }
 
 void session_deactivate(struct session *s)
@@ -119,10 +187,14 @@ void session_deactivate(struct session *s)
 
 	s->act.idle = drain;
 	s->act.idle_ctx = s;
-	if (activation_stop(&s->act, err, sizeof(err)))
+	if (activation_stop(&s->act, err, sizeof(err))) {
 		fprintf(stderr, "rfbpf: warning: could not remove the "
 			"RecordFunction callback from process %d (%s); run "
 			"rfbpf --deactivate -p %d\n", s->pid, err, s->pid);
+		return;		/* the stubs are still in use */
+	}
+	if (s->stubs.addr)
+		release_stubs(s);
 }
 
 /* Probes a library the command mapped that was not probed before exec. */
@@ -151,7 +223,7 @@ static void probe_late_library(struct session *s, const char *path)
 	fprintf(stderr, "rfbpf: warning: the command loaded %s, which was "
 		"probed only once mapped: its first ops may be missing (name "
 		"it with --lib to trace from the start)\n", path);
-	snprintf(s->trace.library, sizeof(s->trace.library), "%s", path);
+	target_mapped_name(path, s->trace.library, sizeof(s->trace.library));
 }
 
 void session_check_launched_lib(struct session *s)
@@ -161,7 +233,7 @@ void session_check_launched_lib(struct session *s)
 	if ((s->lib_checked && !s->activation_pending) ||
 	    target_find_libtorch(s->pid, path, sizeof(path)))
 		return;
-	if (!s->lib_checked)
+	if (!s->lib_checked && !s->use_stubs)
 		probe_late_library(s, path);
 	s->lib_checked = true;
 	if (s->activation_pending) {

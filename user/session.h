@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include "activation.h"
+#include "callback_stubs.h"
 #include "cli.h"
 #include "launch.h"
 #include "probes.h"
@@ -33,6 +34,8 @@ struct session {
 	int pidfd;		/* attach mode: readable when the target exits */
 	bool lib_checked;	/* launch mode: the mapped library was checked */
 	struct activation act;	/* the callback registered in the target */
+	bool use_stubs;		/* optimized probes on callback stubs */
+	struct callback_stubs stubs;
 	bool activation_pending;/* launch mode: register once torch loads */
 	struct status status;
 	double start_s;

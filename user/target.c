@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 #include "target.h"
 
 static int read_small_file(const char *path, char *buf, size_t len)
@@ -86,7 +87,8 @@ int target_find_libtorch(pid_t pid, char *buf, size_t len)
 		base = strrchr(file, '/') + 1;
 		if (!is_libtorch_cpu_name(base))
 			continue;
-		snprintf(buf, len, "/proc/%d/root%s", pid, file);
+		snprintf(buf, len, "/proc/%d/map_files/%.*s", pid,
+			 (int)strcspn(line, " "), line);
 		err = 0;
 		break;
 	}
@@ -145,4 +147,11 @@ unsigned long long target_start_time(pid_t pid)
 	if (p)
 		t = strtoull(p, NULL, 10);
 	return t;
+}
+
+void target_mapped_name(const char *map_files_path, char *buf, size_t len)
+{
+	ssize_t n = readlink(map_files_path, buf, len - 1);
+
+	buf[n > 0 ? n : 0] = 0;
 }

@@ -20,10 +20,15 @@ void target_comm(pid_t pid, char *buf, size_t len);
 void target_thread_comm(pid_t pid, pid_t tid, char *buf, size_t len);
 /*
  * Finds the first mapping of libtorch_cpu.so* in /proc/PID/maps and writes
- * the path to open (through /proc/PID/root) into buf. Returns 0, -ENOENT
- * when not mapped, or -errno when maps cannot be read.
+ * the path to open into buf: /proc/PID/map_files/START-END, which names
+ * the very file mapped whatever the target's root or mount namespace
+ * (chroots, containers). Returns 0, -ENOENT when not mapped, or -errno
+ * when maps cannot be read.
  */
 int target_find_libtorch(pid_t pid, char *buf, size_t len);
+/* The file name /proc/PID/maps shows for the mapping at an address-range
+ * path from target_find_libtorch, for messages; "" if unknown. */
+void target_mapped_name(const char *map_files_path, char *buf, size_t len);
 /*
  * The address at which file offset off of the file at path (rfbpf's view)
  * is mapped executable in pid, matched by device and inode. Returns 0 or

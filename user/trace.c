@@ -97,6 +97,7 @@ const char *variant_name(unsigned variant)
 		[RF_V_SCHEMA] = "before(FunctionSchema)",
 		[RF_V_DESCRIPTOR] = "before(FunctionDescriptor)",
 		[RF_V_DESCRIPTOR_DK] = "before(FunctionDescriptor, DispatchKey)",
+		[RF_V_CALLBACK] = "start callback",
 		[RF_V_END] = "end()",
 	};
 	return variant < RF_V_NR ? names[variant] : "?";

@@ -81,6 +81,7 @@ struct trace {
 	char process_name[64];
 	char library[4096];	/* libtorch_cpu that was probed */
 	char build[256];		/* what the symbols say about the build */
+	char probes[64];	/* which probe path was used */
 	struct op *ops;
 	size_t nr_ops, cap_ops;
 	struct names names;

@@ -23,8 +23,8 @@ def test_every_variant_decodes(abi, tmp_path):
     driver = os.path.join(ABI_DIR, f"rf_abi_{abi}.bin")
     assert os.path.exists(driver), "built by make e2e (tests/abi/Makefile)"
     out = tmp_path / "t.json"
-    r = run([RFBPF, "-q", "--no-table", "--lib", driver, "-o", str(out),
-             "--", driver])
+    r = run([RFBPF, "-q", "--no-table", "--probes", "entry", "--lib",
+             driver, "-o", str(out), "--", driver])
     assert r.returncode == 0, r.stderr
     expected = [l.rstrip("\n").split("\t", 3)
                 for l in r.stdout.splitlines(keepends=True)]

@@ -333,3 +333,27 @@ def test_unknown_build_is_refused_and_untouched(tmp_path):
         assert p.returncode == 0
     finally:
         p.kill()
+
+
+def stub_mapped(pid):
+    with open(f"/proc/{pid}/maps") as f:
+        return "rfbpf-callback-stubs" in f.read()
+
+
+def test_callback_stubs_are_mapped_while_tracing_and_gone_after(tmp_path):
+    expected = untraced("--steps", "300", phases=2)
+    t = Phased("--steps", "300", "--phases", "2")
+    try:
+        p, seen = start_rfbpf(["-q", "--probes", "callback", "-p",
+                               str(t.pid)])
+        assert "callback stubs" in seen
+        assert stub_mapped(t.pid)
+        t.phase()
+        rc, table, err = stop(p)
+        assert rc == 0, err
+        assert "aten::relu" in table
+        assert not stub_mapped(t.pid)
+        assert passive_count(t, tmp_path, "after.json") == 0
+        assert t.finish() == 0 and t.lines == expected
+    finally:
+        t.kill()

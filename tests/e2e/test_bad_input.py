@@ -46,7 +46,7 @@ def test_process_without_pytorch():
 def test_process_that_exits_during_attach():
     w = Waiting("--observer", "--steps", "1")
     try:
-        p = subprocess.Popen([RFBPF, "-p", str(w.pid)],
+        p = subprocess.Popen([RFBPF, "--probes", "entry", "-p", str(w.pid)],
                              env=dict(os.environ,
                                       RFBPF_TEST_ATTACH_DELAY_MS="1500"),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,

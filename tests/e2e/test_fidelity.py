@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 
+import pytest
+
 from conftest import (KernelCounts, PYTHON, RFBPF, WORKLOAD, Waiting,
                       all_nodes, load_trace, ops_of, rebuild_nesting, run,
                       start_rfbpf, stop, untraced_output)
@@ -16,17 +18,28 @@ USER_SCOPES = {"main_thread", "train_step", "forward", "backward",
                "optimizer_step"}
 
 
-def check_counts(trace, kernel):
-    """Per variant, rfbpf's events equal the kernel's hits, with 0 drops."""
+def check_counts(trace, kernel, probes="entry"):
+    """Entry probes: per variant, rfbpf's events equal the kernel's hits on
+    that before() symbol. Callback probes: each before() call ran rfbpf's
+    start callback once, so the starts equal the kernel's before() hits
+    summed, and every started op ended. 0 drops either way."""
     other = trace["otherData"]
     assert other["drops"] == 0
-    ours = dict(other["before_events"])
-    ours["end()"] = other["end_events"]
-    for variant, hits in kernel.items():
-        assert ours[variant] == hits, (variant, ours[variant], hits)
     assert set(kernel) == {"before(const char*)", "before(std::string)",
                            "before(FunctionSchema)", "end()"}
     assert kernel["before(FunctionSchema)"] > 1000
+    ours = dict(other["before_events"])
+    if probes == "callback":
+        assert "callback" in other["probes"]
+        befores = sum(v for k, v in kernel.items() if k != "end()")
+        assert ours["start callback"] == befores
+        assert other["end_events"] == befores
+        assert other["unmatched_ends"] == 0
+        return
+    assert "entry" in other["probes"]
+    ours["end()"] = other["end_events"]
+    for variant, hits in kernel.items():
+        assert ours[variant] == hits, (variant, ours[variant], hits)
 
 
 def check_structure(trace, threads_expected):
@@ -69,7 +82,8 @@ def check_structure(trace, threads_expected):
     return nodes
 
 
-def test_launch_mode_matches_kernel_counts_and_nests(tmp_path):
+@pytest.mark.parametrize("probes", ["entry", "callback"])
+def test_launch_mode_matches_kernel_counts_and_nests(tmp_path, probes):
     """rfbpf -- COMMAND: from the first op to exit, every op, nested."""
     expected = untraced_output("--observer", "--steps", str(STEPS))
     kc = KernelCounts()
@@ -77,7 +91,8 @@ def test_launch_mode_matches_kernel_counts_and_nests(tmp_path):
         out = tmp_path / "t.json"
         perf_out = tmp_path / "perf.csv"
         r = run(kc.perf_args(str(perf_out)) + [
-            "--", RFBPF, "-q", "--no-table", "-o", str(out), "--",
+            "--", RFBPF, "-q", "--no-table", "--probes", probes, "-o",
+            str(out), "--",
             PYTHON, WORKLOAD, "--observer", "--steps", str(STEPS)])
         assert r.returncode == 0, r.stderr
         kernel = kc.parse(perf_out, kc.events)
@@ -85,7 +100,7 @@ def test_launch_mode_matches_kernel_counts_and_nests(tmp_path):
         kc.close()
     assert r.stdout == expected          # the workload's numbers unchanged
     trace = load_trace(out)
-    check_counts(trace, kernel)
+    check_counts(trace, kernel, probes)
     check_structure(trace, threads_expected=2)
     assert trace["otherData"]["truncated_ops"] == 0
 
@@ -141,7 +156,8 @@ def test_attach_mode_matches_kernel_and_torch_profiler(tmp_path):
     assert check_structure_single == []
 
 
-def test_attach_mode_two_threads_observer(tmp_path):
+@pytest.mark.parametrize("probes", ["entry", "callback"])
+def test_attach_mode_two_threads_observer(tmp_path, probes):
     """rfbpf -p PID with RecordFunction on globally: both threads traced,
     nested, counted like the kernel counts."""
     expected = untraced_output("--observer", "--steps", str(STEPS))
@@ -152,7 +168,8 @@ def test_attach_mode_two_threads_observer(tmp_path):
                             ["-p", str(w.pid)])
     try:
         out, folded = tmp_path / "t.json", tmp_path / "f.txt"
-        p, _ = start_rfbpf(["-q", "-p", str(w.pid), "-o", str(out),
+        p, _ = start_rfbpf(["-q", "--probes", probes, "-p", str(w.pid),
+                            "-o", str(out),
                             "--folded", str(folded)])
         w.go()
         code, wout = w.finish()
@@ -166,7 +183,7 @@ def test_attach_mode_two_threads_observer(tmp_path):
     assert code == 0 and rc == 0, err
     assert wout == expected
     trace = load_trace(out)
-    check_counts(trace, kernel)
+    check_counts(trace, kernel, probes)
     nodes = check_structure(trace, threads_expected=2)
     # Folded stacks: weights sum to the traced self time, which equals
     # the time of the top-level ops.

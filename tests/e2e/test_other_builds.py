@@ -39,7 +39,8 @@ def builds():
 @pytest.mark.parametrize("version", sorted(EXPECTED))
 def test_resolves_real_build(builds, version):
     lib = next(b for b in builds if b.endswith(version))
-    r = run([RFBPF, "-v", "-q", "--no-table", "--lib", lib, "--", "true"])
+    r = run([RFBPF, "-v", "-q", "--no-table", "--probes", "entry", "--lib",
+             lib, "--", "true"])
     assert r.returncode == 0, r.stderr
     found = {}
     for m in re.finditer(r"uprobe (.+?) at .*\+0x([0-9a-f]+)", r.stderr):

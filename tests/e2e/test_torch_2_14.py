@@ -1,6 +1,8 @@
 """Tracing a real torch 2.14.1 (Debian sid), whose only before() overload
-takes a FunctionDescriptor (a std::variant passed on the stack): op names
-decoded in BPF, counts equal the kernel's, nesting holds, output unchanged.
+takes a FunctionDescriptor (a std::variant passed on the stack), on both
+probe paths (entry probes decode that argument; callback probes read the
+RecordFunction's fn_): op names right, counts equal the kernel's, nesting
+holds, output unchanged.
 
 The sid root is built once with debootstrap (tools/make-torch-root.sh);
 the workload runs in it with chroot, so rfbpf also opens the library
@@ -39,7 +41,8 @@ def workload(root):
             "--steps", str(STEPS)]
 
 
-def test_torch_2_14_descriptor_variant(sid_root, tmp_path):
+@pytest.mark.parametrize("probes", ["entry", "callback"])
+def test_torch_2_14(sid_root, tmp_path, probes):
     lib = glob.glob(os.path.join(sid_root, "usr/lib/*/libtorch_cpu.so.2.*.*"))[0]
     untraced = run(workload(sid_root))
     assert untraced.returncode == 0, untraced.stderr
@@ -48,8 +51,8 @@ def test_torch_2_14_descriptor_variant(sid_root, tmp_path):
         perf_out = tmp_path / "perf.csv"
         out = tmp_path / "t.json"
         r = run(kc.perf_args(str(perf_out)) + [
-            "--", RFBPF, "-q", "--no-table", "-o", str(out), "--lib", lib,
-            "--"] + workload(sid_root))
+            "--", RFBPF, "-q", "--no-table", "--probes", probes, "-o",
+            str(out), "--lib", lib, "--"] + workload(sid_root))
         kernel = kc.parse(perf_out, kc.events)
     finally:
         kc.close()
@@ -58,9 +61,14 @@ def test_torch_2_14_descriptor_variant(sid_root, tmp_path):
     trace = load_trace(out)
     other = trace["otherData"]
     assert other["drops"] == 0 and other["name_faults"] == 0
-    assert other["before_events"]["before(FunctionDescriptor)"] == \
-        kernel["before(FunctionDescriptor)"] > 300
-    assert other["end_events"] == kernel["end()"]
+    befores = kernel["before(FunctionDescriptor)"]
+    assert befores > 300
+    if probes == "entry":
+        assert other["before_events"]["before(FunctionDescriptor)"] == befores
+        assert other["end_events"] == kernel["end()"]
+    else:   # rfbpf's start callback ran once per before(), names from fn_
+        assert other["before_events"]["start callback"] == befores
+        assert other["end_events"] == befores
     names = {e["name"] for e in ops_of(trace)}
     assert {"aten::linear", "aten::addmm", "AddmmBackward0", "train_step",
             "forward", "backward"} <= names
