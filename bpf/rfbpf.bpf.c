@@ -48,6 +48,11 @@ struct {
 	__type(value, __u32);
 } geo_skip SEC(".maps");
 
+/* Wake the loader only once this much is waiting (set by the loader to a
+ * fraction of the ring): a wakeup per event costs more than the event. The
+ * loader also polls on a short timeout, so nothing waits long. */
+const volatile __u64 wakeup_bytes = 1;
+
 /* Per-CPU counters: per-variant hits, drops, name faults (enum rf_counter). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -75,6 +80,14 @@ static __always_inline __u64 target_thread(void)
 }
 
 static const struct rf_thread_state empty_state;
+
+static __always_inline void submit(void *e)
+{
+	__u64 waiting = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+
+	bpf_ringbuf_submit(e, waiting >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP :
+			   BPF_RB_NO_WAKEUP);
+}
 
 static __always_inline __u32 draw_skip(void)
 {
@@ -261,7 +274,7 @@ static __always_inline void submit_before(struct rf_before_event *e)
 {
 	if (e->hdr.flags & RF_F_NAME_FAULT)
 		count(RF_CNT_NAME_FAULTS);
-	bpf_ringbuf_submit(e, 0);
+	submit(e);
 }
 
 SEC("uprobe")
@@ -414,7 +427,7 @@ static __always_inline int emit_end(void *rf)
 		return 0;
 	}
 	fill_hdr(&e->hdr, id, RF_EV_END, RF_V_END, (__u64)rf);
-	bpf_ringbuf_submit(e, 0);
+	submit(e);
 	return 0;
 }
 
@@ -454,7 +467,7 @@ int thread_exit(void *ctx)
 	}
 	fill_hdr(&e->hdr, id, RF_EV_THREAD_EXIT, 0, 0);
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	bpf_ringbuf_submit(e, 0);
+	submit(e);
 	return 0;
 }
 

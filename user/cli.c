@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "trace.h"
 #include "version.h"
 
 const char *argp_program_version = "rfbpf " RFBPF_VERSION;
@@ -117,13 +118,6 @@ static double parse_prob(const char *arg, const char *what)
 	return p;
 }
 
-static const char *const scope_names[] = {
-	"function", "backward_function", "torchscript_function",
-	"kernel_function_dtype", "custom_class", "build_feature",
-	"lite_interpreter", "user_scope", "static_runtime_op",
-	"static_runtime_model",
-};
-
 static unsigned parse_scopes(const char *arg)
 {
 	char *copy = strdup(arg), *save = NULL, *tok;
@@ -135,7 +129,7 @@ static unsigned parse_scopes(const char *arg)
 	     tok = strtok_r(NULL, ",", &save)) {
 		unsigned i = 0;
 
-		while (i < 10 && strcmp(tok, scope_names[i]))
+		while (i < 10 && strcmp(tok, scope_name(i)))
 			i++;
 		if (i == 10)
 			bad("invalid --scopes entry '%s': see rfbpf --help "

@@ -45,6 +45,7 @@ int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
 	p->skel->rodata->targ_tgid = pid;
 	p->skel->rodata->old_string_abi = old_string_abi;
 	p->skel->rodata->tree_sample = tree_prob < 1.0;
+	p->skel->rodata->wakeup_bytes = ((__u64)ringbuf_mb << 20) / 8;
 	bpf_map__set_max_entries(p->skel->maps.events,
 				 (__u32)ringbuf_mb << 20);
 	ret = rfbpf_bpf__load(p->skel);

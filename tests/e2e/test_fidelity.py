@@ -3,6 +3,7 @@ independent ground truths: the kernel's count of uprobe hits on each
 RecordFunction symbol (perf-counted tracefs uprobes, same run), and
 torch.profiler's own event list (same run, same process)."""
 import collections
+import json
 import os
 import signal
 import subprocess
@@ -105,22 +106,17 @@ def test_launch_mode_matches_kernel_counts_and_nests(tmp_path, probes):
     assert trace["otherData"]["truncated_ops"] == 0
 
 
-def test_attach_mode_matches_kernel_and_torch_profiler(tmp_path):
-    """rfbpf -p PID on a workload under torch.profiler.profile(): the same
-    op names as the profiler's event list, and the kernel's counts."""
-    expected = untraced_output("--profile", "--steps", str(STEPS))
+def trace_attached(tmp_path, workload_args, rfbpf_args):
+    """Starts the workload waiting for a go, attaches rfbpf -p (with
+    rfbpf_args) and perf-counted kernel uprobes, releases it and lets it
+    finish. Returns (workload output, rfbpf table, kernel counts)."""
     kc = KernelCounts()
-    w = Waiting("--profile", "--steps", str(STEPS), "--events-out",
-                str(tmp_path / "ev.json"))
+    w = Waiting(*workload_args)
     perf_out = tmp_path / "perf.csv"
     perf = subprocess.Popen(kc.perf_args(str(perf_out)) +
                             ["-p", str(w.pid)])
     try:
-        out = tmp_path / "t.json"
-        # --no-activate: compare with what torch.profiler's own callbacks
-        # make RecordFunction record, nothing more.
-        p, _ = start_rfbpf(["-q", "--no-activate", "-p", str(w.pid), "-o",
-                            str(out)])
+        p, _ = start_rfbpf(["-q", *rfbpf_args, "-p", str(w.pid)])
         w.go()
         code, wout = w.finish()
         rc, table, err = stop(p)      # rfbpf also stops on target exit
@@ -131,11 +127,24 @@ def test_attach_mode_matches_kernel_and_torch_profiler(tmp_path):
         w.kill()
         kc.close()
     assert code == 0 and rc == 0, err
+    return wout, table, kernel
+
+
+def test_attach_mode_matches_kernel_and_torch_profiler(tmp_path):
+    """rfbpf -p PID on a workload under torch.profiler.profile(): the same
+    op names as the profiler's event list, and the kernel's counts."""
+    expected = untraced_output("--profile", "--steps", str(STEPS))
+    out = tmp_path / "t.json"
+    # --no-activate: compare with what torch.profiler's own callbacks make
+    # RecordFunction record, nothing more.
+    wout, table, kernel = trace_attached(
+        tmp_path, ["--profile", "--steps", str(STEPS), "--events-out",
+                   str(tmp_path / "ev.json")],
+        ["--no-activate", "-o", str(out)])
     assert wout == expected
     assert "Self time total" in table
     trace = load_trace(out)
     check_counts(trace, kernel)
-    import json
     with open(tmp_path / "ev.json") as f:
         prof = collections.Counter(e["name"] for e in json.load(f))
     ours = collections.Counter(e["name"] for e in ops_of(trace))
@@ -152,8 +161,7 @@ def test_attach_mode_matches_kernel_and_torch_profiler(tmp_path):
               "; torch.profiler events", sum(prof.values()))
     assert sum(extra.values()) + sum(missing.values()) <= 2
     # Under profile() in 1.13 only the main thread has callbacks.
-    check_structure_single = rebuild_nesting(trace)[1]
-    assert check_structure_single == []
+    assert rebuild_nesting(trace)[1] == []
 
 
 @pytest.mark.parametrize("probes", ["entry", "callback"])
@@ -161,26 +169,10 @@ def test_attach_mode_two_threads_observer(tmp_path, probes):
     """rfbpf -p PID with RecordFunction on globally: both threads traced,
     nested, counted like the kernel counts."""
     expected = untraced_output("--observer", "--steps", str(STEPS))
-    kc = KernelCounts()
-    w = Waiting("--observer", "--steps", str(STEPS))
-    perf_out = tmp_path / "perf.csv"
-    perf = subprocess.Popen(kc.perf_args(str(perf_out)) +
-                            ["-p", str(w.pid)])
-    try:
-        out, folded = tmp_path / "t.json", tmp_path / "f.txt"
-        p, _ = start_rfbpf(["-q", "--probes", probes, "-p", str(w.pid),
-                            "-o", str(out),
-                            "--folded", str(folded)])
-        w.go()
-        code, wout = w.finish()
-        rc, table, err = stop(p)
-        perf.send_signal(signal.SIGINT)
-        perf.wait(timeout=60)
-        kernel = kc.parse(perf_out, kc.events)
-    finally:
-        w.kill()
-        kc.close()
-    assert code == 0 and rc == 0, err
+    out, folded = tmp_path / "t.json", tmp_path / "f.txt"
+    wout, _, kernel = trace_attached(
+        tmp_path, ["--observer", "--steps", str(STEPS)],
+        ["--probes", probes, "-o", str(out), "--folded", str(folded)])
     assert wout == expected
     trace = load_trace(out)
     check_counts(trace, kernel, probes)
