@@ -25,10 +25,14 @@ TINY = os.path.join(ROOT, "tests", "workloads", "tiny_ops.py")
 VARIANTS = [
     ("untraced", []),
     ("torch.profiler (in-process)", None),
-    ("rfbpf full trace", ["--"]),
-    ("rfbpf --sample 0.1", ["--sample", "0.1", "--"]),
-    ("rfbpf --sample 0.01", ["--sample", "0.01", "--"]),
-    ("rfbpf --tree-sample 0.01", ["--tree-sample", "0.01", "--"]),
+    ("rfbpf full, entry probes", ["--probes", "entry", "--"]),
+    ("rfbpf full, callback probes", ["--probes", "callback", "--"]),
+    ("rfbpf --sample 0.01, entry probes",
+     ["--probes", "entry", "--sample", "0.01", "--"]),
+    ("rfbpf --sample 0.01, callback probes",
+     ["--probes", "callback", "--sample", "0.01", "--"]),
+    ("rfbpf --tree-sample 0.01, callback probes",
+     ["--probes", "callback", "--tree-sample", "0.01", "--"]),
 ]
 
 
@@ -64,7 +68,7 @@ def ops_per_step():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=40000)
+    ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--markdown", help="append the table to this file")
     args = ap.parse_args()

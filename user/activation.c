@@ -116,7 +116,7 @@ static int call(struct activation *a, uint64_t off, uint64_t arg,
 		.args = { arg }, .stack_arg = stack, .stack_len = stack_len,
 		.find_ms = FIND_MS, .call_ms = CALL_MS,
 		.idle = a->idle, .idle_ctx = a->idle_ctx,
-		.verbose = a->verbose,
+		.verbose = a->verbose, .traced_tid = a->traced_tid,
 	};
 	uint64_t dummy;
 

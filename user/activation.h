@@ -31,6 +31,7 @@ struct activation {
 	int lock_fd;
 	void (*idle)(void *);	/* run while waiting on the target */
 	bool verbose;
+	pid_t traced_tid;	/* make calls on this traced thread (launch) */
 	void *idle_ctx;
 };
 

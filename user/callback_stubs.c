@@ -44,6 +44,7 @@ static int inject(struct callback_stubs *st, pid_t pid, long nr,
 	struct remote_call c = {
 		.syscall_nr = nr, .find_ms = 3000, .call_ms = 2000,
 		.idle = st->idle, .idle_ctx = st->idle_ctx,
+		.traced_tid = st->traced_tid,
 	};
 
 	memcpy(c.args, args, sizeof(c.args));

@@ -36,6 +36,7 @@ struct callback_stubs {
 	uint64_t addr;		/* where the target mapped it, 0 if not */
 	void (*idle)(void *);	/* run while waiting on the target */
 	void *idle_ctx;
+	pid_t traced_tid;	/* inject on this traced thread (launch) */
 };
 
 /* Does this kernel turn uprobes on 5-byte NOPs into trampoline calls? */

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
@@ -356,10 +357,18 @@ int main(int argc, char **argv)
 	signal(SIGTERM, on_signal);
 	signal(SIGHUP, on_signal);
 	if (s.launched) {
+		/* Follow the command from exec to torch's import so that
+		 * RecordFunction is on before its first op. */
+		bool follow = s.activation_pending &&
+			      !ptrace(PTRACE_SEIZE, s.pid, 0,
+				      (void *)PTRACE_O_TRACESYSGOOD);
+
 		ret = launch_release(&s.launch);
 		if (ret)
 			die_setup(&s, "cannot run %s: %s", opt.command[0],
 				  strerror(-ret));
+		if (follow)
+			session_launch_activate(&s);
 	} else if (!target_alive(s.pid)) {
 		die_setup(&s, "process %d exited during attach", s.pid);
 	}

@@ -443,6 +443,69 @@ static int try_threads(pid_t pid, const struct remote_call *c, uint64_t *ret,
 	return res;
 }
 
+static int held_signal;
+
+int remote_take_held_signal(void)
+{
+	int sig = held_signal;
+
+	held_signal = 0;
+	return sig;
+}
+
+bool remote_safe_syscall_entry(pid_t pid, pid_t tid)
+{
+	struct saved s = { .at_entry = true };
+	uint64_t lo, hi;
+
+	if (ptrace(PTRACE_GETREGS, tid, 0, &s.regs))
+		return false;
+	loader_range(pid, &lo, &hi);
+	return acceptable(tid, &s, lo, hi);
+}
+
+/* The call on a thread the caller traces, at a system-call entry stop:
+ * afterwards the thread is put back at the same entry (it re-issues the
+ * system call and stops there again), still traced. */
+static int call_traced(pid_t tid, const struct remote_call *c, uint64_t *ret,
+		       char *err, size_t errlen)
+{
+	static struct saved s;
+	struct __ptrace_syscall_info info;
+	struct user_regs_struct r;
+	int res, st;
+
+	s.at_entry = true;
+	s.pending_sig = 0;
+	if (save_state(tid, &s))
+		return fail(err, errlen, -ESRCH, "the thread is gone");
+	res = c->fn ? call_on(tid, c, &s, ret, err, errlen) :
+		      syscall_on(tid, c, &s, ret, err, errlen);
+	r = s.regs;
+	r.rip -= 2;
+	r.rax = r.orig_rax;
+	if (ptrace(PTRACE_SETREGS, tid, 0, &r) ||
+	    ptrace(PTRACE_SETREGSET, tid, (void *)NT_X86_XSTATE,
+		   &s.xstate_iov))
+		return fail(err, errlen, -ESRCH, "cannot restore the thread");
+	if (s.pending_sig && !held_signal)
+		held_signal = s.pending_sig;
+	for (;;) {
+		if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
+			return fail(err, errlen, -ESRCH, "the thread is gone");
+		st = wait_stop(tid, -1);
+		if (st < 0)
+			return fail(err, errlen, -ESRCH, "the thread exited");
+		if (WSTOPSIG(st) == (SIGTRAP | 0x80) &&
+		    ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof(info),
+			   &info) > 0 && info.op == PTRACE_SYSCALL_INFO_ENTRY)
+			return res;
+		if ((st >> 16) == 0 && WSTOPSIG(st) != (SIGTRAP | 0x80) &&
+		    !held_signal)
+			held_signal = WSTOPSIG(st);
+	}
+}
+
 int remote_call(pid_t pid, const struct remote_call *c, uint64_t *ret,
 		char *err, size_t errlen)
 {
@@ -452,6 +515,8 @@ int remote_call(pid_t pid, const struct remote_call *c, uint64_t *ret,
 
 	idle_fn = c->idle;
 	idle_ctx = c->idle_ctx;
+	if (c->traced_tid)
+		return call_traced(c->traced_tid, c, ret, err, errlen);
 	for (;;) {
 		res = try_threads(pid, c, ret, err, errlen, &called);
 		if (res != -EAGAIN || called)

@@ -36,6 +36,8 @@ struct remote_call {
 	void (*idle)(void *);	/* called while waiting (drain buffers) */
 	bool verbose;		/* say which thread, and for how long */
 	void *idle_ctx;
+	pid_t traced_tid;	/* a thread the caller already traces, stopped
+				 * at a safe system-call entry: use it as is */
 };
 
 /*
@@ -45,5 +47,12 @@ struct remote_call {
  */
 int remote_call(pid_t pid, const struct remote_call *c, uint64_t *ret,
 		char *err, size_t errlen);
+
+/* For a thread the caller traces, stopped at a system-call entry: is it a
+ * safe point (not the dynamic loader, not memory management)? */
+bool remote_safe_syscall_entry(pid_t pid, pid_t tid);
+/* A signal held back during calls on a traced thread (0 if none): the
+ * caller delivers it when it lets the thread go. */
+int remote_take_held_signal(void);
 
 #endif

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <errno.h>
 #include <poll.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
+#include "remote_call.h"
 #include "session.h"
 #include "target.h"
 
@@ -247,6 +251,100 @@ void session_check_launched_lib(struct session *s)
 				"command's own callbacks record\n", err);
 		}
 	}
+}
+
+/* Waits for the next stop of the traced command. Returns the wait status,
+ * or -1 once it has exited (its status recorded). Blocking: before the
+ * callback is registered no events flow, and each stop must be cheap. */
+static int wait_traced_command(struct session *s)
+{
+	int st;
+	pid_t r;
+
+	do
+		r = waitpid(s->pid, &st, __WALL);
+	while (r < 0 && errno == EINTR);
+	if (r == s->pid && WIFSTOPPED(st))
+		return st;
+	s->child_exited = true;
+	s->child_code = r != s->pid ? 127 : WIFEXITED(st) ? WEXITSTATUS(st) :
+			128 + WTERMSIG(st);
+	return -1;
+}
+
+void session_launch_activate(struct session *s)
+{
+	char path[PATH_MAX], err[512];
+	struct __ptrace_syscall_info info;
+	bool mapped = false;
+	long last_nr = -1;
+	int st, sig = 0;
+
+	/* Let it run (stopping it at every system call of Python's start-up
+	 * would cost seconds) until the library shows up, checking every
+	 * millisecond; passing on any signal meanwhile. Then follow it. */
+	while (target_find_libtorch(s->pid, path, sizeof(path))) {
+		pid_t r = waitpid(s->pid, &st, __WALL | WNOHANG);
+
+		if (r == s->pid && WIFSTOPPED(st)) {
+			ptrace(PTRACE_CONT, s->pid, 0, (void *)(long)
+			       ((st >> 16) == 0 ? WSTOPSIG(st) : 0));
+		} else if (r == s->pid || (r < 0 && errno == ECHILD)) {
+			s->child_exited = true;
+			s->child_code = r != s->pid ? 127 :
+					WIFEXITED(st) ? WEXITSTATUS(st) :
+					128 + WTERMSIG(st);
+			return;
+		} else if (stop_signals) {
+			break;
+		}
+		usleep(1000);
+	}
+	mapped = true;
+	if (ptrace(PTRACE_INTERRUPT, s->pid, 0, 0))
+		return;
+	for (;;) {
+		st = wait_traced_command(s);
+		if (st < 0)
+			return;
+		if (WSTOPSIG(st) != (SIGTRAP | 0x80)) {
+			/* A signal for the command: pass it on. Our own
+			 * interrupt and group stops carry none. */
+			sig = (st >> 16) == 0 ? WSTOPSIG(st) : 0;
+		} else if (ptrace(PTRACE_GET_SYSCALL_INFO, s->pid,
+				  sizeof(info), &info) > 0) {
+			if (info.op == PTRACE_SYSCALL_INFO_ENTRY) {
+				last_nr = info.entry.nr;
+				if (mapped &&
+				    remote_safe_syscall_entry(s->pid, s->pid))
+					break;
+			} else if (last_nr == SYS_mmap && !mapped) {
+				mapped = !target_find_libtorch(s->pid, path,
+							       sizeof(path));
+			}
+		}
+		if (ptrace(PTRACE_SYSCALL, s->pid, 0, (void *)(long)sig))
+			return;
+		sig = 0;
+	}
+	/* The loader maps the library in several steps: name the mapping as
+	 * it is now that it is done. */
+	if (target_find_libtorch(s->pid, path, sizeof(path))) {
+		ptrace(PTRACE_DETACH, s->pid, 0, 0);
+		return;		/* unmapped again: the async path will see */
+	}
+	s->act.traced_tid = s->stubs.traced_tid = s->pid;
+	s->activation_pending = false;
+	s->lib_checked = true;
+	if (!s->use_stubs)
+		probe_late_library(s, path);
+	if (session_activate(s, path, err, sizeof(err)))
+		fprintf(stderr, "rfbpf: warning: cannot switch RecordFunction "
+			"on: %s; tracing only what the command's own callbacks "
+			"record\n", err);
+	s->act.traced_tid = s->stubs.traced_tid = 0;
+	ptrace(PTRACE_DETACH, s->pid, 0,
+	       (void *)(long)remote_take_held_signal());
 }
 
 static bool target_gone(struct session *s)

@@ -53,6 +53,12 @@ void session_run(struct session *s);
 /* Launch mode: once the command maps a libtorch_cpu rfbpf did not probe
  * before exec, resolve and probe it too; and switch RecordFunction on. */
 void session_check_launched_lib(struct session *s);
+/* Launch mode: the command's main thread is seized before exec. Once it
+ * maps libtorch_cpu (checked every millisecond; the rest of `import
+ * torch` takes far longer), follow it from one system call to the next to
+ * the first safe point, register the callback right there (so it is on
+ * before `import torch` returns), then let the thread go. */
+void session_launch_activate(struct session *s);
 /* Registers the callback in the target (-p mode, or launch mode once
  * torch is loaded). Returns 0 or -errno with a one-line reason in err. */
 int session_activate(struct session *s, const char *lib, char *err,
