@@ -31,4 +31,14 @@ torch.profiler is timed the same way, inside the profiled region (its
 post-processing at exit is not included).
 EOS
 bench/overhead.py --markdown "$out" "$@"
+cat >> "$out" <<'EOS'
+
+## Not measured yet
+
+The per-event cost of a bare uprobe against rfbpf's programs on the same
+function, the loader's sustained events per second from a synthetic
+producer, rfbpf's own CPU and memory, scaling with 1, 2 and 4 threads, the
+MLP training workload, and torch.profiler's end-to-end cost (with its
+post-processing).
+EOS
 echo "bench: wrote $out"
