@@ -327,6 +327,29 @@ static int call_on(pid_t tid, const struct remote_call *c, struct saved *s,
 	}
 }
 
+/* Runs tid to its next system-call stop (entry or exit), holding back any
+ * signal on the way; info says which. Returns 0 or -ESRCH. */
+static int next_syscall_stop(pid_t tid, struct saved *s,
+			     struct __ptrace_syscall_info *info)
+{
+	for (;;) {
+		int st;
+
+		if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
+			return -ESRCH;
+		st = wait_stop(tid, -1);
+		if (st < 0)
+			return -ESRCH;
+		if (WSTOPSIG(st) != (SIGTRAP | 0x80)) {
+			hold_signal(st, s);
+			continue;
+		}
+		if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof(*info), info)
+		    > 0)
+			return 0;
+	}
+}
+
 /* Runs a system call in the target: the thread re-executes the 2-byte
  * `syscall` instruction it stopped after, with our registers, and
  * PTRACE_SYSCALL stops bracket it: our call's entry, then its exit
@@ -344,7 +367,7 @@ static int syscall_on(pid_t tid, const struct remote_call *c,
 	struct iovec local = { &insn, 2 }, remote = { (void *)(r.rip - 2), 2 };
 	struct __ptrace_syscall_info info;
 	bool entered = false;
-	int st, e;
+	int e;
 
 	if (process_vm_readv(tid, &local, 1, &remote, 1, 0) != 2 ||
 	    insn != 0x050f)
@@ -367,18 +390,8 @@ static int syscall_on(pid_t tid, const struct remote_call *c,
 		return fail(err, errlen, -errno, "cannot set registers: %s",
 			    strerror(errno));
 	for (;;) {
-		if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
-			return fail(err, errlen, -ESRCH, "the thread is gone");
-		st = wait_stop(tid, -1);
-		if (st < 0)
+		if (next_syscall_stop(tid, s, &info))
 			return fail(err, errlen, -ESRCH, "the thread exited");
-		if (WSTOPSIG(st) != (SIGTRAP | 0x80)) {
-			hold_signal(st, s);
-			continue;
-		}
-		if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof(info), &info) <= 0)
-			return fail(err, errlen, -errno, "cannot read the "
-				    "system-call stop: %s", strerror(errno));
 		if (info.op == PTRACE_SYSCALL_INFO_ENTRY &&
 		    (long)info.entry.nr == c->syscall_nr)
 			entered = true;
@@ -473,7 +486,7 @@ static int call_traced(pid_t tid, const struct remote_call *c, uint64_t *ret,
 	static struct saved s;
 	struct __ptrace_syscall_info info;
 	struct user_regs_struct r;
-	int res, st;
+	int res;
 
 	s.at_entry = true;
 	s.pending_sig = 0;
@@ -488,22 +501,13 @@ static int call_traced(pid_t tid, const struct remote_call *c, uint64_t *ret,
 	    ptrace(PTRACE_SETREGSET, tid, (void *)NT_X86_XSTATE,
 		   &s.xstate_iov))
 		return fail(err, errlen, -ESRCH, "cannot restore the thread");
+	do {
+		if (next_syscall_stop(tid, &s, &info))
+			return fail(err, errlen, -ESRCH, "the thread exited");
+	} while (info.op != PTRACE_SYSCALL_INFO_ENTRY);
 	if (s.pending_sig && !held_signal)
 		held_signal = s.pending_sig;
-	for (;;) {
-		if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
-			return fail(err, errlen, -ESRCH, "the thread is gone");
-		st = wait_stop(tid, -1);
-		if (st < 0)
-			return fail(err, errlen, -ESRCH, "the thread exited");
-		if (WSTOPSIG(st) == (SIGTRAP | 0x80) &&
-		    ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof(info),
-			   &info) > 0 && info.op == PTRACE_SYSCALL_INFO_ENTRY)
-			return res;
-		if ((st >> 16) == 0 && WSTOPSIG(st) != (SIGTRAP | 0x80) &&
-		    !held_signal)
-			held_signal = WSTOPSIG(st);
-	}
+	return res;
 }
 
 int remote_call(pid_t pid, const struct remote_call *c, uint64_t *ret,
