@@ -69,20 +69,25 @@ def ops_per_step():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20000)
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--markdown", help="append the table to this file")
+    ap.add_argument("--only", action="append", default=[],
+                    help="run only variants whose name contains this "
+                    "(repeatable; untraced always runs)")
     args = ap.parse_args()
+    variants = [(n, v) for n, v in VARIANTS if n == "untraced" or
+                not args.only or any(o in n for o in args.only)]
     per_step = ops_per_step()
-    times = {name: [] for name, _ in VARIANTS}
+    times = {name: [] for name, _ in variants}
     for rep in range(args.reps):
-        for name, v in VARIANTS:
+        for name, v in variants:
             times[name].append(phase_seconds(v, args.steps))
         print(f"rep {rep + 1}/{args.reps} done", file=sys.stderr)
     base = statistics.median(times["untraced"])
     ops = per_step * args.steps
     rows = ["| variant | median phase (s) | spread (min-max) | ratio to "
             "untraced | added per op (us) |", "|---|---|---|---|---|"]
-    for name, _ in VARIANTS:
+    for name, _ in variants:
         med = statistics.median(times[name])
         rows.append(f"| {name} | {med:.3f} | {min(times[name]):.3f}-"
                     f"{max(times[name]):.3f} | {med / base:.3f} | "
