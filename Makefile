@@ -122,8 +122,14 @@ demo: deps
 	$(Q)tools/demo.sh
 
 # `sudo make bench`: measured overheads, written to docs/BENCHMARKS.md.
-bench: rfbpf
+bench: rfbpf $(OUT)/bench/loader_throughput
 	$(Q)bench/run.sh
+
+$(OUT)/bench/loader_throughput: bench/loader_throughput.c $(LOGIC_SRCS) \
+		$(wildcard user/*.h) | $(OUT)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $< $(LOGIC_SRCS) $(LDLIBS) -o $@
 
 clean:
 	$(Q)rm -rf build build-asan rfbpf $(VMLINUX)

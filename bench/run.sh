@@ -43,11 +43,24 @@ bench/overhead.py --steps 100000 --reps 7 --only "sample 0.01" \
 	--markdown "$out"
 cat >> "$out" <<'EOS'
 
+## Loader throughput (pairing and stacks)
+
+`bench/loader_throughput.c`: a synthetic producer feeds before/end pairs
+(nested three deep, four interleaved threads) straight to user/stacks.c,
+as the ring-buffer callback does; the ring buffer and BPF are not in this
+figure. Two runs:
+
+```
+EOS
+for i in 1 2; do build/bench/loader_throughput >> "$out"; done
+cat >> "$out" <<'EOS'
+```
+
 ## Not measured yet
 
 The per-event cost of a bare uprobe against rfbpf's programs on the same
-function, the loader's sustained events per second from a synthetic
-producer, rfbpf's own CPU and memory, scaling with 1, 2 and 4 threads, the
+function, the loader's sustained events per second through the ring
+buffer with 0 drops, rfbpf's own CPU and memory, scaling with 1, 2 and 4 threads, the
 MLP training workload, and torch.profiler's end-to-end cost (with its
 post-processing).
 EOS
