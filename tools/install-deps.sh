@@ -10,6 +10,7 @@ packages=(
 	python3-pytest			# end-to-end tests
 	linux-perf			# kernel-counted ground truth in tests
 	libcap2-bin util-linux		# capsh/setpriv: the no-privilege test
+	debootstrap			# a sid root to trace torch 2.14 in
 )
 
 missing=()
