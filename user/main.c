@@ -268,9 +268,9 @@ static void setup(struct session *s, struct options *opt)
 	err = probes_load(&s->probes, s->pid, opt->ringbuf_mb,
 			  libs.nr && libs.syms[0].old_string_abi,
 			  opt->tree_prob, why, sizeof(why));
-	s->trace.tree_prob = opt->tree_prob;
 	if (err)
 		die_setup(s, "%s", why);
+	s->trace.tree_prob = opt->tree_prob;
 	/* Tests only: widen the window in which a target can exit mid-attach,
 	 * so "exits during attach" is tested deterministically. */
 	if (getenv("RFBPF_TEST_ATTACH_DELAY_MS"))

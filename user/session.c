@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/ptrace.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <stdio.h>
 #include <string.h>
@@ -81,13 +80,6 @@ static int handle_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-int session_open_ring(struct session *s)
-{
-	s->rb = ring_buffer__new(probes_events_fd(&s->probes), handle_event,
-				 s, NULL);
-	return s->rb ? 0 : -errno;
-}
-
 /* While a ptrace call waits on the target, keep reading events. */
 static void drain(void *ctx)
 {
@@ -97,15 +89,23 @@ static void drain(void *ctx)
 		ring_buffer__consume(s->rb);
 }
 
+int session_open_ring(struct session *s)
+{
+	s->rb = ring_buffer__new(probes_events_fd(&s->probes), handle_event,
+				 s, NULL);
+	/* From now on every ptrace call into the target keeps reading. */
+	s->act.idle = s->stubs.idle = drain;
+	s->act.idle_ctx = s->stubs.idle_ctx = s;
+	s->act.verbose = s->opt->verbose;
+	return s->rb ? 0 : -errno;
+}
+
 /* Optimized path: map the callback stubs and probe them. */
 static int prepare_stubs(struct session *s, uint64_t *start, uint64_t *end,
 			 char *err, size_t len)
 {
-	int ret;
+	int ret = stubs_map(&s->stubs, s->pid, err, len);
 
-	s->stubs.idle = drain;
-	s->stubs.idle_ctx = s;
-	ret = stubs_map(&s->stubs, s->pid, err, len);
 	if (ret)
 		return ret;
 	ret = probes_attach_callbacks(&s->probes, s->pid, s->stubs.path,
@@ -113,8 +113,7 @@ static int prepare_stubs(struct session *s, uint64_t *start, uint64_t *end,
 	if (ret) {
 		snprintf(err, len, "cannot probe the callback stubs: %s",
 			 strerror(-ret));
-		stubs_unmap(&s->stubs, s->pid, err + strlen(err), 0);
-		return ret;
+		return ret;	/* the caller unmaps them */
 	}
 	*start = s->stubs.addr + STUB_START_OFFSET;
 	*end = s->stubs.addr + STUB_END_OFFSET;
@@ -125,12 +124,8 @@ int session_activate(struct session *s, const char *lib, char *err,
 		     size_t len)
 {
 	uint64_t start = 0, end = 0;
-	int ret;
+	int ret = activation_prepare(&s->act, lib, err, len);
 
-	s->act.idle = drain;
-	s->act.idle_ctx = s;
-	s->act.verbose = s->opt->verbose;
-	ret = activation_prepare(&s->act, lib, err, len);
 	if (!ret && s->use_stubs)
 		ret = prepare_stubs(s, &start, &end, err, len);
 	if (!ret)
@@ -189,8 +184,6 @@ void session_deactivate(struct session *s)
 {
 	char err[512];
 
-	s->act.idle = drain;
-	s->act.idle_ctx = s;
 	if (activation_stop(&s->act, err, sizeof(err))) {
 		fprintf(stderr, "rfbpf: warning: could not remove the "
 			"RecordFunction callback from process %d (%s); run "
@@ -253,9 +246,17 @@ void session_check_launched_lib(struct session *s)
 	}
 }
 
+/* The command ended while rfbpf traced it: waitpid gave its status. */
+static void record_exit(struct session *s, pid_t r, int st)
+{
+	s->child_exited = true;
+	s->child_code = r != s->pid ? 127 : WIFEXITED(st) ? WEXITSTATUS(st) :
+			128 + WTERMSIG(st);
+}
+
 /* Waits for the next stop of the traced command. Returns the wait status,
- * or -1 once it has exited (its status recorded). Blocking: before the
- * callback is registered no events flow, and each stop must be cheap. */
+ * or -1 once it has exited. Blocking: before the callback is registered no
+ * events flow, and each stop must be cheap. */
 static int wait_traced_command(struct session *s)
 {
 	int st;
@@ -266,67 +267,72 @@ static int wait_traced_command(struct session *s)
 	while (r < 0 && errno == EINTR);
 	if (r == s->pid && WIFSTOPPED(st))
 		return st;
-	s->child_exited = true;
-	s->child_code = r != s->pid ? 127 : WIFEXITED(st) ? WEXITSTATUS(st) :
-			128 + WTERMSIG(st);
+	record_exit(s, r, st);
 	return -1;
 }
 
-void session_launch_activate(struct session *s)
+/* Lets the command run (stopping it at every system call of Python's
+ * start-up would cost seconds) until it maps libtorch_cpu, checking every
+ * millisecond and passing on any signal meanwhile. Returns false if it
+ * exited or rfbpf was told to stop first. */
+static bool wait_for_torch(struct session *s, char *path, size_t len)
 {
-	char path[PATH_MAX], err[512];
-	struct __ptrace_syscall_info info;
-	bool mapped = false;
-	long last_nr = -1;
-	int st, sig = 0;
+	int st;
 
-	/* Let it run (stopping it at every system call of Python's start-up
-	 * would cost seconds) until the library shows up, checking every
-	 * millisecond; passing on any signal meanwhile. Then follow it. */
-	while (target_find_libtorch(s->pid, path, sizeof(path))) {
+	while (target_find_libtorch(s->pid, path, len)) {
 		pid_t r = waitpid(s->pid, &st, __WALL | WNOHANG);
 
 		if (r == s->pid && WIFSTOPPED(st)) {
 			ptrace(PTRACE_CONT, s->pid, 0, (void *)(long)
 			       ((st >> 16) == 0 ? WSTOPSIG(st) : 0));
 		} else if (r == s->pid || (r < 0 && errno == ECHILD)) {
-			s->child_exited = true;
-			s->child_code = r != s->pid ? 127 :
-					WIFEXITED(st) ? WEXITSTATUS(st) :
-					128 + WTERMSIG(st);
-			return;
+			record_exit(s, r, st);
+			return false;
 		} else if (stop_signals) {
-			break;
+			ptrace(PTRACE_DETACH, s->pid, 0, 0);
+			return false;
 		}
 		usleep(1000);
 	}
-	mapped = true;
+	return true;
+}
+
+/* Runs the command's main thread from system call to system call until it
+ * enters one that is a safe point (the loader's calls are not). Returns
+ * false if it exited on the way. */
+static bool run_to_safe_point(struct session *s)
+{
+	struct __ptrace_syscall_info info;
+	int st, sig = 0;
+
 	if (ptrace(PTRACE_INTERRUPT, s->pid, 0, 0))
-		return;
+		return false;
 	for (;;) {
 		st = wait_traced_command(s);
 		if (st < 0)
-			return;
+			return false;
 		if (WSTOPSIG(st) != (SIGTRAP | 0x80)) {
 			/* A signal for the command: pass it on. Our own
 			 * interrupt and group stops carry none. */
 			sig = (st >> 16) == 0 ? WSTOPSIG(st) : 0;
 		} else if (ptrace(PTRACE_GET_SYSCALL_INFO, s->pid,
-				  sizeof(info), &info) > 0) {
-			if (info.op == PTRACE_SYSCALL_INFO_ENTRY) {
-				last_nr = info.entry.nr;
-				if (mapped &&
-				    remote_safe_syscall_entry(s->pid, s->pid))
-					break;
-			} else if (last_nr == SYS_mmap && !mapped) {
-				mapped = !target_find_libtorch(s->pid, path,
-							       sizeof(path));
-			}
+				  sizeof(info), &info) > 0 &&
+			   info.op == PTRACE_SYSCALL_INFO_ENTRY &&
+			   remote_safe_syscall_entry(s->pid, s->pid)) {
+			return true;
 		}
 		if (ptrace(PTRACE_SYSCALL, s->pid, 0, (void *)(long)sig))
-			return;
+			return false;
 		sig = 0;
 	}
+}
+
+void session_launch_activate(struct session *s)
+{
+	char path[PATH_MAX], err[512];
+
+	if (!wait_for_torch(s, path, sizeof(path)) || !run_to_safe_point(s))
+		return;
 	/* The loader maps the library in several steps: name the mapping as
 	 * it is now that it is done. */
 	if (target_find_libtorch(s->pid, path, sizeof(path))) {
@@ -384,8 +390,8 @@ void session_run(struct session *s)
 	s->start_s = monotonic_s();
 	for (;;) {
 		double now;
-		/* Poll fast while waiting for torch to load in launch mode,
-		 * so RecordFunction is on before the first user op. */
+		/* Poll fast until the launched command has mapped torch, so a
+		 * library found only then is probed and activated early. */
 		int err = ring_buffer__poll(s->rb, s->launched &&
 					    !s->lib_checked ? 2 : 100);
 
