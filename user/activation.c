@@ -9,31 +9,14 @@
 #include <unistd.h>
 #include "activation.h"
 #include "elf_symbols.h"
+#include "record_function_abi.h"
 #include "remote_call.h"
 #include "target.h"
 #include "torch_symbols.h"
 
-/*
- * at::RecordFunctionCallback, identical in every release from 1.13 to
- * 2.14: trivially copyable, 40 bytes, passed by value in memory.
- */
-struct rf_callback_abi {
-	uint64_t start;			/* StartCallback, NULL */
-	uint64_t end;			/* EndCallback, NULL */
-	double sampling_prob;
-	uint8_t scopes[RF_NUM_SCOPES];	/* std::array<bool, NUM_SCOPES> */
-	uint8_t needs_inputs, needs_outputs, needs_ids;
-	uint8_t pad[3];
-};
-_Static_assert(sizeof(struct rf_callback_abi) == 40, "callback size");
-_Static_assert(offsetof(struct rf_callback_abi, sampling_prob) == 16, "");
-_Static_assert(offsetof(struct rf_callback_abi, scopes) == 24, "");
-_Static_assert(offsetof(struct rf_callback_abi, needs_inputs) == 34, "");
-_Static_assert(offsetof(struct rf_callback_abi, needs_ids) == 36, "");
-
 static const char *const functions[] = {
-	"_ZN2at17addGlobalCallbackENS_22RecordFunctionCallbackE",
-	"_ZN2at14removeCallbackEm",
+	RF_SYM_ADD_GLOBAL_CALLBACK,
+	RF_SYM_REMOVE_CALLBACK,
 };
 
 /* Long enough for addGlobalCallback to find a blocked thread in a busy

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define RF_NUM_SCOPES 10
+#include "record_function_abi.h"
 #define ACTIVATION_STATE_DIR "/run/rfbpf"
 
 struct activation {

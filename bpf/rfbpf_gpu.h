@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The GPU contract of rfbpf, shared by three parties:
+ *   - the CUPTI agent (cupti/, librfbpf_cupti.so, loaded into the job by
+ *     CUDA_INJECTION64_PATH), which calls the probe functions below;
+ *   - the BPF programs (bpf/rfbpf.bpf.c), attached as uprobes on those
+ *     probe functions, which read the argument structs and emit events;
+ *   - the loader (user/), which joins launches with activity records.
+ *
+ * The probe functions are exported from the agent, `noinline`, and begin
+ * with a 5-byte NOP, so a uprobe on them takes the kernel's optimized path.
+ * Each takes one pointer to a struct below. The structs start with
+ * {abi_version, size}: BPF refuses a version it does not know (counted)
+ * and reads at most `size` bytes, so later versions may only append.
+ */
+#ifndef RFBPF_GPU_H
+#define RFBPF_GPU_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define RF_GPU_ABI_VERSION 1
+
+/* Symbols the agent exports (the loader finds them by name). */
+#define RF_GPU_SYM_LAUNCH	"rfbpf_probe_gpu_launch"
+#define RF_GPU_SYM_ACTIVITY	"rfbpf_probe_gpu_activity"
+#define RF_GPU_SYM_OP_START	"rfbpf_probe_op_start"
+#define RF_GPU_SYM_OP_END	"rfbpf_probe_op_end"
+#define RF_GPU_SYM_CONTROL	"rfbpf_gpu_control"
+
+/* Kernel names longer than this (with the NUL) are cut and flagged. */
+#define RF_GPU_NAME_MAX 256
+#define RF_GPU_API_NAME_MAX 48
+
+enum rf_gpu_api_domain {
+	RF_GPU_API_RUNTIME = 1,
+	RF_GPU_API_DRIVER = 2,
+};
+
+/* rf_gpu_launch.flags */
+#define RF_GPU_LAUNCH_F_GRAPH	(1u << 0)	/* cudaGraphLaunch & co. */
+
+/*
+ * rfbpf_probe_gpu_launch(const struct rf_gpu_launch *): on the launching
+ * thread, at the exit of a launch API call (runtime, or driver when not
+ * nested in a runtime call), only while a tracer holds the lease.
+ */
+struct rf_gpu_launch {
+	__u32 abi_version;	/* RF_GPU_ABI_VERSION */
+	__u32 size;		/* sizeof(struct rf_gpu_launch) as built */
+	__u32 correlation_id;	/* CUPTI correlation id of the API call */
+	__u32 cbid;		/* CUPTI callback id within its domain */
+	__u8 domain;		/* enum rf_gpu_api_domain */
+	__u8 flags;		/* RF_GPU_LAUNCH_F_* */
+	__u16 pad;
+	__u32 pad2;
+	__u64 api_name;		/* user address of a NUL-terminated name */
+};
+
+enum rf_gpu_activity_kind {
+	RF_GPU_ACT_KERNEL = 1,
+	RF_GPU_ACT_MEMCPY = 2,
+	RF_GPU_ACT_MEMSET = 3,
+};
+
+/*
+ * rfbpf_probe_gpu_activity(const struct rf_gpu_activity *): one completed
+ * activity record, from the agent's buffer-completed path (any thread).
+ * Timestamps are CLOCK_MONOTONIC nanoseconds, the clock of
+ * bpf_ktime_get_ns().
+ */
+struct rf_gpu_activity {
+	__u32 abi_version;
+	__u32 size;
+	__u32 kind;		/* enum rf_gpu_activity_kind */
+	__u32 correlation_id;	/* joins with rf_gpu_launch */
+	__u64 start_ns;
+	__u64 end_ns;
+	__u32 device_id;
+	__u32 context_id;
+	__u32 stream_id;
+	__u32 registers_per_thread;	/* kernels */
+	__s32 grid[3];			/* kernels */
+	__s32 block[3];			/* kernels */
+	__u32 static_shared_bytes;	/* kernels */
+	__u32 dynamic_shared_bytes;	/* kernels */
+	__u64 bytes;			/* copies and sets */
+	__u8 copy_kind;		/* CUpti_ActivityMemcpyKind, copies */
+	__u8 src_kind;		/* CUpti_ActivityMemoryKind, copies */
+	__u8 dst_kind;
+	__u8 pad;
+	__u32 memset_value;	/* sets */
+	__u64 graph_id;		/* 0 unless launched from a CUDA graph */
+	__u64 name;		/* kernels: user address of the NUL-terminated
+				 * (mangled) name, valid during the call */
+};
+
+/*
+ * The agent's control block, exported as `rfbpf_gpu_control`. rfbpf writes
+ * lease_until_ns through /proc/PID/mem and renews it while it traces; the
+ * agent collects activity and calls the probes only while the lease is in
+ * the future, so a tracer killed with -9 stops costing the job once its
+ * lease runs out. Everything else is written by the agent.
+ */
+#define RF_GPU_CONTROL_MAGIC 0x52464755u	/* "UGFR" */
+
+struct rf_gpu_control {
+	__u32 magic;			/* RF_GPU_CONTROL_MAGIC */
+	__u32 abi_version;		/* RF_GPU_ABI_VERSION */
+	__u64 lease_until_ns;		/* rfbpf: CLOCK_MONOTONIC deadline */
+	__u64 flush_period_ns;		/* agent: activity flush period */
+	__u64 torch_callback_handle;	/* agent: RFBPF_SAMPLE activation */
+	double sample_prob;		/* agent: its probability, or 0 */
+	__u32 activity_enabled;		/* agent: activity kinds are on */
+	__u32 cupti_ok;			/* agent: CUPTI subscribed */
+	/* Agent counters, read by rfbpf at the end and reported. */
+	__u64 launches;			/* launch probes called */
+	__u64 records;			/* activity probes called */
+	__u64 records_dropped;		/* CUPTI's own dropped records */
+	__u64 records_unknown;		/* records of kinds not forwarded */
+	__u64 records_untraced;		/* completed with no lease: discarded */
+	__u64 errors;			/* CUPTI calls that failed */
+};
+
+#endif /* RFBPF_GPU_H */
