@@ -29,11 +29,12 @@ BPF_CFLAGS := -g -O2 $(WARN) -Wno-unused-parameter -target bpf -D__TARGET_ARCH_$
 LOGIC_SRCS := user/u64map.c user/names.c user/trace.c user/stacks.c \
 	user/elf_symbols.c user/torch_symbols.c user/target.c \
 	user/aggregate.c user/table.c user/export_chrome.c \
-	user/export_folded.c user/json_writer.c
+	user/export_chrome_gpu.c user/export_gpu_folded.c \
+	user/export_folded.c user/json_writer.c user/gpu.c
 LOADER_SRCS := $(LOGIC_SRCS) user/cli.c user/privileges.c user/probes.c \
 	user/launch.c user/status.c user/remote_call.c user/activation.c \
-	user/callback_stubs.c \
-	user/session.c user/main.c
+	user/callback_stubs.c user/gpu_agent.c \
+	user/session.c user/session_gpu.c user/main.c
 
 ifeq ($(V),1)
 Q :=
@@ -55,7 +56,7 @@ $(VMLINUX):
 	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp
 	$(Q)mv $@.tmp $@
 
-$(OUT)/rfbpf.bpf.o: bpf/rfbpf.bpf.c bpf/rfbpf.h $(VMLINUX) | $(OUT)
+$(OUT)/rfbpf.bpf.o: bpf/rfbpf.bpf.c bpf/rfbpf.h bpf/rfbpf_gpu.h $(VMLINUX) | $(OUT)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
@@ -64,7 +65,7 @@ $(OUT)/rfbpf.skel.h: $(OUT)/rfbpf.bpf.o
 	$(Q)$(BPFTOOL) gen skeleton $< > $@.tmp
 	$(Q)mv $@.tmp $@
 
-$(OUT)/%.o: user/%.c $(wildcard user/*.h) bpf/rfbpf.h $(OUT)/rfbpf.skel.h \
+$(OUT)/%.o: user/%.c $(wildcard user/*.h) bpf/rfbpf.h bpf/rfbpf_gpu.h $(OUT)/rfbpf.skel.h \
 		| $(OUT)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
@@ -79,7 +80,7 @@ $(OUT):
 # Unit tests: pure logic, no BPF, fast. One binary per tests/unit/test_*.c.
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,\
 	$(wildcard tests/unit/test_*.c))
-$(OUT)/tests/%: tests/unit/%.c tests/unit/check.h $(LOGIC_SRCS) \
+$(OUT)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(LOGIC_SRCS) \
 		$(wildcard user/*.h) | $(OUT)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)

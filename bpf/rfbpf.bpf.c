@@ -18,6 +18,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "rfbpf.h"
+#include "rfbpf_gpu.h"
 
 /* Set by the loader before load. 0 means "any process" (never used by the
  * loader, which always attaches for one pid, but harmless). */
@@ -33,6 +34,11 @@ struct {
 
 /* --tree-sample (see rfbpf.h): off unless the loader turns it on. */
 const volatile bool tree_sample = false;
+/* GPU launches are tagged with the op open on their thread. The loader
+ * turns this on when it attaches the CUPTI agent's probes, which may be
+ * mid-run (the agent loads when the job first uses CUDA): a variable, not
+ * a load-time constant. */
+volatile bool gpu_tagging = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -112,15 +118,26 @@ static __always_inline struct rf_thread_state *thread_state(__u32 tid,
 	return st;
 }
 
-/* before(): does this op belong to a kept tree? Opens a tree at depth 0. */
-static __always_inline bool tree_keep_before(__u32 tid, __u64 rf)
+/*
+ * Each thread's open RecordFunctions are tracked here when --tree-sample
+ * needs to know where a tree ends, or when GPU launches must be tagged
+ * with the op open on the launching thread at that moment.
+ */
+static __always_inline bool tracking_ops(void)
+{
+	return tree_sample || gpu_tagging;
+}
+
+/* before(): pushes the op; with --tree-sample, says whether its tree is
+ * kept (decided when a tree opens at depth 0). */
+static __always_inline bool op_opened(__u32 tid, __u64 rf)
 {
 	struct rf_thread_state *st = thread_state(tid, true);
 	__u32 d;
 
 	if (!st)
 		return true;	/* map full: record rather than lose */
-	if (st->depth == 0) {
+	if (tree_sample && st->depth == 0) {
 		count(RF_CNT_TREES_SEEN);
 		if (st->skip == 0) {
 			st->keep = 1;
@@ -138,19 +155,19 @@ static __always_inline bool tree_keep_before(__u32 tid, __u64 rf)
 	} else {
 		count(RF_CNT_TREE_TOO_DEEP);
 	}
-	return st->keep;
+	return !tree_sample || st->keep;
 }
 
-/* end(): closes the op (and any left open above it) if it is on this
+/* end(): pops the op (and any left open above it) if it is on this
  * thread's stack. Ends of unknown ops follow the current tree's fate. */
-static __always_inline bool tree_keep_end(__u32 tid, __u64 rf)
+static __always_inline bool op_closed(__u32 tid, __u64 rf)
 {
 	struct rf_thread_state *st = thread_state(tid, false);
 	__u32 keep;
 
-	if (!st)
-		return false;	/* no before() seen on this thread */
-	keep = st->keep;
+	if (!st)	/* no before() seen on this thread */
+		return !tree_sample;
+	keep = !tree_sample || st->keep;
 	for (int i = 0; i < RF_TREE_MAX_DEPTH; i++) {
 		int j = (int)st->depth - 1 - i;
 
@@ -250,7 +267,7 @@ begin_before_of(struct pt_regs *ctx, __u8 variant, void *rf)
 	if (!id)
 		return NULL;
 	count(variant);
-	if (tree_sample && !tree_keep_before((__u32)id, (__u64)rf))
+	if (tracking_ops() && !op_opened((__u32)id, (__u64)rf))
 		return NULL;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -419,7 +436,7 @@ static __always_inline int emit_end(void *rf)
 	if (!id)
 		return 0;
 	count(RF_V_END);
-	if (tree_sample && !tree_keep_end((__u32)id, (__u64)rf))
+	if (tracking_ops() && !op_closed((__u32)id, (__u64)rf))
 		return 0;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -455,7 +472,7 @@ int thread_exit(void *ctx)
 
 	if (!id || !targ_tgid)
 		return 0;
-	if (tree_sample) {
+	if (tracking_ops()) {
 		__u32 tid = (__u32)id;
 
 		bpf_map_delete_elem(&thread_states, &tid);
@@ -467,6 +484,93 @@ int thread_exit(void *ctx)
 	}
 	fill_hdr(&e->hdr, id, RF_EV_THREAD_EXIT, 0, 0);
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	submit(e);
+	return 0;
+}
+
+/*
+ * GPU activity from the CUPTI agent (bpf/rfbpf_gpu.h). A launch is tagged
+ * here, on the launching thread, with the innermost open RecordFunction:
+ * later, in the loader, only the correlation id links it to its kernels.
+ */
+SEC("uprobe")
+int BPF_KPROBE(gpu_launch, const struct rf_gpu_launch *arg)
+{
+	struct rf_gpu_launch l;
+	struct rf_gpu_launch_event *e;
+	struct rf_thread_state *st;
+	__u64 id = target_thread();
+	__u64 op = 0;
+	__u32 depth = 0;
+
+	if (!id)
+		return 0;
+	count(RF_CNT_GPU_LAUNCHES);
+	if (bpf_probe_read_user(&l, sizeof(l), arg) ||
+	    l.abi_version != RF_GPU_ABI_VERSION || l.size < sizeof(l)) {
+		count(RF_CNT_GPU_BAD_RECORD);
+		return 0;
+	}
+	st = thread_state((__u32)id, false);
+	if (st) {
+		depth = st->depth;
+		if (depth > 0 && depth <= RF_TREE_MAX_DEPTH)
+			op = st->stack[(depth - 1) & (RF_TREE_MAX_DEPTH - 1)];
+	}
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(RF_CNT_DROPS);
+		return 0;
+	}
+	fill_hdr(&e->hdr, id, RF_EV_GPU_LAUNCH, 0, op);
+	e->correlation_id = l.correlation_id;
+	e->cbid = l.cbid;
+	e->domain = l.domain;
+	e->launch_flags = l.flags;
+	e->depth = depth;
+	if (bpf_probe_read_user_str(e->api_name, sizeof(e->api_name),
+				    (const void *)l.api_name) < 0)
+		e->api_name[0] = 0;
+	submit(e);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(gpu_activity, const struct rf_gpu_activity *arg)
+{
+	struct rf_gpu_activity_event *e;
+	__u64 id = target_thread();
+	long n;
+
+	if (!id)
+		return 0;
+	count(RF_CNT_GPU_RECORDS);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(RF_CNT_DROPS);
+		return 0;
+	}
+	fill_hdr(&e->hdr, id, RF_EV_GPU_ACTIVITY, 0, 0);
+	if (bpf_probe_read_user(&e->act, sizeof(e->act), arg) ||
+	    e->act.abi_version != RF_GPU_ABI_VERSION ||
+	    e->act.size < sizeof(e->act)) {
+		bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
+		count(RF_CNT_GPU_BAD_RECORD);
+		return 0;
+	}
+	e->name[0] = 0;
+	if (e->act.name) {
+		n = bpf_probe_read_user_str(e->name, sizeof(e->name),
+					    (const void *)e->act.name);
+		if (n <= 0) {
+			e->name[0] = 0;
+			e->hdr.flags |= RF_F_NAME_FAULT;
+		} else {
+			e->hdr.name_len = n - 1;
+			if (n == sizeof(e->name))
+				e->hdr.flags |= RF_F_NAME_TRUNCATED;
+		}
+	}
 	submit(e);
 	return 0;
 }

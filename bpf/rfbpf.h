@@ -39,6 +39,8 @@ enum rf_event_kind {
 	RF_EV_BEFORE = 1,	/* RecordFunction::before(...) entered */
 	RF_EV_END = 2,		/* RecordFunction::end() entered */
 	RF_EV_THREAD_EXIT = 3,	/* a thread of the target exited */
+	RF_EV_GPU_LAUNCH = 4,	/* CUPTI agent: a kernel launch API returned */
+	RF_EV_GPU_ACTIVITY = 5,	/* CUPTI agent: a kernel/copy/set completed */
 };
 
 /*
@@ -65,6 +67,9 @@ enum rf_counter {
 	RF_CNT_TREES_SEEN,		/* --tree-sample: top-level ops seen */
 	RF_CNT_TREES_KEPT,		/* --tree-sample: ... and kept */
 	RF_CNT_TREE_TOO_DEEP,		/* nesting beyond RF_TREE_MAX_DEPTH */
+	RF_CNT_GPU_LAUNCHES,		/* agent launch probe hits */
+	RF_CNT_GPU_RECORDS,		/* agent activity probe hits */
+	RF_CNT_GPU_BAD_RECORD,		/* unknown ABI version: not decoded */
 	RF_CNT_NR,
 };
 

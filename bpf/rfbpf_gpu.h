@@ -16,9 +16,7 @@
 #ifndef RFBPF_GPU_H
 #define RFBPF_GPU_H
 
-#ifndef __VMLINUX_H__
-#include <linux/types.h>
-#endif
+#include "rfbpf.h"	/* struct rf_event_hdr, the types */
 
 #define RF_GPU_ABI_VERSION 1
 
@@ -121,6 +119,29 @@ struct rf_gpu_control {
 	__u64 records_unknown;		/* records of kinds not forwarded */
 	__u64 records_untraced;		/* completed with no lease: discarded */
 	__u64 errors;			/* CUPTI calls that failed */
+};
+
+/*
+ * Ring-buffer events (BPF -> loader), kinds RF_EV_GPU_LAUNCH and
+ * RF_EV_GPU_ACTIVITY. A launch carries, in hdr.rf_addr, the innermost
+ * RecordFunction open on the launching thread (0 when none was).
+ */
+struct rf_gpu_launch_event {
+	struct rf_event_hdr hdr;
+	__u32 correlation_id;
+	__u32 cbid;
+	__u8 domain;		/* enum rf_gpu_api_domain */
+	__u8 launch_flags;	/* RF_GPU_LAUNCH_F_* */
+	__u16 depth;		/* ops open on the thread at the launch */
+	__u32 pad;
+	char api_name[RF_GPU_API_NAME_MAX];
+};
+
+/* hdr.flags has RF_F_NAME_TRUNCATED / RF_F_NAME_FAULT for the name. */
+struct rf_gpu_activity_event {
+	struct rf_event_hdr hdr;
+	struct rf_gpu_activity act;	/* as the agent passed it */
+	char name[RF_GPU_NAME_MAX];	/* kernels */
 };
 
 #endif /* RFBPF_GPU_H */

@@ -18,6 +18,9 @@ struct op_stats {
 	uint64_t total_ns, self_ns, min_ns, max_ns;
 	uint64_t truncated;	/* calls whose end was not their own end() */
 	double total_sq, self_sq;	/* sums of squares, ns^2 (for SEs) */
+	/* GPU activity its calls launched: directly (self) or through any
+	 * op nested in them (total), and the kernels launched directly. */
+	uint64_t gpu_self_ns, gpu_total_ns, kernels;
 };
 
 /*
@@ -36,10 +39,16 @@ struct aggregate {
 	struct op_stats *rows;	/* one per name seen */
 	size_t nr;
 	uint64_t self_ns;	/* sum of every op's self time */
+	uint64_t gpu_self_ns;	/* GPU time attributed to some op */
+	size_t nr_called;	/* rows with calls (not kernel names) */
 };
 
 /* Self time of every op (index as trace.ops); NULL on ENOMEM. */
 uint64_t *op_self_times(const struct trace *t);
+/* GPU time launched by each op directly and with its descendants, and its
+ * kernel count (index as trace.ops); -1 on ENOMEM. */
+int op_gpu_times(const struct trace *t, uint64_t **self, uint64_t **total,
+		 uint64_t **kernels);
 int aggregate_ops(const struct trace *t, struct aggregate *a);
 void aggregate_sort(struct aggregate *a, enum sort_key key);
 void aggregate_free(struct aggregate *a);

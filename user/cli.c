@@ -26,6 +26,7 @@ static const char doc[] =
 "  sudo rfbpf -p 1234 --sample 0.01    # 1% of ops, estimates scaled up\n"
 "  sudo rfbpf -p 1234 --tree-sample 0.05 -o t.json  # 5% of whole trees\n"
 "  sudo rfbpf -p 1234 --scopes function,user_scope\n"
+"  sudo rfbpf -p 1234 -o t.json --gpu-folded g.txt  # with CUPTI agent\n"
 "  sudo rfbpf --deactivate -p 1234     # remove what a killed rfbpf left\n"
 "  sudo rfbpf --sort total --top 20 -- python3 train.py\n"
 "  sudo rfbpf --lib /opt/venv/lib/python3.11/site-packages/torch/lib/"
@@ -35,7 +36,7 @@ static const char args_doc[] = "-p PID | -- COMMAND [ARGS...]";
 
 enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_RINGBUF, OPT_SAMPLE, OPT_SCOPES, OPT_NO_ACTIVATE, OPT_DEACTIVATE,
-       OPT_TREE_SAMPLE, OPT_PROBES };
+       OPT_TREE_SAMPLE, OPT_PROBES, OPT_GPU_FOLDED, OPT_NO_GPU };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -47,12 +48,19 @@ static const struct argp_option options[] = {
 	{ "folded", OPT_FOLDED, "FILE", 0,
 	  "Write folded stacks weighted by self time in ns (flamegraph.pl, "
 	  "speedscope, inferno)", 0 },
+	{ "gpu-folded", OPT_GPU_FOLDED, "FILE", 0,
+	  "Write folded op stacks ending in [gpu] kernel frames, weighted by "
+	  "GPU time in ns (needs the CUPTI agent in the target)", 0 },
+	{ "no-gpu", OPT_NO_GPU, NULL, 0,
+	  "Ignore the CUPTI agent (librfbpf_cupti.so) even if the target "
+	  "has it loaded", 0 },
 	{ "no-table", OPT_NO_TABLE, NULL, 0, "Do not print the summary table",
 	  0 },
 	{ "top", OPT_TOP, "N", 0, "Print the N heaviest rows (default 30, "
 	  "0 = all)", 0 },
 	{ "sort", OPT_SORT, "KEY", 0,
-	  "Sort the table by self, total or calls (default self)", 0 },
+	  "Sort the table by self, total, calls or cuda (CUDA total; "
+	  "default self)", 0 },
 	{ "lib", OPT_LIB, "PATH", 0,
 	  "The libtorch_cpu.so to probe (default: found in the target)", 0 },
 	{ "ringbuf-mb", OPT_RINGBUF, "MB", 0,
@@ -163,6 +171,8 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case 'o': opt->trace_path = arg; break;
 	case OPT_FOLDED: opt->folded_path = arg; break;
 	case OPT_NO_TABLE: opt->table = false; break;
+	case OPT_GPU_FOLDED: opt->gpu_folded_path = arg; break;
+	case OPT_NO_GPU: opt->gpu = false; break;
 	case OPT_TOP:
 		opt->top = parse_long(arg, 0, 1000000,
 				      "invalid --top '%s': expected a count "
@@ -175,9 +185,11 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			opt->sort = SORT_TOTAL;
 		else if (!strcmp(arg, "calls"))
 			opt->sort = SORT_CALLS;
+		else if (!strcmp(arg, "cuda"))
+			opt->sort = SORT_CUDA;
 		else
-			bad("invalid --sort '%s': expected self, total or "
-			    "calls", arg);
+			bad("invalid --sort '%s': expected self, total, calls "
+			    "or cuda", arg);
 		break;
 	case OPT_LIB: opt->lib = arg; break;
 	case OPT_RINGBUF: {
@@ -233,6 +245,9 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		if (!opt->activate && opt->sample_prob != 1.0)
 			bad("%s--sample needs activation (drop --no-activate)",
 			    "");
+		if (!opt->gpu && opt->gpu_folded_path)
+			bad("%s--gpu-folded needs GPU tracing (drop --no-gpu)",
+			    "");
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
@@ -252,6 +267,7 @@ void parse_options(int argc, char **argv, struct options *opt)
 	opt->top = 30;
 	opt->ringbuf_mb = 16;
 	opt->activate = true;
+	opt->gpu = true;
 	opt->sample_prob = 1.0;
 	opt->tree_prob = 1.0;
 	opt->scopes = (1u << 10) - 1;

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-enum sort_key { SORT_SELF, SORT_TOTAL, SORT_CALLS };
+enum sort_key { SORT_SELF, SORT_TOTAL, SORT_CALLS, SORT_CUDA };
 enum probe_path { PROBES_AUTO, PROBES_ENTRY, PROBES_CALLBACK };
 
 struct options {
@@ -15,6 +15,8 @@ struct options {
 	double duration_s;	/* -d; 0 = until Ctrl-C or target exit */
 	const char *trace_path;	/* -o */
 	const char *folded_path;/* --folded */
+	const char *gpu_folded_path;	/* --gpu-folded */
+	bool gpu;		/* off with --no-gpu */
 	const char *lib;	/* --lib */
 	bool table;		/* off with --no-table */
 	int top;		/* --top, rows of the table (0 = all) */

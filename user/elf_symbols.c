@@ -26,7 +26,8 @@ static uint64_t vaddr_to_offset(Elf *elf, uint64_t vaddr)
 }
 
 static int scan_section(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
-			const char *const *names, size_t n, uint64_t *offsets)
+			int type, const char *const *names, size_t n,
+			uint64_t *offsets)
 {
 	Elf_Data *data = elf_getdata(scn, NULL);
 	size_t count, found = 0;
@@ -39,7 +40,7 @@ static int scan_section(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
 		const char *name;
 
 		if (!gelf_getsym(data, i, &sym) ||
-		    GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+		    GELF_ST_TYPE(sym.st_info) != type ||
 		    sym.st_shndx == SHN_UNDEF || !sym.st_value)
 			continue;
 		name = elf_strptr(elf, sh->sh_link, sym.st_name);
@@ -55,8 +56,8 @@ static int scan_section(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
 	return found;
 }
 
-int elf_find_functions(const char *path, const char *const *names, size_t n,
-		       uint64_t *offsets)
+static int find_symbols(const char *path, int type, const char *const *names,
+			size_t n, uint64_t *offsets)
 {
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
@@ -80,13 +81,26 @@ int elf_find_functions(const char *path, const char *const *names, size_t n,
 			goto out;
 		}
 		if (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB)
-			found += scan_section(elf, scn, &sh, names, n, offsets);
+			found += scan_section(elf, scn, &sh, type, names, n,
+					      offsets);
 	}
 out:
 	if (elf)
 		elf_end(elf);
 	close(fd);
 	return err ? err : found;
+}
+
+int elf_find_functions(const char *path, const char *const *names, size_t n,
+		       uint64_t *offsets)
+{
+	return find_symbols(path, STT_FUNC, names, n, offsets);
+}
+
+int elf_find_objects(const char *path, const char *const *names, size_t n,
+		     uint64_t *offsets)
+{
+	return find_symbols(path, STT_OBJECT, names, n, offsets);
 }
 
 const char *elf_symbols_strerror(int err)

@@ -26,6 +26,9 @@ enum elf_symbols_error {
  */
 int elf_find_functions(const char *path, const char *const *names, size_t n,
 		       uint64_t *offsets);
+/* The same for variables (STT_OBJECT) with initialised data. */
+int elf_find_objects(const char *path, const char *const *names, size_t n,
+		     uint64_t *offsets);
 const char *elf_symbols_strerror(int err);
 
 #endif

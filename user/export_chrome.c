@@ -83,6 +83,12 @@ static void write_op_stats(FILE *f, const struct trace *t)
 			(unsigned long long)r->calls,
 			(unsigned long long)r->total_ns,
 			(unsigned long long)r->self_ns);
+		if (t->gpu.counts.agent_seen)
+			fprintf(f, ",\"self_cuda_ns\":%llu,\"cuda_total_ns\":"
+				"%llu,\"kernels\":%llu",
+				(unsigned long long)r->gpu_self_ns,
+				(unsigned long long)r->gpu_total_ns,
+				(unsigned long long)r->kernels);
 		if (sampled) {
 			estimate_op(r, trace_keep_prob(t), &e);
 			fprintf(f, ",\"est_calls\":%.1f,\"est_calls_se\":%.1f,"
@@ -99,6 +105,37 @@ static void write_op_stats(FILE *f, const struct trace *t)
 
 #define COUNT(name, v) fprintf(f, ",\"" name "\":%llu", \
 			       (unsigned long long)(v))
+
+/* Every GPU counter, under "gpu" (absent when the agent was not seen). */
+static void write_gpu_counts(FILE *f, const struct trace *t)
+{
+	const struct gpu_counts *g = &t->gpu.counts;
+
+	if (!g->agent_seen)
+		return;
+	fputs(",\"gpu\":{\"agent\":true", f);
+	COUNT("launches", g->launches);
+	COUNT("records", g->activities);
+	COUNT("records_without_launch", g->activities_unmatched);
+	COUNT("launches_evicted_without_record",
+	      g->launches_evicted_unmatched);
+	COUNT("launches_without_record_at_detach",
+	      g->launches_unmatched_at_end);
+	COUNT("launches_outside_ops", g->launches_outside_ops);
+	COUNT("launches_in_unrecorded_ops", g->launches_op_unknown);
+	COUNT("kernel_names_truncated", g->names_truncated);
+	COUNT("kernel_name_faults", g->name_faults);
+	COUNT("bpf_launch_hits", t->counts.gpu_launch_hits);
+	COUNT("bpf_record_hits", t->counts.gpu_record_hits);
+	COUNT("bad_records", t->counts.gpu_bad_records);
+	COUNT("agent_launches", g->agent_launches);
+	COUNT("agent_records", g->agent_records);
+	COUNT("agent_dropped_by_cupti", g->agent_dropped);
+	COUNT("agent_untraced_records", g->agent_untraced);
+	COUNT("agent_unknown_records", g->agent_unknown);
+	COUNT("agent_errors", g->agent_errors);
+	fputc('}', f);
+}
 
 static void write_other_data(FILE *f, const struct trace *t)
 {
@@ -140,6 +177,7 @@ static void write_other_data(FILE *f, const struct trace *t)
 	COUNT("trees_seen", c->trees_seen);
 	COUNT("trees_kept", c->trees_kept);
 	COUNT("tree_too_deep", c->tree_too_deep);
+	write_gpu_counts(f, t);
 	write_op_stats(f, t);
 	fputc('}', f);
 }
@@ -152,6 +190,7 @@ void write_chrome_trace(FILE *f, const struct trace *t)
 	write_metadata_events(f, t);
 	for (size_t i = 0; i < t->nr_ops; i++)
 		write_op(f, t, &t->ops[i]);
+	write_chrome_gpu_events(f, t);
 	fputs("\n]}\n", f);
 }
 

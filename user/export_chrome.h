@@ -14,5 +14,8 @@
 int export_chrome_trace(const struct trace *t, const char *path);
 /* The same to an open stream (used by tests). */
 void write_chrome_trace(FILE *f, const struct trace *t);
+/* The GPU processes, their activity and the op-to-kernel flows (one
+ * ",\n"-led event each), from export_chrome_gpu.c. */
+void write_chrome_gpu_events(FILE *f, const struct trace *t);
 
 #endif

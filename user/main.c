@@ -313,6 +313,17 @@ static int write_outputs(struct session *s)
 			s->opt->folded_path, strerror(errno));
 		ret = 1;
 	}
+	if (s->opt->gpu_folded_path && !s->trace.gpu.counts.agent_seen)
+		fprintf(stderr, "rfbpf: %s has no GPU frames: the target never "
+			"loaded the CUPTI agent (run it with "
+			"CUDA_INJECTION64_PATH=/path/to/librfbpf_cupti.so)\n",
+			s->opt->gpu_folded_path);
+	if (s->opt->gpu_folded_path &&
+	    export_gpu_folded(&s->trace, s->opt->gpu_folded_path)) {
+		fprintf(stderr, "rfbpf: cannot write %s: %s\n",
+			s->opt->gpu_folded_path, strerror(errno));
+		ret = 1;
+	}
 	return ret;
 }
 
@@ -341,6 +352,7 @@ int main(int argc, char **argv)
 {
 	static struct session s = {
 		.pidfd = -1, .act = { .lock_fd = -1 }, .stubs = { .own_fd = -1 },
+		.gpu = { .mem_fd = -1 },
 	};
 	struct options opt;
 	int ret;

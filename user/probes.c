@@ -109,6 +109,34 @@ int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
 	return 0;
 }
 
+int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
+		      uint64_t launch_off, uint64_t activity_off, bool verbose)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts);
+	struct bpf_program *progs[2] = { p->skel->progs.gpu_launch,
+					 p->skel->progs.gpu_activity };
+	const uint64_t offs[2] = { launch_off, activity_off };
+
+	if (p->nr_links + 2 > (int)(sizeof(p->links) / sizeof(p->links[0])))
+		return -E2BIG;
+	/* Tag from now on: ops opened before this have no stack entry, so a
+	 * launch inside one is counted as in an unrecorded op. */
+	p->skel->bss->gpu_tagging = true;
+	for (int i = 0; i < 2; i++) {
+		struct bpf_link *l = bpf_program__attach_uprobe_opts(
+			progs[i], pid, path, offs[i], &opts);
+
+		if (!l)
+			return -errno;
+		p->links[p->nr_links++] = l;
+		if (verbose)
+			fprintf(stderr, "rfbpf: uprobe GPU %s at %s+0x%llx\n",
+				i ? "activity" : "launch", path,
+				(unsigned long long)offs[i]);
+	}
+	return 0;
+}
+
 bool probes_has_lib(const struct probes *p, const char *path)
 {
 	struct stat st;
@@ -188,6 +216,12 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 			c->trees_kept = sum;
 		else if (slot == RF_CNT_TREE_TOO_DEEP)
 			c->tree_too_deep = sum;
+		else if (slot == RF_CNT_GPU_LAUNCHES)
+			c->gpu_launch_hits = sum;
+		else if (slot == RF_CNT_GPU_RECORDS)
+			c->gpu_record_hits = sum;
+		else if (slot == RF_CNT_GPU_BAD_RECORD)
+			c->gpu_bad_records = sum;
 	}
 	free(vals);
 }

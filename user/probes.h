@@ -19,7 +19,7 @@ struct rfbpf_bpf;
 
 struct probes {
 	struct rfbpf_bpf *skel;
-	struct bpf_link *links[PROBES_MAX_LIBS * RF_V_NR + 3];
+	struct bpf_link *links[PROBES_MAX_LIBS * RF_V_NR + 5];
 	int nr_links;
 	struct { dev_t dev; ino_t ino; } libs[PROBES_MAX_LIBS];
 	int nr_libs;
@@ -39,6 +39,10 @@ int probes_attach_lib(struct probes *p, pid_t pid, const char *path,
  * file at path (see callback_stubs.h), for pid only. */
 int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
 			    bool verbose);
+/* The CUPTI agent's launch and activity probe functions (file offsets in
+ * the agent at path), for pid only; turns on GPU launch tagging. */
+int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
+		      uint64_t launch_off, uint64_t activity_off, bool verbose);
 /* Whether the library at path (by inode) is already probed. */
 bool probes_has_lib(const struct probes *p, const char *path);
 int probes_events_fd(const struct probes *p);

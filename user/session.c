@@ -10,6 +10,7 @@
 #include <bpf/libbpf.h>
 #include "remote_call.h"
 #include "session.h"
+#include "session_gpu.h"
 #include "target.h"
 
 volatile sig_atomic_t stop_signals;
@@ -76,6 +77,27 @@ static int handle_event(void *ctx, void *data, size_t size)
 		stacks_thread_exit(&s->trace, h->tid, h->ts_ns);
 		break;
 	}
+	case RF_EV_GPU_LAUNCH: {
+		const struct rf_gpu_launch_event *e = data;
+		struct trace *t = &s->trace;
+
+		if (size < sizeof(*e))
+			return 0;
+		t->counts.events++;
+		name_new_thread(s, h->tid);
+		if (!gpu_add_launch(&t->gpu, &t->names, h->ts_ns, h->tid,
+				    stacks_open_op(t, h->tid, h->rf_addr), e))
+			t->counts.oom++;
+		gpu_evict(&t->gpu, h->ts_ns);
+		break;
+	}
+	case RF_EV_GPU_ACTIVITY:
+		if (size < sizeof(struct rf_gpu_activity_event))
+			return 0;
+		s->trace.counts.events++;
+		if (!gpu_add_activity(&s->trace.gpu, &s->trace.names, data))
+			s->trace.counts.oom++;
+		break;
 	}
 	return 0;
 }
@@ -402,6 +424,7 @@ void session_run(struct session *s)
 		}
 		if (s->launched)
 			session_check_launched_lib(s);
+		session_gpu_poll(s, monotonic_s());
 		now = monotonic_s() - s->start_s;
 		memset(&bpf, 0, sizeof(bpf));
 		if (s->status.enabled)
@@ -414,6 +437,8 @@ void session_run(struct session *s)
 			break;
 	}
 	status_clear(&s->status);
+	/* The agent's last records still need the probes attached. */
+	session_gpu_finish(s);
 	/* Switch RecordFunction off, detach so the target runs free, then
 	 * drain what is left. */
 	session_deactivate(s);
@@ -423,6 +448,7 @@ void session_run(struct session *s)
 	while (ring_buffer__consume(s->rb) > 0)
 		;
 	probes_read_counters(&s->probes, &s->trace.counts);
+	gpu_detach(&s->trace.gpu);
 	stacks_detach(&s->trace, s->trace.last_ns > monotonic_ns() ?
 		      s->trace.last_ns : monotonic_ns());
 }

@@ -13,6 +13,7 @@
 #include "activation.h"
 #include "callback_stubs.h"
 #include "cli.h"
+#include "gpu_agent.h"
 #include "launch.h"
 #include "probes.h"
 #include "status.h"
@@ -39,6 +40,10 @@ struct session {
 	bool activation_pending;/* launch mode: register once torch loads */
 	struct status status;
 	double start_s;
+	struct gpu_agent gpu;	/* the CUPTI agent, when the target has it */
+	bool gpu_attached;	/* its probes are attached, lease held */
+	bool gpu_given_up;	/* it failed to attach: do not retry */
+	double gpu_checked_s;	/* last look for it */
 };
 
 /* Set by the signal handlers in main.c. */

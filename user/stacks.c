@@ -236,3 +236,12 @@ void stacks_detach(struct trace *t, uint64_t ts_ns)
 			t->counts.open_at_detach++;
 		}
 }
+
+int32_t stacks_open_op(const struct trace *t, uint32_t tid, uint64_t rf_addr)
+{
+	const uint64_t *idx = rf_addr ? u64map_get(&t->open, rf_addr) : NULL;
+
+	if (!idx || t->ops[*idx].tid != tid)
+		return -1;
+	return (int32_t)*idx;
+}

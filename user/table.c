@@ -15,7 +15,7 @@ void format_duration(uint64_t ns, char *buf, size_t len)
 		snprintf(buf, len, "%.3fs", ns / 1e9);
 }
 
-static void rule(FILE *f, bool sampled)
+static void rule(FILE *f, bool sampled, bool gpu)
 {
 	char line[NAME_W + 1];
 
@@ -23,10 +23,22 @@ static void rule(FILE *f, bool sampled)
 	line[NAME_W] = 0;
 	if (sampled)
 		fprintf(f, "%s  -------  ----------  ----------  ----------  "
-			"--------  ----------  --------\n", line);
+			"--------  ----------  --------", line);
 	else
 		fprintf(f, "%s  -------  ----------  -------  ----------  "
-			"----------  ----------  ----------  --------\n", line);
+			"----------  ----------  ----------  --------", line);
+	fprintf(f, "%s\n", gpu ? "  ----------  ----------  -------" : "");
+}
+
+/* GPU columns, as torch.profiler's Self CUDA / CUDA total. */
+static void print_gpu_cells(FILE *f, const struct op_stats *r)
+{
+	char self[24], total[24];
+
+	format_duration(r->gpu_self_ns, self, sizeof(self));
+	format_duration(r->gpu_total_ns, total, sizeof(total));
+	fprintf(f, "  %10s  %10s  %7llu", self, total,
+		(unsigned long long)r->kernels);
 }
 
 /* Long names keep their head and end with "...", as torch does. */
@@ -50,7 +62,7 @@ static void print_row(FILE *f, const struct op_stats *r, const char *name,
 	format_duration(r->min_ns, min, sizeof(min));
 	format_duration(r->max_ns, max, sizeof(max));
 	print_name(f, name);
-	fprintf(f, "  %6.2f%%  %10s  %6.2f%%  %10s  %10s  %10s  %10s  %8llu\n",
+	fprintf(f, "  %6.2f%%  %10s  %6.2f%%  %10s  %10s  %10s  %10s  %8llu",
 		100.0 * r->self_ns / denom, self, 100.0 * r->total_ns / denom,
 		total, avg, min, max, (unsigned long long)r->calls);
 }
@@ -68,29 +80,34 @@ static void print_sampled_row(FILE *f, const struct op_stats *r,
 	format_duration(e.total_ns, total, sizeof(total));
 	format_duration(e.total_se, se, sizeof(se));
 	print_name(f, name);
-	fprintf(f, "  %6.2f%%  %10s  %10s  %10s  %8llu  %10.0f  %8.0f\n",
+	fprintf(f, "  %6.2f%%  %10s  %10s  %10s  %8llu  %10.0f  %8.0f",
 		100.0 * r->self_ns / denom, self, total, se,
 		(unsigned long long)r->calls, e.calls, e.calls_se);
 }
 
-static void print_header(FILE *f, bool sampled)
+static void print_header(FILE *f, bool sampled, bool gpu)
 {
 	if (sampled)
-		fprintf(f, "%-*s  %7s  %10s  %10s  %10s  %8s  %10s  %8s\n",
+		fprintf(f, "%-*s  %7s  %10s  %10s  %10s  %8s  %10s  %8s",
 			NAME_W, "Name", "Self %", "Est. self", "Est. total",
 			"+- total", "Sampled", "Est. calls", "+- calls");
 	else
 		fprintf(f, "%-*s  %7s  %10s  %7s  %10s  %10s  %10s  %10s  "
-			"%8s\n", NAME_W, "Name", "Self %", "Self", "Total %",
+			"%8s", NAME_W, "Name", "Self %", "Self", "Total %",
 			"Total", "Avg", "Min", "Max", "Calls");
+	if (gpu)
+		fprintf(f, "  %10s  %10s  %7s", "Self CUDA", "CUDA total",
+			"Kernels");
+	fputc('\n', f);
 }
 
-static void print_footer(FILE *f, const struct trace *t, uint64_t self_ns)
+static void print_footer(FILE *f, const struct trace *t,
+			 const struct aggregate *a)
 {
 	const struct counts *c = &t->counts;
-	char total[24], losses[512];
+	char total[24], losses[768];
 
-	format_duration(self_ns, total, sizeof(total));
+	format_duration(a->self_ns, total, sizeof(total));
 	fprintf(f, "Self time total: %s; %zu ops; %zu threads seen in PID %u "
 		"(%s)\n", total, t->nr_ops, t->nr_threads, t->pid,
 		t->process_name);
@@ -108,6 +125,16 @@ static void print_footer(FILE *f, const struct trace *t, uint64_t self_ns)
 		fprintf(f, "SAMPLED: RecordFunction kept each op with p=%g; "
 			"Est. columns are the sampled values scaled by 1/p, "
 			"+- is one standard error\n", t->sample_prob);
+	if (t->gpu.counts.agent_seen) {
+		format_duration(a->gpu_self_ns, total, sizeof(total));
+		gpu_format_losses(&t->gpu.counts, c->gpu_bad_records, losses,
+				  sizeof(losses));
+		fprintf(f, "GPU time attributed to ops: %s. %s\n", total,
+			losses);
+		if (trace_keep_prob(t) < 1.0)
+			fprintf(f, "GPU columns are not scaled: kernels of "
+				"ops that were not sampled are unattributed\n");
+	}
 	if (t->tree_prob < 1.0)
 		fprintf(f, "TREE-SAMPLED: kept %llu of %llu top-level op trees "
 			"(p=%g)%s; Est. columns also scale by 1/p, +- assumes "
@@ -123,15 +150,16 @@ void print_table(FILE *f, const struct trace *t, enum sort_key sort, int top)
 	struct aggregate a;
 	size_t shown = 0;
 	bool sampled = trace_keep_prob(t) < 1.0;
+	bool gpu = t->gpu.counts.agent_seen;
 
 	if (aggregate_ops(t, &a)) {
 		fprintf(f, "rfbpf: out of memory building the table\n");
 		return;
 	}
 	aggregate_sort(&a, sort);
-	rule(f, sampled);
-	print_header(f, sampled);
-	rule(f, sampled);
+	rule(f, sampled, gpu);
+	print_header(f, sampled, gpu);
+	rule(f, sampled, gpu);
 	for (size_t i = 0; i < a.nr && (!top || shown < (size_t)top); i++) {
 		const char *name = names_get(&t->names, a.rows[i].name);
 
@@ -142,12 +170,15 @@ void print_table(FILE *f, const struct trace *t, enum sort_key sort, int top)
 					  trace_keep_prob(t));
 		else
 			print_row(f, &a.rows[i], name, a.self_ns);
+		if (gpu)
+			print_gpu_cells(f, &a.rows[i]);
+		fputc('\n', f);
 		shown++;
 	}
-	rule(f, sampled);
-	if (shown < a.nr)
+	rule(f, sampled, gpu);
+	if (shown < a.nr_called)
 		fprintf(f, "(%zu more ops not shown: --top 0 shows all)\n",
-			a.nr - shown);
-	print_footer(f, t, a.self_ns);
+			a.nr_called - shown);
+	print_footer(f, t, &a);
 	aggregate_free(&a);
 }

@@ -67,7 +67,13 @@ bool is_libtorch_cpu_name(const char *base)
 	return !strncmp(base, stem, n) && (!base[n] || base[n] == '.');
 }
 
-int target_find_libtorch(pid_t pid, char *buf, size_t len)
+bool is_cupti_agent_name(const char *base)
+{
+	return !strncmp(base, "librfbpf_cupti", 14);
+}
+
+int target_find_library(pid_t pid, bool (*match)(const char *base),
+			char *buf, size_t len)
 {
 	char path[64], *line = NULL;
 	size_t cap = 0;
@@ -85,7 +91,7 @@ int target_find_libtorch(pid_t pid, char *buf, size_t len)
 			continue;
 		file[strcspn(file, "\n")] = 0;
 		base = strrchr(file, '/') + 1;
-		if (!is_libtorch_cpu_name(base))
+		if (!match(base))
 			continue;
 		snprintf(buf, len, "/proc/%d/map_files/%.*s", pid,
 			 (int)strcspn(line, " "), line);
@@ -97,8 +103,14 @@ int target_find_libtorch(pid_t pid, char *buf, size_t len)
 	return err;
 }
 
-int target_addr_of_offset(pid_t pid, const char *path, uint64_t off,
-			  uint64_t *addr)
+int target_find_libtorch(pid_t pid, char *buf, size_t len)
+{
+	return target_find_library(pid, is_libtorch_cpu_name, buf, len);
+}
+
+/* perm: 'x' for code, 'w' for writable data. */
+static int addr_of_offset(pid_t pid, const char *path, uint64_t off,
+			  int perm_index, uint64_t *addr)
 {
 	unsigned long long start, end, pgoff, ino;
 	unsigned int maj, min;
@@ -119,7 +131,7 @@ int target_addr_of_offset(pid_t pid, const char *path, uint64_t off,
 			   perms, &pgoff, &maj, &min, &ino) != 7)
 			continue;
 		if (ino != st.st_ino || makedev(maj, min) != st.st_dev ||
-		    perms[2] != 'x' || off < pgoff ||
+		    perms[perm_index] == '-' || off < pgoff ||
 		    off >= pgoff + (end - start))
 			continue;
 		*addr = start + (off - pgoff);
@@ -128,6 +140,18 @@ int target_addr_of_offset(pid_t pid, const char *path, uint64_t off,
 	free(line);
 	fclose(f);
 	return err;
+}
+
+int target_addr_of_offset(pid_t pid, const char *path, uint64_t off,
+			  uint64_t *addr)
+{
+	return addr_of_offset(pid, path, off, 2, addr);
+}
+
+int target_addr_of_data_offset(pid_t pid, const char *path, uint64_t off,
+			       uint64_t *addr)
+{
+	return addr_of_offset(pid, path, off, 1, addr);
 }
 
 unsigned long long target_start_time(pid_t pid)

@@ -26,6 +26,9 @@ void target_thread_comm(pid_t pid, pid_t tid, char *buf, size_t len);
  * when maps cannot be read.
  */
 int target_find_libtorch(pid_t pid, char *buf, size_t len);
+/* The same for the first mapping whose file name match() accepts. */
+int target_find_library(pid_t pid, bool (*match)(const char *base),
+			char *buf, size_t len);
 /* The file name /proc/PID/maps shows for the mapping at an address-range
  * path from target_find_libtorch, for messages; "" if unknown. */
 void target_mapped_name(const char *map_files_path, char *buf, size_t len);
@@ -36,10 +39,15 @@ void target_mapped_name(const char *map_files_path, char *buf, size_t len);
  */
 int target_addr_of_offset(pid_t pid, const char *path, uint64_t off,
 			  uint64_t *addr);
+/* The same for a writable data mapping (a variable of the file). */
+int target_addr_of_data_offset(pid_t pid, const char *path, uint64_t off,
+			       uint64_t *addr);
 /* The process's start time (clock ticks after boot, /proc/PID/stat field
  * 22): with the pid, it names one process across pid reuse. 0 if gone. */
 unsigned long long target_start_time(pid_t pid);
 /* Is base the file name of a libtorch_cpu build (libtorch_cpu.so[.*])? */
 bool is_libtorch_cpu_name(const char *base);
+/* Is base rfbpf's CUPTI agent (librfbpf_cupti*.so)? */
+bool is_cupti_agent_name(const char *base);
 
 #endif

@@ -12,6 +12,7 @@ void trace_init(struct trace *t, uint32_t pid)
 	t->pid = pid;
 	t->sample_prob = 1.0;
 	t->tree_prob = 1.0;
+	gpu_init(&t->gpu);
 }
 
 void trace_free(struct trace *t)
@@ -23,6 +24,7 @@ void trace_free(struct trace *t)
 	names_free(&t->names);
 	u64map_free(&t->thread_index);
 	u64map_free(&t->open);
+	gpu_free(&t->gpu);
 	memset(t, 0, sizeof(*t));
 }
 

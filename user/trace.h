@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../bpf/rfbpf.h"
+#include "gpu.h"
 #include "names.h"
 #include "u64map.h"
 
@@ -74,6 +75,7 @@ struct counts {
 	uint64_t bpf_hits[RF_V_NR];
 	uint64_t drops;
 	uint64_t trees_seen, trees_kept, tree_too_deep;	/* --tree-sample */
+	uint64_t gpu_launch_hits, gpu_record_hits, gpu_bad_records;
 };
 
 struct trace {
@@ -94,6 +96,7 @@ struct trace {
 	double sample_prob;		/* 1.0 unless sampled */
 	double tree_prob;		/* 1.0 unless --tree-sample */
 	bool activated;			/* rfbpf registered the callback */
+	struct gpu gpu;			/* CUPTI agent activity, if any */
 };
 
 void trace_init(struct trace *t, uint32_t pid);
@@ -108,6 +111,8 @@ void stacks_before(struct trace *t, const struct rf_event_hdr *h,
 		   const char *name, int64_t seq);
 void stacks_end(struct trace *t, const struct rf_event_hdr *h);
 void stacks_thread_exit(struct trace *t, uint32_t tid, uint64_t ts_ns);
+/* The op open at rf_addr on thread tid (its index in ops), or -1. */
+int32_t stacks_open_op(const struct trace *t, uint32_t tid, uint64_t rf_addr);
 /* Tracing stopped: close every op still open at ts_ns. */
 void stacks_detach(struct trace *t, uint64_t ts_ns);
 

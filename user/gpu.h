@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * GPU activity in the trace model: the launches the CUPTI agent reported
+ * (each tagged in BPF with the op open on its thread) and the kernels,
+ * copies and sets that completed, joined by CUPTI correlation id.
+ *
+ * Launches come first (at API exit), activity later (when the agent
+ * flushes, about once a second), so a launch waits in `pending` until its
+ * records arrive. A CUDA graph launch has one correlation id and many
+ * kernels, so a launch stays pending after its first record and leaves
+ * only when it is older than GPU_PENDING_NS: then it is evicted, and
+ * counted if no record ever came for it.
+ */
+#ifndef RFBPF_GPU_MODEL_H
+#define RFBPF_GPU_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "../bpf/rfbpf_gpu.h"
+#include "names.h"
+#include "u64map.h"
+
+/* How long (trace time) a launch waits for its records: well over the
+ * agent's 1 s flush period. */
+#define GPU_PENDING_NS (30ull * 1000000000ull)
+
+struct gpu_launch {
+	uint64_t ts_ns;
+	uint32_t tid;
+	int32_t op;		/* index in trace.ops, -1: none known */
+	uint32_t correlation_id;
+	uint32_t api_name;	/* id in trace.names */
+	uint32_t activities;	/* records joined to it so far */
+	uint8_t domain, flags;
+};
+
+struct gpu_activity {
+	uint64_t start_ns, end_ns;
+	uint32_t kind;		/* enum rf_gpu_activity_kind */
+	uint32_t correlation_id;
+	uint32_t device_id, context_id, stream_id;
+	uint32_t name;		/* id in trace.names (kernels, else a label) */
+	int32_t launch;		/* index in gpu.launches, -1: not joined */
+	int32_t grid[3], block[3];
+	uint32_t registers_per_thread;
+	uint32_t static_shared_bytes, dynamic_shared_bytes;
+	uint64_t bytes;
+	uint8_t copy_kind;
+	uint64_t graph_id;
+};
+
+struct gpu_counts {
+	uint64_t launches;		/* launch events read */
+	uint64_t launches_outside_ops;	/* no op was open on the thread */
+	uint64_t launches_op_unknown;	/* its op was not recorded (sampled
+					 * out, or opened before attach) */
+	uint64_t launches_evicted_unmatched; /* no record came in time */
+	uint64_t launches_unmatched_at_end;  /* none came before detach */
+	uint64_t activities;		/* activity events read */
+	uint64_t activities_unmatched;	/* no launch with its id was seen */
+	uint64_t names_truncated;
+	uint64_t name_faults;
+	/* From the agent's control block, at the end. */
+	uint64_t agent_launches, agent_records, agent_dropped;
+	uint64_t agent_untraced, agent_unknown, agent_errors;
+	bool agent_seen;		/* the target had the agent loaded */
+};
+
+struct gpu {
+	struct gpu_launch *launches;
+	size_t nr_launches, cap_launches;
+	struct gpu_activity *acts;
+	size_t nr_acts, cap_acts;
+	struct u64map pending;	/* correlation id + 1 -> launch index */
+	uint64_t oldest_pending_ns;	/* lower bound, for cheap eviction */
+	struct gpu_counts counts;
+};
+
+void gpu_init(struct gpu *g);
+void gpu_free(struct gpu *g);
+/* A launch; op is the index of the op it ran in (-1 none). Returns false
+ * on ENOMEM. */
+bool gpu_add_launch(struct gpu *g, struct names *names, uint64_t ts_ns,
+		    uint32_t tid, int32_t op, const struct rf_gpu_launch_event *e);
+/* A completed record, joined to its launch if one is pending. */
+bool gpu_add_activity(struct gpu *g, struct names *names,
+		      const struct rf_gpu_activity_event *e);
+/* Evicts launches older than now_ns - GPU_PENDING_NS. */
+void gpu_evict(struct gpu *g, uint64_t now_ns);
+/* Tracing stopped: launches still waiting for records are counted. */
+void gpu_detach(struct gpu *g);
+
+static inline uint64_t gpu_duration(const struct gpu_activity *a)
+{
+	return a->end_ns > a->start_ns ? a->end_ns - a->start_ns : 0;
+}
+/* "kernel", "memcpy HtoD", "memset"... for names and categories. */
+const char *gpu_kind_name(uint32_t kind);
+const char *gpu_copy_kind_name(uint8_t copy_kind);
+/* One line with every GPU counter that means something was lost;
+ * bad_records is BPF's count of records of an unknown ABI version. */
+void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
+		       char *buf, size_t len);
+/* The op whose launch produced activity a, or -1. */
+int32_t gpu_activity_op(const struct gpu *g, const struct gpu_activity *a);
+
+#endif

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <bpf/libbpf.h>
+#include "session.h"
+#include "session_gpu.h"
+#include "target.h"
+
+#define GPU_LOOK_EVERY_S 0.5
+/* The agent checks its lease every 100 ms and then flushes. */
+#define GPU_FINAL_FLUSH_S 0.5
+
+static void attach_agent(struct session *s)
+{
+	char why[512];
+	int ret = gpu_agent_find(&s->gpu, s->pid, why, sizeof(why));
+
+	if (ret == -ENOENT)
+		return;		/* not loaded (yet) */
+	if (!ret)
+		ret = probes_attach_gpu(&s->probes, s->pid, s->gpu.path,
+					s->gpu.launch_off, s->gpu.activity_off,
+					s->opt->verbose);
+	if (!ret)
+		ret = gpu_agent_renew(&s->gpu, monotonic_s());
+	if (ret) {
+		/* GPU tracing is an addition: go on with the ops. */
+		fprintf(stderr, "rfbpf: warning: not tracing GPU activity: "
+			"%s\n", why[0] ? why : strerror(-ret));
+		gpu_agent_close(&s->gpu);
+		s->gpu_given_up = true;
+		return;
+	}
+	s->gpu_attached = true;
+	s->trace.gpu.counts.agent_seen = true;
+	fprintf(stderr, "rfbpf: GPU: CUPTI agent %s found; collecting kernel, "
+		"copy and set activity\n", s->gpu.shown);
+}
+
+void session_gpu_poll(struct session *s, double now_s)
+{
+	if (!s->opt->gpu || s->gpu_given_up)
+		return;
+	if (s->gpu_attached) {
+		if (gpu_agent_renew(&s->gpu, now_s) && !target_alive(s->pid))
+			s->gpu_given_up = true;	/* it exited: nothing to do */
+		return;
+	}
+	if (s->gpu_checked_s && now_s - s->gpu_checked_s < GPU_LOOK_EVERY_S)
+		return;
+	s->gpu_checked_s = now_s;
+	attach_agent(s);
+}
+
+static void read_agent_counters(struct session *s)
+{
+	struct rf_gpu_control c;
+	struct gpu_counts *g = &s->trace.gpu.counts;
+
+	if (gpu_agent_read_control(&s->gpu, &c))
+		return;
+	g->agent_launches = c.launches;
+	g->agent_records = c.records;
+	g->agent_dropped = c.records_dropped;
+	g->agent_untraced = c.records_untraced;
+	g->agent_unknown = c.records_unknown;
+	g->agent_errors = c.errors;
+}
+
+void session_gpu_finish(struct session *s)
+{
+	struct rf_gpu_control c;
+	double until;
+
+	if (!s->gpu_attached)
+		return;
+	gpu_agent_release(&s->gpu);
+	/* The agent notices, flushes what CUPTI holds through the probes,
+	 * and switches activity off: wait for that, reading as we go. */
+	until = monotonic_s() + GPU_FINAL_FLUSH_S;
+	while (monotonic_s() < until && target_alive(s->pid)) {
+		ring_buffer__poll(s->rb, 20);
+		if (!gpu_agent_read_control(&s->gpu, &c) &&
+		    !c.activity_enabled)
+			break;
+	}
+	read_agent_counters(s);
+	gpu_agent_close(&s->gpu);
+}

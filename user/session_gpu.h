@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The GPU part of a tracing run: noticing the CUPTI agent in the target
+ * (at attach, or later, since the agent loads when the job first uses
+ * CUDA), probing it, holding its lease while tracing, and at the end
+ * letting it hand over its last records before reading its counters.
+ */
+#ifndef RFBPF_SESSION_GPU_H
+#define RFBPF_SESSION_GPU_H
+
+struct session;
+
+/* Called on every loop turn: looks for the agent twice a second until
+ * found, then renews the lease. */
+void session_gpu_poll(struct session *s, double now_s);
+/* Tracing stops: ends the lease, drains the agent's final flush (up to
+ * half a second), and reads the agent's counters into the trace. */
+void session_gpu_finish(struct session *s);
+
+#endif
