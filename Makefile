@@ -45,7 +45,7 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 .PHONY: all deps demo test unit e2e asan bench clean tests/fixtures
-all: rfbpf
+all: rfbpf cupti-all
 
 deps:
 	$(Q)tools/install-deps.sh
@@ -102,6 +102,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory unit
 	$(Q)$(MAKE) --no-print-directory asan-unit
 	$(Q)$(MAKE) --no-print-directory asan
+	$(Q)$(MAKE) --no-print-directory cupti-test
 	$(Q)$(MAKE) --no-print-directory e2e
 
 # AddressSanitizer + UBSan build of the loader and the unit tests.
@@ -131,6 +132,9 @@ $(OUT)/bench/loader_throughput: bench/loader_throughput.c $(LOGIC_SRCS) \
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $< $(LOGIC_SRCS) $(LDLIBS) -o $@
+
+# The CUDA side: librfbpf_cupti.so and its tests (cupti-* targets).
+include cupti/cupti.mk
 
 clean:
 	$(Q)rm -rf build build-asan rfbpf $(VMLINUX)

@@ -72,7 +72,9 @@ struct rf_gpu_activity {
 	__u32 abi_version;
 	__u32 size;
 	__u32 kind;		/* enum rf_gpu_activity_kind */
-	__u32 correlation_id;	/* joins with rf_gpu_launch */
+	__u32 correlation_id;	/* joins with rf_gpu_launch (copies: the
+				 * runtime correlation id when CUPTI
+				 * gives one, else the driver's) */
 	__u64 start_ns;
 	__u64 end_ns;
 	__u32 device_id;
@@ -86,7 +88,7 @@ struct rf_gpu_activity {
 	__u64 bytes;			/* copies and sets */
 	__u8 copy_kind;		/* CUpti_ActivityMemcpyKind, copies */
 	__u8 src_kind;		/* CUpti_ActivityMemoryKind, copies */
-	__u8 dst_kind;
+	__u8 dst_kind;		/* copies; sets: the memory kind set */
 	__u8 pad;
 	__u32 memset_value;	/* sets */
 	__u64 graph_id;		/* 0 unless launched from a CUDA graph */
@@ -119,6 +121,15 @@ struct rf_gpu_control {
 	__u64 records_unknown;		/* records of kinds not forwarded */
 	__u64 records_untraced;		/* completed with no lease: discarded */
 	__u64 errors;			/* CUPTI calls that failed */
+	/* Appended with the agent (still ABI 1: rfbpf may read less). */
+	__u32 clock_source;		/* agent: 1 = timestamp callback,
+					 * 2 = calibrated offset, 0 = none */
+	__u32 lease_seen;		/* agent: its thread saw a live lease
+					 * at its last check (every ~100 ms) */
+	__s64 clock_offset_ns;		/* agent: subtracted from CUPTI
+					 * timestamps (0 with the callback) */
+	__u64 activity_starts;		/* agent: times it turned activity
+					 * on (attempts, failed ones too) */
 };
 
 /*

@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * Activity records -> rfbpf_probe_gpu_activity(), and the buffers CUPTI
+ * fills them in.
+ *
+ * CUPTI asks for empty buffers (bufferRequested) and hands full ones back
+ * (bufferCompleted) on its own threads, after a flush or when one fills.
+ * We walk a completed buffer with cuptiActivityGetNextRecord, one record
+ * at a time, translate each kernel, memcpy and memset record into the
+ * fixed struct rf_gpu_activity of bpf/rfbpf_gpu.h (so BPF never needs
+ * CUPTI's versioned layouts) and call the probe once per record. The
+ * lease is read once per buffer: with no tracer the records that still
+ * arrive (e.g. the forced flush after the lease ran out) are only counted.
+ *
+ * The record structs are those of the installed headers (CUDA 13:
+ * Kernel10, Memcpy6, Memset4). A newer libcupti only appends to them.
+ */
+#include <stdlib.h>
+#include "agent.h"
+
+static void convert_kernel(const CUpti_ActivityKernel10 *k, int64_t off,
+			   struct rf_gpu_activity *a)
+{
+	a->kind = RF_GPU_ACT_KERNEL;
+	a->correlation_id = k->correlationId;
+	a->start_ns = rf_clock_to_mono(k->start, off);
+	a->end_ns = rf_clock_to_mono(k->end, off);
+	a->device_id = k->deviceId;
+	a->context_id = k->contextId;
+	a->stream_id = k->streamId;
+	a->registers_per_thread = k->registersPerThread;
+	a->grid[0] = k->gridX;
+	a->grid[1] = k->gridY;
+	a->grid[2] = k->gridZ;
+	a->block[0] = k->blockX;
+	a->block[1] = k->blockY;
+	a->block[2] = k->blockZ;
+	a->static_shared_bytes = (uint32_t)k->staticSharedMemory;
+	a->dynamic_shared_bytes = (uint32_t)k->dynamicSharedMemory;
+	a->graph_id = k->graphId;
+	/* Points into CUPTI's memory, valid while the buffer is ours. */
+	a->name = (uintptr_t)k->name;
+}
+
+static void convert_memcpy(const CUpti_ActivityMemcpy6 *m, int64_t off,
+			   struct rf_gpu_activity *a)
+{
+	a->kind = RF_GPU_ACT_MEMCPY;
+	/* correlationId is the driver call's; the runtime call's, which is
+	 * the one callbacks.c reports for a runtime copy, is separate. */
+	a->correlation_id = m->runtimeCorrelationId ? m->runtimeCorrelationId
+						    : m->correlationId;
+	a->start_ns = rf_clock_to_mono(m->start, off);
+	a->end_ns = rf_clock_to_mono(m->end, off);
+	a->device_id = m->deviceId;
+	a->context_id = m->contextId;
+	a->stream_id = m->streamId;
+	a->bytes = m->bytes;
+	a->copy_kind = m->copyKind;
+	a->src_kind = m->srcKind;
+	a->dst_kind = m->dstKind;
+	a->graph_id = m->graphId;
+}
+
+static void convert_memset(const CUpti_ActivityMemset4 *s, int64_t off,
+			   struct rf_gpu_activity *a)
+{
+	a->kind = RF_GPU_ACT_MEMSET;
+	a->correlation_id = s->correlationId;
+	a->start_ns = rf_clock_to_mono(s->start, off);
+	a->end_ns = rf_clock_to_mono(s->end, off);
+	a->device_id = s->deviceId;
+	a->context_id = s->contextId;
+	a->stream_id = s->streamId;
+	a->bytes = s->bytes;
+	a->dst_kind = (uint8_t)s->memoryKind;
+	a->memset_value = s->value;
+	a->graph_id = s->graphId;
+}
+
+/* Pure: 0 and *out filled, or -1 for a kind we do not forward. */
+int rf_activity_convert(const CUpti_Activity *rec, int64_t clock_offset,
+			struct rf_gpu_activity *out)
+{
+	*out = (struct rf_gpu_activity){
+		.abi_version = RF_GPU_ABI_VERSION,
+		.size = sizeof(*out),
+	};
+	switch (rec->kind) {
+	case CUPTI_ACTIVITY_KIND_KERNEL:
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+		convert_kernel((const void *)rec, clock_offset, out);
+		return 0;
+	case CUPTI_ACTIVITY_KIND_MEMCPY:
+		convert_memcpy((const void *)rec, clock_offset, out);
+		return 0;
+	case CUPTI_ACTIVITY_KIND_MEMSET:
+		convert_memset((const void *)rec, clock_offset, out);
+		return 0;
+	default:
+		return -1;
+	}
+}
+
+void rf_activity_forward(const CUpti_Activity *rec, bool traced)
+{
+	struct rf_gpu_activity a;
+
+	if (rf_activity_convert(rec, rf_clock_offset(), &a)) {
+		rf_count(&rfbpf_gpu_control.records_unknown, 1);
+		return;
+	}
+	if (!traced) {
+		rf_count(&rfbpf_gpu_control.records_untraced, 1);
+		return;
+	}
+	rf_probe_gpu_activity(&a);
+	rf_count(&rfbpf_gpu_control.records, 1);
+}
+
+void CUPTIAPI rfbpf_cupti_buffer_requested(uint8_t **buffer, size_t *size,
+					   size_t *max_records)
+{
+	static int once;
+	/* CUPTI wants 8-byte alignment; malloc gives 16. */
+	uint8_t *b = malloc(RF_ACTIVITY_BUFFER_SIZE);
+
+	if (!b)
+		rf_warn_once(&once, "no memory for an activity buffer: "
+			     "CUPTI will drop records");
+	*buffer = b;
+	*size = b ? RF_ACTIVITY_BUFFER_SIZE : 0;
+	*max_records = 0;	/* as many as fit */
+}
+
+void CUPTIAPI rfbpf_cupti_buffer_completed(CUcontext ctx, uint32_t stream_id,
+					   uint8_t *buffer, size_t size,
+					   size_t valid_size)
+{
+	bool traced = rf_lease_active(0);
+	CUpti_Activity *rec = NULL;
+	size_t dropped = 0;
+
+	(void)size;
+	while (buffer && valid_size) {
+		CUptiResult r = cuptiActivityGetNextRecord(buffer, valid_size,
+							   &rec);
+		static int once;
+
+		if (r == CUPTI_ERROR_MAX_LIMIT_REACHED)
+			break;
+		if (r != CUPTI_SUCCESS) {
+			/* INVALID_KIND: a record CUPTI did not finish. The
+			 * rest of the buffer cannot be walked. */
+			rf_cupti_failed(r, "cuptiActivityGetNextRecord", &once);
+			break;
+		}
+		rf_activity_forward(rec, traced);
+	}
+	if (RF_CUPTI_CHECK(cuptiActivityGetNumDroppedRecords(ctx, stream_id,
+							     &dropped)) &&
+	    dropped)
+		rf_count(&rfbpf_gpu_control.records_dropped, dropped);
+	free(buffer);
+}
+
+static const CUpti_ActivityKind kinds[] = {
+	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+	CUPTI_ACTIVITY_KIND_MEMCPY,
+	CUPTI_ACTIVITY_KIND_MEMSET,
+};
+#define NR_KINDS (sizeof(kinds) / sizeof(kinds[0]))
+
+/* Called by the agent's thread only. On: every kind or none (a partial
+ * set is rolled back). Off: flush first so buffers in flight come back
+ * before the kinds go away. */
+bool rf_activity_set_enabled(bool on)
+{
+	size_t n = 0;
+
+	if (on) {
+		rf_count(&rfbpf_gpu_control.activity_starts, 1);
+		while (n < NR_KINDS && RF_CUPTI_CHECK(cuptiActivityEnable(kinds[n])))
+			n++;
+		if (n == NR_KINDS) {
+			__atomic_store_n(&rfbpf_gpu_control.activity_enabled,
+					 1, __ATOMIC_RELEASE);
+			return true;
+		}
+	} else {
+		RF_CUPTI_CHECK(cuptiActivityFlushAll(
+			CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+		n = NR_KINDS;
+	}
+	while (n--)
+		RF_CUPTI_CHECK(cuptiActivityDisable(kinds[n]));
+	__atomic_store_n(&rfbpf_gpu_control.activity_enabled, 0,
+			 __ATOMIC_RELEASE);
+	return false;
+}

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The agent's life: InitializeInjection() (called by the CUDA driver from
+ * inside cuInit, through CUDA_INJECTION64_PATH) sets everything up once and
+ * starts one background thread; an atexit handler flushes and stops it.
+ *
+ * The thread wakes every ~100 ms (or the flush period, if shorter) and:
+ *   - follows the lease: when rfbpf's lease starts it re-measures the
+ *     clock offset and enables the activity kinds; when it runs out it
+ *     flushes and disables them, so an untraced job records nothing;
+ *   - flushes activity every flush_period_ns while activity is on, so
+ *     records reach rfbpf within about a period of the kernel's end;
+ *   - retries the RFBPF_SAMPLE activation until libtorch_cpu shows up.
+ * The launching threads never wait for it: the only thing they share is
+ * the control block, read with atomics.
+ *
+ * Failures are counted and described, never returned to the job:
+ * InitializeInjection returns 1 even when CUPTI cannot subscribe (e.g. no
+ * driver), because the lease logic and the op probes still work.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "agent.h"
+
+#define TICK_NS 100000000ull		/* lease and libtorch checks */
+#define FLUSH_MS_MAX 3600000ull
+
+static pthread_t thread;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake;
+static bool stopping;
+static bool thread_running;
+static pid_t agent_pid;
+static CUpti_SubscriberHandle subscriber;
+
+static void read_flush_period(void)
+{
+	static int once;
+	const char *text = getenv("RFBPF_CUPTI_FLUSH_MS");
+	unsigned long long ms;
+	char *end;
+
+	if (!text)
+		return;
+	errno = 0;
+	ms = strtoull(text, &end, 10);
+	if (errno || end == text || *end || !ms || ms > FLUSH_MS_MAX ||
+	    text[0] == '-') {
+		rf_warn_once(&once, "RFBPF_CUPTI_FLUSH_MS=%s is not a number "
+			     "of ms in [1, %llu]: keeping %llu ms", text,
+			     FLUSH_MS_MAX,
+			     (unsigned long long)(rfbpf_gpu_control
+					.flush_period_ns / 1000000));
+		return;
+	}
+	__atomic_store_n(&rfbpf_gpu_control.flush_period_ns, ms * 1000000ull,
+			 __ATOMIC_RELAXED);
+}
+
+static void subscribe(void)
+{
+	if (!RF_CUPTI_CHECK(cuptiSubscribe(&subscriber,
+					   rfbpf_cupti_api_callback, NULL)))
+		return;
+	/* Buffers are registered even if a callback cannot be: activity
+	 * still works without launch reports, and the converse. */
+	rf_api_enable_callbacks(subscriber);
+	if (!RF_CUPTI_CHECK(cuptiActivityRegisterCallbacks(
+		    rfbpf_cupti_buffer_requested,
+		    rfbpf_cupti_buffer_completed)))
+		return;
+	__atomic_store_n(&rfbpf_gpu_control.cupti_ok, 1, __ATOMIC_RELEASE);
+}
+
+/* One step of the thread's loop; returns how long to sleep. */
+static uint64_t agent_tick(bool *activity_on, uint64_t *last_flush,
+			   bool *torch_done)
+{
+	uint64_t now = rf_now_ns();
+	uint64_t period = __atomic_load_n(&rfbpf_gpu_control.flush_period_ns,
+					  __ATOMIC_RELAXED);
+	bool leased = rf_lease_active(now);
+
+	__atomic_store_n(&rfbpf_gpu_control.lease_seen, leased,
+			 __ATOMIC_RELAXED);
+	if (leased && !*activity_on) {
+		rf_clock_recalibrate();
+		rf_activity_set_enabled(true);
+		/* Tried once per lease: a failure is not retried (and not
+		 * re-counted) every tick until the lease ends. */
+		*activity_on = true;
+		*last_flush = now;
+	} else if (!leased && *activity_on) {
+		rf_activity_set_enabled(false);
+		*activity_on = false;
+	} else if (*activity_on && now - *last_flush >= period &&
+		   __atomic_load_n(&rfbpf_gpu_control.activity_enabled,
+				   __ATOMIC_RELAXED)) {
+		RF_CUPTI_CHECK(cuptiActivityFlushAll(0));
+		*last_flush = now;
+	}
+	if (!*torch_done)
+		*torch_done = rf_torch_activation_poll();
+	return period < TICK_NS ? period : TICK_NS;
+}
+
+static void *agent_thread(void *arg)
+{
+	bool activity_on = false, torch_done = false;
+	uint64_t last_flush = 0;
+
+	(void)arg;
+	pthread_mutex_lock(&lock);
+	while (!stopping) {
+		uint64_t sleep_ns, deadline;
+		struct timespec ts;
+
+		pthread_mutex_unlock(&lock);
+		sleep_ns = agent_tick(&activity_on, &last_flush, &torch_done);
+		deadline = rf_now_ns() + sleep_ns;
+		ts.tv_sec = (time_t)(deadline / 1000000000ull);
+		ts.tv_nsec = (long)(deadline % 1000000000ull);
+		pthread_mutex_lock(&lock);
+		while (!stopping &&
+		       pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
+			;
+	}
+	pthread_mutex_unlock(&lock);
+	/* At exit, deliver what is in flight while a tracer may still be
+	 * listening, then leave CUPTI quiet. */
+	if (activity_on)
+		rf_activity_set_enabled(false);
+	return NULL;
+}
+
+static void start_thread(void)
+{
+	static int once;
+	pthread_condattr_t attr;
+	sigset_t all, old;
+	int err;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&wake, &attr);
+	pthread_condattr_destroy(&attr);
+	/* The job's signals must go to the job's threads, not ours. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&thread, NULL, agent_thread, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		rf_warn_once(&once, "cannot start the agent thread: %s; "
+			     "no lease, no activity", strerror(err));
+		return;
+	}
+	pthread_setname_np(thread, "rfbpf-cupti");
+	thread_running = true;
+}
+
+static void agent_exit(void)
+{
+	/* A forked child has no agent thread to join. */
+	if (getpid() != agent_pid)
+		return;
+	if (thread_running) {
+		pthread_mutex_lock(&lock);
+		stopping = true;
+		pthread_cond_signal(&wake);
+		pthread_mutex_unlock(&lock);
+		pthread_join(thread, NULL);
+		thread_running = false;
+	}
+}
+
+int InitializeInjection(void)
+{
+	static int initialized;
+
+	if (__atomic_exchange_n(&initialized, 1, __ATOMIC_ACQ_REL))
+		return 1;
+	agent_pid = getpid();
+	read_flush_period();
+	/* Before anything can enable an activity kind. */
+	rf_clock_init();
+	subscribe();
+	rf_torch_activation_init();
+	start_thread();
+	atexit(agent_exit);
+	return 1;
+}

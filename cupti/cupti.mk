@@ -1,0 +1,120 @@
+# librfbpf_cupti.so, the CUDA side of rfbpf (see cupti/agent.h), and its
+# tests. Included by the top Makefile; built only when the CUDA toolkit is
+# found (CUDA_HOME, default /usr/local/cuda), otherwise every target here
+# says so and succeeds.
+#
+#   cupti/*.c cupti/probes.S --cc -fPIC--> build/cupti/*.o
+#       --link -lcupti, rpath CUDA lib--> build/cupti/librfbpf_cupti.so
+#   tests/gpu/cupti_driver.c --link the agent--> build/cupti/cupti_driver
+#   tests/gpu/test_agent_logic.c + the agent's objects
+#       --> build/cupti/test_agent_logic
+#   tests/gpu/fake_libtorch_cpu.cpp --g++--> build/cupti/fake/libtorch_cpu.so
+#
+# The same again with ASan+UBSan in build/cupti-asan (make cupti-asan).
+#
+#   make cupti        build the agent, the driver and the unit test
+#   make cupti-unit   run the unit test and the driver (lease, no lease)
+#   make cupti-asan   the same under AddressSanitizer + UBSan
+#   make cupti-test   both
+
+CUDA_HOME ?= /usr/local/cuda
+CUPTI_FOUND := $(wildcard $(CUDA_HOME)/include/cupti.h)
+CUPTI_SKIP_MSG := cupti: CUDA toolkit not found (set CUDA_HOME): skipping \
+	librfbpf_cupti.so and the GPU tests
+
+CUPTI_SRCS := agent.c control.c clock.c callbacks.c activity.c \
+	torch_activation.c
+CUPTI_HDRS := cupti/agent.h bpf/rfbpf_gpu.h user/record_function_abi.h
+CUPTI_BASE_CFLAGS := -Wall -Wextra -Werror -fPIC -g -std=gnu11 \
+	-D_GNU_SOURCE -I$(CUDA_HOME)/include -Icupti -Ibpf -Iuser
+CUPTI_LIBS := -L$(CUDA_HOME)/lib64 -lcupti -ldl -lpthread \
+	-Wl,-rpath,$(CUDA_HOME)/lib64
+CUPTI_ASAN := -fsanitize=address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=all
+
+.PHONY: cupti cupti-unit cupti-asan cupti-test cupti-all
+
+ifeq ($(CUPTI_FOUND),)
+
+cupti cupti-unit cupti-asan cupti-test cupti-all:
+	@echo "$(CUPTI_SKIP_MSG)"
+
+else
+
+# $(1): output directory, $(2): optimisation and sanitizer flags.
+define cupti_variant
+$(1)/%.o: cupti/%.c $(CUPTI_HDRS)
+	$$(call msg,CC,$$@)
+	$$(Q)mkdir -p $$(dir $$@)
+	$$(Q)$$(CC) $(CUPTI_BASE_CFLAGS) $(2) -fvisibility=hidden -c $$< -o $$@
+
+$(1)/probes.o: cupti/probes.S
+	$$(call msg,AS,$$@)
+	$$(Q)mkdir -p $$(dir $$@)
+	$$(Q)$$(CC) -fPIC -c $$< -o $$@
+
+$(1)/librfbpf_cupti.so: $(addprefix $(1)/,$(CUPTI_SRCS:.c=.o)) $(1)/probes.o
+	$$(call msg,LINK,$$@)
+	$$(Q)$$(CC) $(2) -shared -Wl,-z,defs -Wl,-soname,librfbpf_cupti.so \
+		$$^ $(CUPTI_LIBS) -o $$@
+
+# The driver links the agent as the CUDA driver would load it: a separate
+# library, reached through its exported names only.
+$(1)/cupti_driver: tests/gpu/cupti_driver.c $(1)/librfbpf_cupti.so \
+		$(CUPTI_HDRS)
+	$$(call msg,CC,$$@)
+	$$(Q)$$(CC) $(CUPTI_BASE_CFLAGS) $(2) -rdynamic $$< \
+		-L$(1) -lrfbpf_cupti -Wl,-rpath,'$$$$ORIGIN' $(CUPTI_LIBS) -o $$@
+
+# The unit test links the agent's objects, to reach its internal functions.
+$(1)/test_agent_logic: tests/gpu/test_agent_logic.c tests/unit/check.h \
+		$(addprefix $(1)/,$(CUPTI_SRCS:.c=.o)) $(1)/probes.o \
+		$(1)/fake/libtorch_cpu.so
+	$$(call msg,CC,$$@)
+	$$(Q)$$(CC) $(CUPTI_BASE_CFLAGS) $(2) -Itests/unit $$< \
+		$(addprefix $(1)/,$(CUPTI_SRCS:.c=.o)) $(1)/probes.o \
+		$(CUPTI_LIBS) -lm -o $$@
+
+# A stand-in for libtorch_cpu's callback registry, built with the real
+# C++ types so the op stubs are called through the real C++ ABI.
+$(1)/fake/libtorch_cpu.so: tests/gpu/fake_libtorch_cpu.cpp \
+		user/record_function_abi.h
+	$$(call msg,CXX,$$@)
+	$$(Q)mkdir -p $$(dir $$@)
+	$$(Q)$$(CXX) -std=c++17 -Wall -Wextra -Werror -fPIC -shared -g $(2) \
+		$$< -o $$@
+endef
+
+$(eval $(call cupti_variant,build/cupti,-O2))
+$(eval $(call cupti_variant,build/cupti-asan,-O1 $(CUPTI_ASAN)))
+
+CUPTI_BINS = $(1)/librfbpf_cupti.so $(1)/cupti_driver $(1)/test_agent_logic
+
+cupti: $(call CUPTI_BINS,build/cupti)
+
+# The driver's own checks make it exit non-zero on a wrong count.
+define cupti_run
+	$(Q)tests/gpu/check_nop5.sh $(1)/librfbpf_cupti.so
+	$(Q)$(1)/test_agent_logic $(1)/fake/libtorch_cpu.so
+	$(Q)$(1)/cupti_driver --threads 3 --launches 200 --graph-every 7 \
+		--lease-ns 30000000000 >$(1)/driver-lease.json
+	$(Q)$(1)/cupti_driver --threads 2 --launches 100 \
+		>$(1)/driver-nolease.json
+	@echo "cupti: driver ok (lease, no lease); summaries in $(1)/driver-*.json"
+endef
+
+cupti-unit: cupti
+	$(call cupti_run,build/cupti)
+
+cupti-asan: $(call CUPTI_BINS,build/cupti-asan)
+	$(call cupti_run,build/cupti-asan)
+
+cupti-test: cupti-unit cupti-asan
+
+# For `make all`: a failed agent build is reported but does not fail the
+# loader's build.
+cupti-all:
+	@$(MAKE) --no-print-directory cupti || \
+		echo "cupti: librfbpf_cupti.so failed to build (above); rfbpf is unaffected"
+
+endif

@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The agent's logic without a GPU: launch nesting, graph flag, clock
+ * conversion, record conversion, the lease gate, the agent thread's lease
+ * handling, and RFBPF_SAMPLE activation against a fake libtorch_cpu.
+ * Linked with the agent's objects. The probes are asm stubs that record
+ * nothing, so calls are counted through the control block's `launches`
+ * and `records`, which the agent increments exactly when it calls one.
+ *
+ * Usage: test_agent_logic PATH/TO/fake/libtorch_cpu.so
+ */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "agent.h"
+#include "check.h"
+
+static const char *fake_torch_path;
+
+#define CTL rfbpf_gpu_control
+#define LOAD(f) __atomic_load_n(&CTL.f, __ATOMIC_ACQUIRE)
+
+static void set_lease(uint64_t from_now_ns)
+{
+	__atomic_store_n(&CTL.lease_until_ns,
+			 from_now_ns ? rf_now_ns() + from_now_ns : 0,
+			 __ATOMIC_RELEASE);
+}
+
+static void api(CUpti_CallbackDomain d, CUpti_CallbackId cbid,
+		CUpti_ApiCallbackSite site, uint32_t corr)
+{
+	CUpti_CallbackData cd = {
+		.callbackSite = site,
+		.functionName = "testApi",
+		.correlationId = corr,
+	};
+
+	rfbpf_cupti_api_callback(NULL, d, cbid, &cd);
+}
+
+#define RT CUPTI_CB_DOMAIN_RUNTIME_API
+#define DRV CUPTI_CB_DOMAIN_DRIVER_API
+
+static void runtime_launch_with_nested_driver(uint32_t corr)
+{
+	api(RT, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+	    CUPTI_API_ENTER, corr);
+	api(DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_API_ENTER, corr);
+	api(DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_API_EXIT, corr);
+	api(RT, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+	    CUPTI_API_EXIT, corr);
+}
+
+TEST(classify)
+{
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) == RF_API_LAUNCH);
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060) == RF_API_LAUNCH);
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000) == RF_API_GRAPH);
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020) == RF_API_COPY);
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000) == RF_API_COPY);
+	CHECK(rf_api_classify(DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz) == RF_API_LAUNCH);
+	CHECK(rf_api_classify(DRV, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch) == RF_API_GRAPH);
+	/* Same number, other domain: 211 is cudaLaunchKernel in the runtime. */
+	CHECK(rf_api_classify(DRV, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) == RF_API_OTHER);
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020) == RF_API_OTHER);
+}
+
+TEST(nesting_reports_once)
+{
+	struct rf_api_nesting n = { 0 };
+
+	CHECK(!rf_api_step(&n, RT, CUPTI_API_ENTER));
+	CHECK(!rf_api_step(&n, DRV, CUPTI_API_ENTER));
+	CHECK(!rf_api_step(&n, DRV, CUPTI_API_EXIT));
+	CHECK(rf_api_step(&n, RT, CUPTI_API_EXIT));
+	CHECK_EQ_U64(n.runtime_depth, 0);
+	/* A driver call on its own reports at its exit. */
+	CHECK(!rf_api_step(&n, DRV, CUPTI_API_ENTER));
+	CHECK(rf_api_step(&n, DRV, CUPTI_API_EXIT));
+	/* An unmatched runtime exit does not underflow. */
+	CHECK(rf_api_step(&n, RT, CUPTI_API_EXIT));
+	CHECK_EQ_U64(n.runtime_depth, 0);
+}
+
+TEST(launch_fill_and_graph_flag)
+{
+	CUpti_CallbackData cd = { .functionName = "cudaGraphLaunch",
+				  .correlationId = 77 };
+	struct rf_gpu_launch l;
+
+	rf_launch_fill(&l, RT, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+		       RF_API_GRAPH, &cd);
+	CHECK_EQ_U64(l.abi_version, RF_GPU_ABI_VERSION);
+	CHECK_EQ_U64(l.size, sizeof(l));
+	CHECK_EQ_U64(l.correlation_id, 77);
+	CHECK_EQ_U64(l.domain, RF_GPU_API_RUNTIME);
+	CHECK_EQ_U64(l.flags, RF_GPU_LAUNCH_F_GRAPH);
+	CHECK_EQ_U64(l.cbid, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000);
+	CHECK_STR((const char *)(uintptr_t)l.api_name, "cudaGraphLaunch");
+	rf_launch_fill(&l, DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+		       RF_API_LAUNCH, &cd);
+	CHECK_EQ_U64(l.domain, RF_GPU_API_DRIVER);
+	CHECK_EQ_U64(l.flags, 0);
+}
+
+TEST(callback_counts_probe_calls_only_under_lease)
+{
+	uint64_t before = LOAD(launches);
+
+	set_lease(0);
+	runtime_launch_with_nested_driver(1);
+	api(DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_API_ENTER, 2);
+	api(DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_API_EXIT, 2);
+	CHECK_EQ_U64(LOAD(launches), before);
+
+	set_lease(60ull * 1000000000);
+	runtime_launch_with_nested_driver(3);		/* 1 report */
+	api(DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_API_ENTER, 4);
+	api(DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_API_EXIT, 4);
+	api(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, 5);
+	api(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, 5);
+	CHECK_EQ_U64(LOAD(launches), before + 2);
+
+	/* An expired lease is no lease. */
+	__atomic_store_n(&CTL.lease_until_ns, rf_now_ns() - 1, __ATOMIC_RELEASE);
+	runtime_launch_with_nested_driver(6);
+	CHECK_EQ_U64(LOAD(launches), before + 2);
+}
+
+TEST(clock_conversion)
+{
+	CHECK_EQ_U64(rf_clock_to_mono(0, 123), 0);
+	CHECK_EQ_U64(rf_clock_to_mono(1000, 0), 1000);
+	CHECK_EQ_U64(rf_clock_to_mono(1000, 100), 900);
+	CHECK_EQ_U64(rf_clock_to_mono(1000, -100), 1100);
+	CHECK_EQ_U64(rf_clock_to_mono(50, 100), 0);
+	CHECK_EQ_U64(rf_clock_offset_from(100, 1050, 200), 900);
+	CHECK(rf_clock_offset_from(1000, 500, 1000) == -500);
+	/* A bracket of real clocks: the offset maps CUPTI time back. */
+	uint64_t before = rf_now_ns(), ts = 0, after;
+	CHECK(cuptiGetTimestamp(&ts) == CUPTI_SUCCESS);
+	after = rf_now_ns();
+	uint64_t mono = rf_clock_to_mono(ts, rf_clock_offset_from(before, ts, after));
+	CHECK(mono >= before && mono <= after);
+}
+
+static CUpti_ActivityKernel10 make_kernel(uint32_t corr, uint64_t start)
+{
+	return (CUpti_ActivityKernel10){
+		.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+		.registersPerThread = 32, .start = start, .end = start + 500,
+		.deviceId = 1, .contextId = 2, .streamId = 7,
+		.gridX = 4, .gridY = 5, .gridZ = 6,
+		.blockX = 128, .blockY = 2, .blockZ = 1,
+		.staticSharedMemory = 1024, .dynamicSharedMemory = 2048,
+		.correlationId = corr, .name = "_Z6kernelPf", .graphId = 9,
+	};
+}
+
+TEST(convert_kernel)
+{
+	CUpti_ActivityKernel10 k = make_kernel(42, 10000);
+	struct rf_gpu_activity a;
+
+	CHECK(rf_activity_convert((CUpti_Activity *)&k, 1000, &a) == 0);
+	CHECK_EQ_U64(a.abi_version, RF_GPU_ABI_VERSION);
+	CHECK_EQ_U64(a.size, sizeof(a));
+	CHECK_EQ_U64(a.kind, RF_GPU_ACT_KERNEL);
+	CHECK_EQ_U64(a.correlation_id, 42);
+	CHECK_EQ_U64(a.start_ns, 9000);
+	CHECK_EQ_U64(a.end_ns, 9500);
+	CHECK_EQ_U64(a.device_id, 1);
+	CHECK_EQ_U64(a.context_id, 2);
+	CHECK_EQ_U64(a.stream_id, 7);
+	CHECK_EQ_U64(a.registers_per_thread, 32);
+	CHECK(a.grid[0] == 4 && a.grid[1] == 5 && a.grid[2] == 6);
+	CHECK(a.block[0] == 128 && a.block[1] == 2 && a.block[2] == 1);
+	CHECK_EQ_U64(a.static_shared_bytes, 1024);
+	CHECK_EQ_U64(a.dynamic_shared_bytes, 2048);
+	CHECK_EQ_U64(a.graph_id, 9);
+	CHECK_STR((const char *)(uintptr_t)a.name, "_Z6kernelPf");
+	CHECK_EQ_U64(a.bytes, 0);
+	k.kind = CUPTI_ACTIVITY_KIND_KERNEL;		/* serialized kernels */
+	CHECK(rf_activity_convert((CUpti_Activity *)&k, 0, &a) == 0);
+	CHECK_EQ_U64(a.kind, RF_GPU_ACT_KERNEL);
+	k.start = 0;					/* no timing: stays 0 */
+	CHECK(rf_activity_convert((CUpti_Activity *)&k, 1000, &a) == 0);
+	CHECK_EQ_U64(a.start_ns, 0);
+}
+
+TEST(convert_memcpy)
+{
+	CUpti_ActivityMemcpy6 m = {
+		.kind = CUPTI_ACTIVITY_KIND_MEMCPY,
+		.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD,
+		.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED,
+		.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+		.bytes = 1 << 20, .start = 5000, .end = 6000,
+		.deviceId = 3, .contextId = 4, .streamId = 5,
+		.correlationId = 100, .runtimeCorrelationId = 99, .graphId = 0,
+	};
+	struct rf_gpu_activity a;
+
+	CHECK(rf_activity_convert((CUpti_Activity *)&m, -10, &a) == 0);
+	CHECK_EQ_U64(a.kind, RF_GPU_ACT_MEMCPY);
+	CHECK_EQ_U64(a.correlation_id, 99);	/* the runtime call's */
+	CHECK_EQ_U64(a.start_ns, 5010);
+	CHECK_EQ_U64(a.end_ns, 6010);
+	CHECK_EQ_U64(a.bytes, 1 << 20);
+	CHECK_EQ_U64(a.copy_kind, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD);
+	CHECK_EQ_U64(a.src_kind, CUPTI_ACTIVITY_MEMORY_KIND_PINNED);
+	CHECK_EQ_U64(a.dst_kind, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE);
+	CHECK_EQ_U64(a.device_id, 3);
+	CHECK_EQ_U64(a.stream_id, 5);
+	CHECK_EQ_U64(a.name, 0);
+	m.runtimeCorrelationId = 0;		/* a driver copy */
+	CHECK(rf_activity_convert((CUpti_Activity *)&m, 0, &a) == 0);
+	CHECK_EQ_U64(a.correlation_id, 100);
+}
+
+TEST(convert_memset_and_unknown)
+{
+	CUpti_ActivityMemset4 s = {
+		.kind = CUPTI_ACTIVITY_KIND_MEMSET, .value = 0xab,
+		.bytes = 4096, .start = 7, .end = 9, .deviceId = 1,
+		.streamId = 2, .correlationId = 55,
+		.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, .graphId = 3,
+	};
+	CUpti_ActivityAPI api_rec = { .kind = CUPTI_ACTIVITY_KIND_DRIVER };
+	struct rf_gpu_activity a;
+
+	CHECK(rf_activity_convert((CUpti_Activity *)&s, 0, &a) == 0);
+	CHECK_EQ_U64(a.kind, RF_GPU_ACT_MEMSET);
+	CHECK_EQ_U64(a.correlation_id, 55);
+	CHECK_EQ_U64(a.memset_value, 0xab);
+	CHECK_EQ_U64(a.bytes, 4096);
+	CHECK_EQ_U64(a.dst_kind, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE);
+	CHECK_EQ_U64(a.graph_id, 3);
+	CHECK_EQ_U64(a.start_ns, 7);
+	CHECK(rf_activity_convert((CUpti_Activity *)&api_rec, 0, &a) == -1);
+}
+
+/* A buffer as CUPTI hands it over: records back to back, walked by the
+ * real cuptiActivityGetNextRecord (which needs no driver). */
+static void complete_buffer(void)
+{
+	uint8_t *buf;
+	size_t size, max, off = 0;
+	CUpti_ActivityKernel10 k = make_kernel(1, 100);
+	CUpti_ActivityMemcpy6 m = { .kind = CUPTI_ACTIVITY_KIND_MEMCPY,
+				    .correlationId = 2 };
+	CUpti_ActivityMemset4 s = { .kind = CUPTI_ACTIVITY_KIND_MEMSET,
+				    .correlationId = 3 };
+	CUpti_ActivityAPI other = { .kind = CUPTI_ACTIVITY_KIND_RUNTIME };
+
+	rfbpf_cupti_buffer_requested(&buf, &size, &max);
+	CHECK(buf && size >= 4096 && ((uintptr_t)buf & 7) == 0);
+	memcpy(buf + off, &k, sizeof(k)), off += sizeof(k);
+	memcpy(buf + off, &m, sizeof(m)), off += sizeof(m);
+	memcpy(buf + off, &other, sizeof(other)), off += sizeof(other);
+	memcpy(buf + off, &s, sizeof(s)), off += sizeof(s);
+	rfbpf_cupti_buffer_completed(NULL, 0, buf, size, off);	/* frees */
+}
+
+TEST(buffer_completed_lease_gate)
+{
+	uint64_t rec = LOAD(records), untraced = LOAD(records_untraced);
+	uint64_t unknown = LOAD(records_unknown);
+
+	set_lease(60ull * 1000000000);
+	complete_buffer();
+	CHECK_EQ_U64(LOAD(records), rec + 3);
+	CHECK_EQ_U64(LOAD(records_unknown), unknown + 1);
+	CHECK_EQ_U64(LOAD(records_untraced), untraced);
+	set_lease(0);
+	complete_buffer();
+	CHECK_EQ_U64(LOAD(records), rec + 3);
+	CHECK_EQ_U64(LOAD(records_untraced), untraced + 3);
+	CHECK_EQ_U64(LOAD(records_unknown), unknown + 2);
+	/* An empty buffer is just freed. */
+	uint8_t *buf; size_t size, max;
+	rfbpf_cupti_buffer_requested(&buf, &size, &max);
+	rfbpf_cupti_buffer_completed(NULL, 0, buf, size, 0);
+}
+
+TEST(parse_sample)
+{
+	double p = 0;
+
+	CHECK(rf_parse_sample(NULL, &p) == 0);
+	CHECK(rf_parse_sample("0.5", &p) == 1 && p == 0.5);
+	CHECK(rf_parse_sample("1", &p) == 1 && p == 1.0);
+	CHECK(rf_parse_sample("1e-3", &p) == 1 && p == 0.001);
+	CHECK(rf_parse_sample("0", &p) == -1);
+	CHECK(rf_parse_sample("-0.5", &p) == -1);
+	CHECK(rf_parse_sample("1.01", &p) == -1);
+	CHECK(rf_parse_sample("", &p) == -1);
+	CHECK(rf_parse_sample("abc", &p) == -1);
+	CHECK(rf_parse_sample("0.5x", &p) == -1);
+	CHECK(rf_parse_sample("nan", &p) == -1);
+	CHECK(rf_parse_sample("inf", &p) == -1);
+}
+
+static bool wait_for(uint32_t *field, uint32_t value, int ms)
+{
+	struct timespec ten_ms = { 0, 10000000 };
+
+	for (int i = 0; i < ms / 10; i++) {
+		if (__atomic_load_n(field, __ATOMIC_ACQUIRE) == value)
+			return true;
+		nanosleep(&ten_ms, NULL);
+	}
+	return __atomic_load_n(field, __ATOMIC_ACQUIRE) == value;
+}
+
+/* Last: starts the real agent (its thread lives until exit). No driver
+ * here, so cuptiSubscribe fails: cupti_ok stays 0, errors are counted,
+ * and everything else must still work. */
+TEST(lifecycle_lease_thread_and_torch_activation)
+{
+	void *torch = dlopen(fake_torch_path, RTLD_NOW | RTLD_GLOBAL);
+	int (*fire)(void);
+	double (*prob)(void);
+	int (*flags_ok)(void);
+
+	CHECK(torch != NULL);
+	if (!torch)
+		return;
+	set_lease(0);
+	setenv("RFBPF_SAMPLE", "0.25", 1);
+	setenv("RFBPF_CUPTI_FLUSH_MS", "50", 1);
+	CHECK(InitializeInjection() == 1);
+	CHECK(InitializeInjection() == 1);		/* idempotent */
+	CHECK_EQ_U64(LOAD(magic), RF_GPU_CONTROL_MAGIC);
+	CHECK_EQ_U64(LOAD(flush_period_ns), 50000000);
+	CHECK_EQ_U64(LOAD(cupti_ok), 0);		/* no driver here */
+	CHECK(LOAD(errors) > 0);
+	/* No driver: the timestamp callback cannot be registered either. */
+	CHECK_EQ_U64(LOAD(clock_source), RF_CLOCK_OFFSET);
+
+	/* RFBPF_SAMPLE found the (fake) libtorch_cpu and registered. */
+	CHECK_EQ_U64(LOAD(torch_callback_handle), 41);
+	CHECK(CTL.sample_prob == 0.25);
+	*(void **)&fire = dlsym(torch, "fake_torch_fire");
+	*(void **)&prob = dlsym(torch, "fake_torch_prob");
+	*(void **)&flags_ok = dlsym(torch, "fake_torch_flags_ok");
+	CHECK(fire && fire() == 1);	/* stubs obey the C++ ABI */
+	CHECK(prob && prob() == 0.25);
+	CHECK(flags_ok && flags_ok());
+
+	/* No lease: the thread enables nothing. */
+	usleep(300000);
+	CHECK_EQ_U64(LOAD(activity_starts), 0);
+	CHECK_EQ_U64(LOAD(lease_seen), 0);
+	/* A short lease: on within a tick, tried once, off after it. */
+	set_lease(400000000);
+	CHECK(wait_for(&CTL.lease_seen, 1, 1000));
+	CHECK_EQ_U64(LOAD(activity_starts), 1);
+	CHECK(wait_for(&CTL.lease_seen, 0, 2000));
+	CHECK_EQ_U64(LOAD(activity_starts), 1);
+	CHECK_EQ_U64(LOAD(activity_enabled), 0);
+}
+
+int main(int argc, char **argv)
+{
+	fake_torch_path = argc > 1 ? argv[1] : "build/cupti/fake/libtorch_cpu.so";
+	return check_run_all(__FILE__);
+}
