@@ -27,6 +27,7 @@
 #include "export_folded.h"
 #include "privileges.h"
 #include "session.h"
+#include "session_gpu.h"
 #include "table.h"
 #include "target.h"
 #include "version.h"
@@ -289,8 +290,11 @@ static void setup(struct session *s, struct options *opt)
 	if (session_open_ring(s))
 		die_setup(s, "cannot read the ring buffer: %s",
 			  strerror(errno));
-	if (!s->launched && opt->activate &&
-	    session_activate(s, libs.path[0], why, sizeof(why)))
+	if (!s->launched && opt->activate && session_gpu_agent_activation(s))
+		fprintf(stderr, "rfbpf: the job's CUPTI agent switched "
+			"RecordFunction on (RFBPF_SAMPLE): no ptrace needed\n");
+	else if (!s->launched && opt->activate &&
+		 session_activate(s, libs.path[0], why, sizeof(why)))
 		die_setup(s, "cannot switch RecordFunction on in process %d: "
 			  "%s; nothing was changed", s->pid, why);
 }

@@ -7,7 +7,6 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "callback_stubs.h"
 #include "probes.h"
 #include "rfbpf.skel.h"
 
@@ -87,12 +86,12 @@ static struct bpf_program *program_of(struct rfbpf_bpf *skel, unsigned v)
 }
 
 int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
-			    bool verbose)
+			    uint64_t start_off, uint64_t end_off, bool verbose)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts);
 	struct bpf_program *progs[2] = { p->skel->progs.callback_start,
 					 p->skel->progs.callback_end };
-	const uint64_t offs[2] = { STUB_START_OFFSET, STUB_END_OFFSET };
+	const uint64_t offs[2] = { start_off, end_off };
 
 	for (int i = 0; i < 2; i++) {
 		struct bpf_link *l = bpf_program__attach_uprobe_opts(

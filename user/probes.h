@@ -35,10 +35,11 @@ int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
  * returned. Returns the number of uprobes attached or -errno. */
 int probes_attach_lib(struct probes *p, pid_t pid, const char *path,
 		      const struct torch_symbols *s, bool verbose);
-/* Optimized path: uprobes on the start/end callback stubs in the stub
- * file at path (see callback_stubs.h), for pid only. */
+/* Optimized path: uprobes on start/end callback stubs at these file
+ * offsets of path (rfbpf's memfd stubs, see callback_stubs.h, or the CUPTI
+ * agent's own), for pid only. */
 int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
-			    bool verbose);
+			    uint64_t start_off, uint64_t end_off, bool verbose);
 /* The CUPTI agent's launch and activity probe functions (file offsets in
  * the agent at path), for pid only; turns on GPU launch tagging. */
 int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,

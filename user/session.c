@@ -131,6 +131,7 @@ static int prepare_stubs(struct session *s, uint64_t *start, uint64_t *end,
 	if (ret)
 		return ret;
 	ret = probes_attach_callbacks(&s->probes, s->pid, s->stubs.path,
+				      STUB_START_OFFSET, STUB_END_OFFSET,
 				      s->opt->verbose);
 	if (ret) {
 		snprintf(err, len, "cannot probe the callback stubs: %s",

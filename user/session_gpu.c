@@ -88,3 +88,41 @@ void session_gpu_finish(struct session *s)
 	read_agent_counters(s);
 	gpu_agent_close(&s->gpu);
 }
+
+bool session_gpu_agent_activation(struct session *s)
+{
+	struct gpu_agent g = { .mem_fd = -1 };
+	struct rf_gpu_control c;
+	char why[512];
+	bool used = false;
+	int ret;
+
+	if (!s->opt->gpu || gpu_agent_find(&g, s->pid, why, sizeof(why)) ||
+	    gpu_agent_read_control(&g, &c) || !c.torch_callback_handle ||
+	    !g.op_start_off || !g.op_end_off)
+		goto out;
+	/* With entry probes on before()/end() already attached, probing
+	 * the agent's callback too would see every op twice. */
+	ret = !s->use_stubs ? 0 :
+	      probes_attach_callbacks(&s->probes, s->pid, g.path,
+				      g.op_start_off, g.op_end_off,
+				      s->opt->verbose);
+	if (ret) {
+		fprintf(stderr, "rfbpf: warning: cannot probe the CUPTI "
+			"agent's RecordFunction callback (%s); activating "
+			"rfbpf's own\n", strerror(-ret));
+		goto out;
+	}
+	if (s->opt->sample_prob != 1.0 && s->opt->sample_prob != c.sample_prob)
+		fprintf(stderr, "rfbpf: note: the job samples ops with "
+			"RFBPF_SAMPLE=%g; --sample %g does not apply\n",
+			c.sample_prob, s->opt->sample_prob);
+	s->trace.sample_prob = c.sample_prob > 0 ? c.sample_prob : 1.0;
+	if (s->use_stubs)
+		snprintf(s->trace.probes, sizeof(s->trace.probes),
+			 "CUPTI agent's callback stubs (optimized uprobes)");
+	used = true;
+out:
+	gpu_agent_close(&g);
+	return used;
+}

@@ -8,6 +8,8 @@
 #ifndef RFBPF_SESSION_GPU_H
 #define RFBPF_SESSION_GPU_H
 
+#include <stdbool.h>
+
 struct session;
 
 /* Called on every loop turn: looks for the agent twice a second until
@@ -16,5 +18,12 @@ void session_gpu_poll(struct session *s, double now_s);
 /* Tracing stops: ends the lease, drains the agent's final flush (up to
  * half a second), and reads the agent's counters into the trace. */
 void session_gpu_finish(struct session *s);
+
+/* -p mode: if the agent already switched RecordFunction on in the job
+ * (RFBPF_SAMPLE=P), use that instead of registering a callback through
+ * ptrace: on the optimized path, probe the agent's callback stubs; with
+ * entry probes, before()/end() already see its ops. Returns whether it
+ * did. */
+bool session_gpu_agent_activation(struct session *s);
 
 #endif
