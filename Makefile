@@ -92,8 +92,11 @@ unit: $(UNIT_TESTS) tests/fixtures
 tests/fixtures:
 	$(Q)$(MAKE) -s -C tests/fixtures
 
+# The GPU tests need the agent and libgpu_synth.so; without a CUDA toolkit
+# `make cupti` says so and they skip, by name.
 e2e: rfbpf tests/fixtures
 	$(Q)$(MAKE) -s -C tests/abi
+	$(Q)$(MAKE) --no-print-directory cupti
 	$(Q)tests/run-e2e.sh
 
 # `sudo make test`: install what is missing, build, run every test.

@@ -101,7 +101,8 @@ struct rf_gpu_activity {
  * lease_until_ns through /proc/PID/mem and renews it while it traces; the
  * agent collects activity and calls the probes only while the lease is in
  * the future, so a tracer killed with -9 stops costing the job once its
- * lease runs out. Everything else is written by the agent.
+ * lease runs out. rfbpf also writes flush_request (below); everything else
+ * is written by the agent.
  */
 #define RF_GPU_CONTROL_MAGIC 0x52464755u	/* "UGFR" */
 
@@ -130,6 +131,12 @@ struct rf_gpu_control {
 					 * timestamps (0 with the callback) */
 	__u64 activity_starts;		/* agent: times it turned activity
 					 * on (attempts, failed ones too) */
+	/* Final flush handshake: before it lets the lease go, rfbpf sets
+	 * flush_request to a new value; the agent's thread flushes what
+	 * CUPTI holds (forwarding it, the lease still held) and then copies
+	 * the value to flush_done. */
+	__u64 flush_request;		/* rfbpf */
+	__u64 flush_done;		/* agent */
 };
 
 /*

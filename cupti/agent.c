@@ -10,6 +10,7 @@
  *     flushes and disables them, so an untraced job records nothing;
  *   - flushes activity every flush_period_ns while activity is on, so
  *     records reach rfbpf within about a period of the kernel's end;
+ *   - answers rfbpf's final flush request (flush, then acknowledge);
  *   - retries the RFBPF_SAMPLE activation until libtorch_cpu shows up.
  * The launching threads never wait for it: the only thing they share is
  * the control block, read with atomics.
@@ -77,6 +78,23 @@ static void subscribe(void)
 	__atomic_store_n(&rfbpf_gpu_control.cupti_ok, 1, __ATOMIC_RELEASE);
 }
 
+/* rfbpf is about to stop: hand over what CUPTI holds while its lease is
+ * still valid, then say so (see rf_gpu_control.flush_request). */
+static void answer_flush_request(bool activity_on)
+{
+	uint64_t req = __atomic_load_n(&rfbpf_gpu_control.flush_request,
+				       __ATOMIC_ACQUIRE);
+
+	if (req == __atomic_load_n(&rfbpf_gpu_control.flush_done,
+				   __ATOMIC_RELAXED))
+		return;
+	if (activity_on && __atomic_load_n(&rfbpf_gpu_control.activity_enabled,
+					   __ATOMIC_RELAXED))
+		RF_CUPTI_CHECK(cuptiActivityFlushAll(
+			CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+	__atomic_store_n(&rfbpf_gpu_control.flush_done, req, __ATOMIC_RELEASE);
+}
+
 /* One step of the thread's loop; returns how long to sleep. */
 static uint64_t agent_tick(bool *activity_on, uint64_t *last_flush,
 			   bool *torch_done)
@@ -104,6 +122,7 @@ static uint64_t agent_tick(bool *activity_on, uint64_t *last_flush,
 		RF_CUPTI_CHECK(cuptiActivityFlushAll(0));
 		*last_flush = now;
 	}
+	answer_flush_request(*activity_on);
 	if (!*torch_done)
 		*torch_done = rf_torch_activation_poll();
 	return period < TICK_NS ? period : TICK_NS;

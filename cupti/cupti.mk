@@ -9,6 +9,7 @@
 #   tests/gpu/test_agent_logic.c + the agent's objects
 #       --> build/cupti/test_agent_logic
 #   tests/gpu/fake_libtorch_cpu.cpp --g++--> build/cupti/fake/libtorch_cpu.so
+#   tests/gpu/gpu_synth.c --link the agent--> build/cupti/libgpu_synth.so
 #
 # The same again with ASan+UBSan in build/cupti-asan (make cupti-asan).
 #
@@ -90,7 +91,15 @@ $(eval $(call cupti_variant,build/cupti-asan,-O1 $(CUPTI_ASAN)))
 
 CUPTI_BINS = $(1)/librfbpf_cupti.so $(1)/cupti_driver $(1)/test_agent_logic
 
-cupti: $(call CUPTI_BINS,build/cupti)
+# For the end-to-end GPU tests: the same simulation as a library a Python
+# workload calls from inside real PyTorch ops (tests/e2e/test_gpu.py).
+build/cupti/libgpu_synth.so: tests/gpu/gpu_synth.c build/cupti/librfbpf_cupti.so \
+		$(CUPTI_HDRS)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CUPTI_BASE_CFLAGS) -O2 -shared $< -Lbuild/cupti \
+		-lrfbpf_cupti -Wl,-rpath,'$$ORIGIN' $(CUPTI_LIBS) -o $@
+
+cupti: $(call CUPTI_BINS,build/cupti) build/cupti/libgpu_synth.so
 
 # The driver's own checks make it exit non-zero on a wrong count.
 define cupti_run

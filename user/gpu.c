@@ -217,7 +217,7 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 		 "detach %llu); launches outside any op %llu, in an "
 		 "unrecorded op %llu; kernel names truncated %llu, "
 		 "unreadable %llu; bad records %llu; agent: dropped by "
-		 "CUPTI %llu, untraced %llu, errors %llu",
+		 "CUPTI %llu, untraced %llu, errors %llu%s",
 		 (unsigned long long)c->launches,
 		 (unsigned long long)c->activities,
 		 (unsigned long long)c->activities_unmatched,
@@ -232,5 +232,7 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 		 (unsigned long long)bad_records,
 		 (unsigned long long)c->agent_dropped,
 		 (unsigned long long)c->agent_untraced,
-		 (unsigned long long)c->agent_errors);
+		 (unsigned long long)c->agent_errors,
+		 c->final_flush_missed ? "; THE AGENT'S FINAL FLUSH WAS "
+		 "MISSED" : "");
 }

@@ -65,6 +65,7 @@ struct gpu_counts {
 	uint64_t agent_launches, agent_records, agent_dropped;
 	uint64_t agent_untraced, agent_unknown, agent_errors;
 	bool agent_seen;		/* the target had the agent loaded */
+	bool final_flush_missed;	/* the agent did not answer in time */
 };
 
 struct gpu {

@@ -85,12 +85,18 @@ static int write_lease(struct gpu_agent *g, uint64_t until_ns)
 
 int gpu_agent_renew(struct gpu_agent *g, double now_s)
 {
+	if (g->renewed_s && now_s - g->renewed_s < GPU_RENEW_S)
+		return 0;
+	return gpu_agent_renew_now(g, now_s);
+}
+
+int gpu_agent_renew_now(struct gpu_agent *g, double now_s)
+{
 	struct timespec ts;
 	int ret;
 
-	if (g->mem_fd < 0 || (g->renewed_s && now_s - g->renewed_s <
-			      GPU_RENEW_S))
-		return 0;
+	if (g->mem_fd < 0)
+		return -EBADF;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	ret = write_lease(g, ts.tv_sec * 1000000000ull + ts.tv_nsec +
 			  GPU_LEASE_NS);
@@ -99,6 +105,22 @@ int gpu_agent_renew(struct gpu_agent *g, double now_s)
 		g->leased = true;
 	}
 	return ret;
+}
+
+int gpu_agent_request_flush(struct gpu_agent *g, uint64_t *request)
+{
+	off_t at = (off_t)(g->control_addr +
+			   offsetof(struct rf_gpu_control, flush_request));
+	struct rf_gpu_control c;
+	int ret = gpu_agent_read_control(g, &c);
+
+	if (ret)
+		return ret;
+	*request = c.flush_request + 1;
+	if (pwrite(g->mem_fd, request, sizeof(*request), at) !=
+	    (ssize_t)sizeof(*request))
+		return -errno;
+	return 0;
 }
 
 void gpu_agent_release(struct gpu_agent *g)

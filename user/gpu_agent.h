@@ -40,6 +40,11 @@ int gpu_agent_read_control(const struct gpu_agent *g,
 			   struct rf_gpu_control *c);
 /* Renews the lease if GPU_RENEW_S has passed since the last renewal. */
 int gpu_agent_renew(struct gpu_agent *g, double now_s);
+/* Renews it now. */
+int gpu_agent_renew_now(struct gpu_agent *g, double now_s);
+/* Asks the agent for a final flush; *request is the value its flush_done
+ * takes once it has flushed. */
+int gpu_agent_request_flush(struct gpu_agent *g, uint64_t *request);
 /* Sets the lease to 0 (the agent stops within ~100 ms). */
 void gpu_agent_release(struct gpu_agent *g);
 void gpu_agent_close(struct gpu_agent *g);

@@ -8,8 +8,8 @@
 #include "target.h"
 
 #define GPU_LOOK_EVERY_S 0.5
-/* The agent checks its lease every 100 ms and then flushes. */
-#define GPU_FINAL_FLUSH_S 0.5
+/* The agent's thread looks at the control block every 100 ms. */
+#define GPU_FINAL_FLUSH_S 1.0
 
 static void attach_agent(struct session *s)
 {
@@ -23,7 +23,7 @@ static void attach_agent(struct session *s)
 					s->gpu.launch_off, s->gpu.activity_off,
 					s->opt->verbose);
 	if (!ret)
-		ret = gpu_agent_renew(&s->gpu, monotonic_s());
+		ret = gpu_agent_renew_now(&s->gpu, monotonic_s());
 	if (ret) {
 		/* GPU tracing is an addition: go on with the ops. */
 		fprintf(stderr, "rfbpf: warning: not tracing GPU activity: "
@@ -36,21 +36,6 @@ static void attach_agent(struct session *s)
 	s->trace.gpu.counts.agent_seen = true;
 	fprintf(stderr, "rfbpf: GPU: CUPTI agent %s found; collecting kernel, "
 		"copy and set activity\n", s->gpu.shown);
-}
-
-void session_gpu_poll(struct session *s, double now_s)
-{
-	if (!s->opt->gpu || s->gpu_given_up)
-		return;
-	if (s->gpu_attached) {
-		if (gpu_agent_renew(&s->gpu, now_s) && !target_alive(s->pid))
-			s->gpu_given_up = true;	/* it exited: nothing to do */
-		return;
-	}
-	if (s->gpu_checked_s && now_s - s->gpu_checked_s < GPU_LOOK_EVERY_S)
-		return;
-	s->gpu_checked_s = now_s;
-	attach_agent(s);
 }
 
 static void read_agent_counters(struct session *s)
@@ -68,23 +53,62 @@ static void read_agent_counters(struct session *s)
 	g->agent_errors = c.errors;
 }
 
+void session_gpu_poll(struct session *s, double now_s)
+{
+	if (!s->opt->gpu || s->gpu_given_up)
+		return;
+	if (s->gpu_attached) {
+		/* Its counters are read as we go: the target may be gone by
+		 * the time tracing stops. */
+		if (gpu_agent_renew(&s->gpu, now_s) && !target_alive(s->pid))
+			s->gpu_given_up = true;	/* it exited: nothing to do */
+		else if (s->gpu.renewed_s == now_s)
+			read_agent_counters(s);
+		return;
+	}
+	if (s->gpu_checked_s && now_s - s->gpu_checked_s < GPU_LOOK_EVERY_S)
+		return;
+	s->gpu_checked_s = now_s;
+	attach_agent(s);
+}
+
 void session_gpu_finish(struct session *s)
 {
 	struct rf_gpu_control c;
-	double until;
+	double start = monotonic_s();
+	uint64_t request;
+	bool done = false;
 
 	if (!s->gpu_attached)
 		return;
-	gpu_agent_release(&s->gpu);
-	/* The agent notices, flushes what CUPTI holds through the probes,
-	 * and switches activity off: wait for that, reading as we go. */
-	until = monotonic_s() + GPU_FINAL_FLUSH_S;
-	while (monotonic_s() < until && target_alive(s->pid)) {
-		ring_buffer__poll(s->rb, 20);
-		if (!gpu_agent_read_control(&s->gpu, &c) &&
-		    !c.activity_enabled)
-			break;
+	/* The agent forwards records only under a lease: ask it to flush
+	 * what CUPTI holds while the lease is still good, and read on until
+	 * it says it has (its thread looks every 100 ms). */
+	if (!gpu_agent_renew_now(&s->gpu, monotonic_s()) &&
+	    !gpu_agent_request_flush(&s->gpu, &request)) {
+		while (monotonic_s() - start < GPU_FINAL_FLUSH_S &&
+		       target_alive(s->pid)) {
+			ring_buffer__poll(s->rb, 20);
+			if (!gpu_agent_read_control(&s->gpu, &c) &&
+			    c.flush_done >= request) {
+				done = true;
+				break;
+			}
+		}
 	}
+	/* A target that exited flushed at its exit, probes still attached. */
+	if (!done && target_alive(s->pid)) {
+		fprintf(stderr, "rfbpf: GPU: the agent did not finish its final "
+			"flush within %.0f ms; records still in CUPTI are lost\n",
+			1e3 * GPU_FINAL_FLUSH_S);
+		s->trace.gpu.counts.final_flush_missed = true;
+	} else if (s->opt->verbose && done) {
+		fprintf(stderr, "rfbpf: GPU: the agent flushed in %.0f ms\n",
+			1e3 * (monotonic_s() - start));
+	}
+	gpu_agent_release(&s->gpu);
+	while (ring_buffer__consume(s->rb) > 0)
+		;
 	read_agent_counters(s);
 	gpu_agent_close(&s->gpu);
 }

@@ -1,0 +1,303 @@
+"""GPU attribution end to end, without a GPU: the real CUPTI agent
+(librfbpf_cupti.so) inside a real PyTorch job, fed by libgpu_synth.so the
+way the CUDA driver and CUPTI would feed it (tests/workloads/
+gpu_synthetic.py), traced by rfbpf through the agent's real probes, the
+real BPF programs and the real ring buffer.
+
+What a GPU would add and these tests cannot show: real CUPTI subscription,
+real activity buffers and the timestamp callback (the agent falls back to a
+calibrated offset here, since CUPTI refuses both without a driver).
+"""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import (PYTHON, RFBPF, ROOT, TRACEFS, load_trace, ns, ops_of,
+                      run, elf_offsets, start_rfbpf, stop)
+
+AGENT = os.path.join(ROOT, "build", "cupti", "librfbpf_cupti.so")
+SYNTH = os.path.join(ROOT, "build", "cupti", "libgpu_synth.so")
+GPU_WORKLOAD = os.path.join(ROOT, "tests", "workloads", "gpu_synthetic.py")
+GPU_PID = 0x7fff0000
+KERNEL, GRAPH, DRIVER, MEMCPY, MEMSET = range(5)
+
+pytestmark = pytest.mark.skipif(
+    not (os.path.exists(AGENT) and os.path.exists(SYNTH)),
+    reason="GPU tests skipped: CUDA toolkit not found, librfbpf_cupti.so "
+           "not built (set CUDA_HOME)")
+
+
+class Job:
+    """gpu_synthetic.py in the background, attached to with -p."""
+
+    def __init__(self, tmp_path, *args, env=None):
+        self.expect_path = tmp_path / "expect.json"
+        self.p = subprocess.Popen(
+            [PYTHON, GPU_WORKLOAD, "--expect", str(self.expect_path), *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, **(env or {})})
+        line = self.p.stdout.readline()
+        assert line.strip() == "ready", line + self.p.stderr.read()
+        self.pid = self.p.pid
+
+    def wait_line(self, prefix, timeout=120):
+        deadline = time.time() + timeout
+        lines = []
+        while time.time() < deadline:
+            line = self.p.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith(prefix):
+                return line, lines
+        raise AssertionError(f"no '{prefix}' line: {lines} "
+                             f"{self.p.stderr.read() if self.p.poll() is not None else ''}")
+
+    def expected(self):
+        with open(self.expect_path) as f:
+            return json.load(f)
+
+    def finish(self):
+        out, err = self.p.communicate(timeout=120)
+        return self.p.returncode, out, err
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+def traced_job(tmp_path, extra=(), job_args=(), env=None):
+    """Runs the job under `rfbpf -p` until its work is done; returns the
+    trace, the expectations, rfbpf's stdout/stderr and the job."""
+    job = Job(tmp_path, "--wait-tracer", "--hold", "2", *job_args, env=env)
+    out_json = tmp_path / "t.json"
+    try:
+        r, _ = start_rfbpf(["-q", "-p", str(job.pid), "-o", str(out_json),
+                            "--gpu-folded", str(tmp_path / "g.folded"),
+                            "--top", "0", *extra])
+        job.wait_line("work done")
+        code, out, err = stop(r)
+        assert code == 0, err
+        rc, jout, jerr = job.finish()
+        assert rc == 0 and "exit ok" in jout, jerr
+        return load_trace(out_json), job.expected(), out, err, job
+    finally:
+        job.kill()
+
+
+def op_slices(trace):
+    """The op slices of each thread, for "which slice encloses t"."""
+    by_tid = {}
+    for e in ops_of(trace):
+        by_tid.setdefault(e["tid"], []).append(
+            (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"]))
+    return by_tid
+
+
+def innermost(slices, ts):
+    best = None
+    for start, end, name in slices:
+        if start <= ts <= end and (best is None or start >= best[0]):
+            best = (start, end, name)
+    return best
+
+
+def gpu_events(trace):
+    return [e for e in trace["traceEvents"]
+            if e.get("pid", 0) >= GPU_PID and e["ph"] == "X"]
+
+
+def test_every_kernel_is_joined_to_the_op_that_launched_it(tmp_path):
+    trace, exp, out, err, _ = traced_job(tmp_path)
+    launches = {int(k): v for k, v in exp["launches"].items()}
+    records = exp["records"]
+    gpu = gpu_events(trace)
+    # Every record the job made arrived, once.
+    assert len(gpu) == len(records)
+    by_corr = {}
+    for e in gpu:
+        by_corr.setdefault(e["args"]["correlation"], []).append(e)
+    for corr, want in launches.items():
+        got = by_corr.get(corr, [])
+        n = sum(1 for r in records if r["corr"] == corr)
+        assert len(got) == n, (corr, want)
+        for e in got:
+            # 100% attribution: the op that was innermost at the launch.
+            assert e["args"].get("launched by") == want["op"], (corr, e)
+            assert e["args"]["launch tid"] == want["tid"]
+    # Graph launches fan out to all of their kernels.
+    graphs = [c for c, v in launches.items() if v["kind"] == GRAPH]
+    assert graphs and all(len(by_corr[c]) == 4 for c in graphs)
+    # Clock: the record times the agent converted are the CLOCK_MONOTONIC
+    # times the job put in, to the nanosecond (trace has ns digits).
+    want_times = sorted((r["corr"], r["start_ns"], r["end_ns"])
+                        for r in records)
+    got_times = sorted((e["args"]["correlation"], ns(e["ts"]),
+                        ns(e["ts"]) + ns(e["dur"])) for e in gpu)
+    assert got_times == want_times
+    # Copies and sets are on their stream's track with their bytes.
+    copies = [e for e in gpu if e["cat"] == "gpu_memcpy"]
+    assert copies and all(e["tid"] == 9 and e["args"]["bytes"] == 1 << 20
+                          and e["name"] == "Memcpy HtoD" for e in copies)
+    other = trace["otherData"]
+    g = other["gpu"]
+    assert other["drops"] == 0
+    assert g["launches"] == len(launches) == g["bpf_launch_hits"]
+    assert g["agent_launches"] == len(launches)
+    assert g["records"] == len(records) == g["agent_records"]
+    assert g["records_without_launch"] == 0
+    assert g["launches_without_record_at_detach"] == 0
+    assert g["launches_in_unrecorded_ops"] == 0
+    assert g["launches_outside_ops"] == sum(
+        1 for v in launches.values() if v["op"] is None)
+    assert g["bad_records"] == 0 and g["agent_untraced_records"] == 0
+    assert g["final_flush_missed"] is False
+    # The table has the CUDA columns, with the right sums for one op.
+    assert "Self CUDA" in out and "CUDA total" in out and "Kernels" in out
+    row = next(l for l in out.splitlines()
+               if l.startswith("gpu_test::graph_replay "))
+    n_graph = len(graphs)
+    assert row.split()[-1] == str(4 * n_graph)
+    assert "GPU: %d launches, %d records" % (len(launches), len(records)) \
+        in out
+
+
+def test_flows_go_from_the_launching_op_to_each_kernel(tmp_path):
+    trace, exp, _, _, _ = traced_job(tmp_path)
+    slices = op_slices(trace)
+    kernels = {}
+    for e in gpu_events(trace):
+        kernels.setdefault((e["pid"], e["tid"], ns(e["ts"])), e)
+    starts, finishes = {}, {}
+    for e in trace["traceEvents"]:
+        if e.get("cat") != "ac2g":
+            continue
+        assert e["name"] == "ac2g" and "correlation" in e["args"]
+        (starts if e["ph"] == "s" else finishes)[e["id"]] = e
+    assert starts and set(starts) == set(finishes)
+    attributed = sum(1 for e in gpu_events(trace)
+                     if "launched by" in e["args"])
+    assert len(starts) == attributed
+    for fid, s in starts.items():
+        f = finishes[fid]
+        assert f["ph"] == "f" and f["bp"] == "e"
+        assert s["args"]["correlation"] == f["args"]["correlation"]
+        # The start lies inside the launching op's slice on its thread...
+        enclosing = innermost(slices[s["tid"]], ns(s["ts"]))
+        k = kernels[(f["pid"], f["tid"], ns(f["ts"]))]
+        assert enclosing and enclosing[2] == k["args"]["launched by"]
+        # ...and the finish is the kernel's start, after the launch.
+        assert ns(f["ts"]) > ns(s["ts"])
+
+
+def test_gpu_folded_hangs_kernels_under_their_op_stacks(tmp_path):
+    trace, exp, _, _, _ = traced_job(tmp_path)
+    lines = (tmp_path / "g.folded").read_text().splitlines()
+    weights = {}
+    for line in lines:
+        stack, w = line.rsplit(" ", 1)
+        weights[stack] = weights.get(stack, 0) + int(w)
+    total = sum(r["end_ns"] - r["start_ns"] for r in exp["records"])
+    assert sum(weights.values()) == total
+    assert all(s.split(";")[-1].startswith("[gpu] ") for s in weights)
+    graph = [s for s in weights
+             if s.split(";")[-2] == "gpu_test::graph_replay"]
+    assert graph and all(".forward;gpu_test::graph_replay;" in s
+                         for s in graph)
+    assert any("[no op recorded];[gpu] " in s for s in weights)
+
+
+def probe_counts(tmp_path, cmd):
+    """Kernel-side hit counts of the agent's two GPU probes (tracefs
+    uprobes counted by perf), while cmd runs."""
+    if not os.path.exists(os.path.join(TRACEFS, "uprobe_events")):
+        run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
+    syms = {"gpu_launch": "rfbpf_probe_gpu_launch",
+            "gpu_activity": "rfbpf_probe_gpu_activity"}
+    offs = elf_offsets(AGENT, set(syms.values()))
+    events = []
+    fd = os.open(os.path.join(TRACEFS, "uprobe_events"),
+                 os.O_WRONLY | os.O_APPEND)
+    try:
+        for name, sym in syms.items():
+            os.write(fd, f"p:rfbpf_gt/{name} {os.path.realpath(AGENT)}:"
+                         f"0x{offs[sym]:x}\n".encode())
+            events.append(f"rfbpf_gt:{name}")
+        out = tmp_path / "perf.txt"
+        r = run(["perf", "stat", "--no-big-num", "-x", ",", "-o", str(out),
+                 "-e", ",".join(events), *cmd])
+        counts = {}
+        for line in out.read_text().splitlines():
+            f = line.split(",")
+            if len(f) > 2 and f[2] in events:
+                counts[f[2].split(":")[1]] = int(f[0])
+        return r, counts
+    finally:
+        for ev in events:
+            try:
+                os.write(fd, f"-:{ev.replace(':', '/')}\n".encode())
+            except OSError:
+                pass
+        os.close(fd)
+
+
+def test_without_a_tracer_the_agent_emits_nothing(tmp_path):
+    exp_path = tmp_path / "e.json"
+    r, counts = probe_counts(tmp_path, [PYTHON, GPU_WORKLOAD, "--expect",
+                                        str(exp_path), "--steps", "10"])
+    assert r.returncode == 0, r.stderr
+    exp = json.loads(exp_path.read_text())
+    # The kernel saw no call of either probe...
+    assert counts == {"gpu_launch": 0, "gpu_activity": 0}
+    # ...and the agent switched no activity on, and says why it dropped
+    # the records it was handed.
+    a = exp["agent"]
+    assert a["launches"] == 0 and a["records"] == 0
+    assert a["activity_starts"] == 0 and a["activity_enabled"] == 0
+    assert a["records_untraced"] == len(exp["records"]) > 0
+
+
+def test_agent_activation_needs_no_ptrace(tmp_path):
+    """RFBPF_SAMPLE=1: the agent registers the RecordFunction callback
+    itself; rfbpf -p probes the agent's callback stubs and registers
+    nothing (no /run/rfbpf state)."""
+    trace, exp, out, err, job = traced_job(
+        tmp_path, env={"RFBPF_SAMPLE": "1"})
+    assert "switched RecordFunction on (RFBPF_SAMPLE)" in err
+    assert exp["agent"]["torch_callback_handle"] > 0
+    assert trace["otherData"]["probes"].startswith("CUPTI agent")
+    names = {e["name"] for e in ops_of(trace)}
+    assert {"gpu_test::matmul", "aten::mul", "aten::sum"} <= names
+    launches = {int(k): v for k, v in exp["launches"].items()}
+    for e in gpu_events(trace):
+        assert e["args"].get("launched by") == \
+            launches[e["args"]["correlation"]]["op"]
+    assert not os.path.exists(f"/run/rfbpf/{job.pid}.state")
+
+
+def test_lease_runs_out_after_kill_9(tmp_path):
+    job = Job(tmp_path, "--wait-tracer", "--hold", "14", "--steps", "5")
+    try:
+        r, _ = start_rfbpf(["-q", "--no-table", "-p", str(job.pid)])
+        job.wait_line("work done")
+        job.wait_line("lease_seen 1")
+        t_kill = time.monotonic()
+        r.send_signal(signal.SIGKILL)
+        r.wait(30)
+        line, _ = job.wait_line("lease_seen 0", timeout=30)
+        t_off = float(line.split()[-1])
+        # The lease is 5 s ahead, renewed every second; the agent looks
+        # every 100 ms.
+        assert t_off - t_kill < 7.0
+        # The RecordFunction callback the killed rfbpf left goes too.
+        d = run([RFBPF, "--deactivate", "-p", str(job.pid)])
+        assert d.returncode == 0 and "removed" in d.stdout, d.stderr
+        rc, out, err = job.finish()
+        assert rc == 0 and "exit ok" in out, err
+    finally:
+        job.kill()

@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * libgpu_synth.so: what the CUDA driver and CUPTI would do to the agent,
+ * callable from a Python workload (ctypes) so that launches happen inside
+ * real PyTorch ops on real threads. There is no GPU here; everything the
+ * agent sees comes through its real entry points:
+ *   - synth_launch() makes, on the calling thread, the API callbacks CUPTI
+ *     makes for one launch (runtime ENTER, the nested driver call, runtime
+ *     EXIT; or a driver-only launch), and appends the records that launch
+ *     would complete with (CUpti_ActivityKernel10/Memcpy6/Memset4 of the
+ *     installed headers) to the thread's buffer;
+ *   - synth_flush() hands that buffer to rfbpf_cupti_buffer_completed(),
+ *     which walks it with CUPTI's own cuptiActivityGetNextRecord().
+ * Record times are CLOCK_MONOTONIC readings shifted into "CUPTI's clock"
+ * by the agent's calibrated offset, so after the agent converts them a
+ * tracer must see exactly the times synth_record() reports.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cupti.h>
+#include "rfbpf_gpu.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+extern struct rf_gpu_control rfbpf_gpu_control;
+int InitializeInjection(void);
+void rfbpf_cupti_api_callback(void *, CUpti_CallbackDomain, CUpti_CallbackId,
+			      const void *);
+void rfbpf_cupti_buffer_requested(uint8_t **, size_t *, size_t *);
+void rfbpf_cupti_buffer_completed(CUcontext, uint32_t, uint8_t *, size_t,
+				  size_t);
+
+enum synth_kind {
+	SYNTH_KERNEL = 0,	/* cudaLaunchKernel -> cuLaunchKernel */
+	SYNTH_GRAPH = 1,	/* cudaGraphLaunch -> n kernels */
+	SYNTH_DRIVER = 2,	/* cuLaunchKernel alone (Triton style) */
+	SYNTH_MEMCPY = 3,	/* cudaMemcpyAsync HtoD */
+	SYNTH_MEMSET = 4,	/* cudaMemsetAsync */
+};
+
+/* What one record will say once converted, for the test to compare. */
+struct synth_record {
+	uint32_t corr;
+	int kind;
+	uint64_t start_ns, end_ns;
+};
+
+#define MAX_RECORDS (1u << 20)
+static struct synth_record records[MAX_RECORDS];
+static uint32_t nr_records, next_corr;
+
+/* Kernel names must live until the buffer is completed: a fixed set. */
+static const char *const kernel_names[] = {
+	"_Z10gemm_tiledPKfS0_Pfiii",
+	"_ZN2at6native29vectorized_elementwise_kernelILi4EEEvi",
+	"_Z11reduce_sumPKfPfi",
+};
+
+struct buffer {
+	uint8_t *data;
+	size_t size, used;
+};
+static __thread struct buffer tbuf;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t cupti_clock(uint64_t mono)
+{
+	return mono + (uint64_t)__atomic_load_n(
+		&rfbpf_gpu_control.clock_offset_ns, __ATOMIC_ACQUIRE);
+}
+
+EXPORT int synth_init(void)
+{
+	return InitializeInjection();
+}
+
+/* Has the agent's thread seen a live lease (a tracer attached)? */
+EXPORT int synth_lease_seen(void)
+{
+	return (int)__atomic_load_n(&rfbpf_gpu_control.lease_seen,
+				    __ATOMIC_ACQUIRE);
+}
+
+/* One of the agent's counters, by name, for the test's checks. */
+EXPORT unsigned long long synth_counter(const char *name)
+{
+	const struct rf_gpu_control *c = &rfbpf_gpu_control;
+
+#define FIELD(f) if (!strcmp(name, #f)) \
+		return __atomic_load_n(&c->f, __ATOMIC_ACQUIRE)
+	FIELD(launches);
+	FIELD(records);
+	FIELD(records_untraced);
+	FIELD(records_unknown);
+	FIELD(records_dropped);
+	FIELD(activity_starts);
+	FIELD(activity_enabled);
+	FIELD(torch_callback_handle);
+	FIELD(lease_until_ns);
+	FIELD(flush_done);
+#undef FIELD
+	return ~0ull;
+}
+
+EXPORT void synth_flush(void)
+{
+	if (tbuf.data && tbuf.used)
+		rfbpf_cupti_buffer_completed(NULL, 0, tbuf.data, tbuf.size,
+					     tbuf.used);
+	else
+		free(tbuf.data);	/* what CUPTI does with an empty one */
+	tbuf.data = NULL;
+}
+
+static void *slot(size_t len)
+{
+	size_t max;
+
+	if (tbuf.data && tbuf.used + len > tbuf.size)
+		synth_flush();
+	if (!tbuf.data) {
+		rfbpf_cupti_buffer_requested(&tbuf.data, &tbuf.size, &max);
+		if (!tbuf.data)
+			abort();
+		tbuf.used = 0;
+	}
+	tbuf.used += len;
+	return memset(tbuf.data + tbuf.used - len, 0, len);
+}
+
+static void note(uint32_t corr, int kind, uint64_t start, uint64_t end)
+{
+	uint32_t i = __atomic_fetch_add(&nr_records, 1, __ATOMIC_RELAXED);
+
+	if (i < MAX_RECORDS)
+		records[i] = (struct synth_record){ corr, kind, start, end };
+}
+
+static void api(CUpti_CallbackDomain d, CUpti_CallbackId cbid,
+		CUpti_ApiCallbackSite site, const char *name, uint32_t corr)
+{
+	CUpti_CallbackData cd = {
+		.callbackSite = site, .functionName = name,
+		.correlationId = corr, .symbolName = "synth",
+	};
+
+	rfbpf_cupti_api_callback(NULL, d, cbid, &cd);
+}
+
+static void runtime_call(CUpti_CallbackId rt, const char *rt_name,
+			 CUpti_CallbackId drv, const char *drv_name,
+			 uint32_t corr)
+{
+	api(CUPTI_CB_DOMAIN_RUNTIME_API, rt, CUPTI_API_ENTER, rt_name, corr);
+	if (drv_name) {
+		/* The driver call has its own id; the agent must report the
+		 * runtime call only, once. */
+		api(CUPTI_CB_DOMAIN_DRIVER_API, drv, CUPTI_API_ENTER, drv_name,
+		    corr + 1000000);
+		api(CUPTI_CB_DOMAIN_DRIVER_API, drv, CUPTI_API_EXIT, drv_name,
+		    corr + 1000000);
+	}
+	api(CUPTI_CB_DOMAIN_RUNTIME_API, rt, CUPTI_API_EXIT, rt_name, corr);
+}
+
+static void kernel_record(uint32_t corr, uint64_t start, uint64_t dur,
+			  uint32_t graph_id, uint32_t stream, unsigned which)
+{
+	CUpti_ActivityKernel10 *k = slot(sizeof(*k));
+
+	k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+	k->start = cupti_clock(start);
+	k->end = cupti_clock(start + dur);
+	k->correlationId = corr;
+	k->deviceId = 0;
+	k->contextId = 1;
+	k->streamId = stream;
+	k->gridX = 64, k->gridY = k->gridZ = 1;
+	k->blockX = 256, k->blockY = k->blockZ = 1;
+	k->registersPerThread = 32;
+	k->staticSharedMemory = 1024;
+	k->graphId = graph_id;
+	k->name = kernel_names[which % 3];
+	note(corr, SYNTH_KERNEL, start, start + dur);
+}
+
+/* Simulates one launch on this thread; returns its correlation id. */
+EXPORT unsigned synth_launch(int kind, int n_kernels, unsigned stream)
+{
+	uint32_t corr = __atomic_add_fetch(&next_corr, 1, __ATOMIC_RELAXED);
+	uint64_t t;
+
+	switch (kind) {
+	case SYNTH_GRAPH:
+		runtime_call(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+			     "cudaGraphLaunch",
+			     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+			     "cuGraphLaunch", corr);
+		break;
+	case SYNTH_DRIVER:
+		api(CUPTI_CB_DOMAIN_DRIVER_API,
+		    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_API_ENTER,
+		    "cuLaunchKernel", corr);
+		api(CUPTI_CB_DOMAIN_DRIVER_API,
+		    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_API_EXIT,
+		    "cuLaunchKernel", corr);
+		break;
+	case SYNTH_MEMCPY:
+		runtime_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+			     "cudaMemcpyAsync", 0, NULL, corr);
+		break;
+	case SYNTH_MEMSET:
+		runtime_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+			     "cudaMemsetAsync", 0, NULL, corr);
+		break;
+	default:
+		runtime_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+			     "cudaLaunchKernel",
+			     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+			     "cuLaunchKernel", corr);
+	}
+	/* The GPU runs it a little after the launch returned. */
+	t = mono_ns() + 2000;
+	if (kind == SYNTH_MEMCPY) {
+		CUpti_ActivityMemcpy6 *m = slot(sizeof(*m));
+
+		m->kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+		m->copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+		m->bytes = 1 << 20;
+		m->start = cupti_clock(t);
+		m->end = cupti_clock(t + 7000);
+		m->correlationId = corr + 1000000;	/* the driver's */
+		m->runtimeCorrelationId = corr;
+		m->streamId = stream;
+		m->contextId = 1;
+		note(corr, kind, t, t + 7000);
+	} else if (kind == SYNTH_MEMSET) {
+		CUpti_ActivityMemset4 *s = slot(sizeof(*s));
+
+		s->kind = CUPTI_ACTIVITY_KIND_MEMSET;
+		s->bytes = 4096;
+		s->start = cupti_clock(t);
+		s->end = cupti_clock(t + 900);
+		s->correlationId = corr;
+		s->streamId = stream;
+		s->contextId = 1;
+		note(corr, kind, t, t + 900);
+	} else {
+		int n = kind == SYNTH_GRAPH ? n_kernels : 1;
+
+		for (int k = 0; k < n; k++)
+			kernel_record(corr, t + (uint64_t)k * 6000, 5000 + k,
+				      kind == SYNTH_GRAPH ? 7 : 0, stream,
+				      (unsigned)(corr + k));
+	}
+	return corr;
+}
+
+EXPORT unsigned synth_nr_records(void)
+{
+	return __atomic_load_n(&nr_records, __ATOMIC_ACQUIRE);
+}
+
+/* Record i as "corr kind start_ns end_ns", for the test. */
+EXPORT int synth_record(unsigned i, char *buf, int len)
+{
+	if (i >= synth_nr_records() || i >= MAX_RECORDS)
+		return -1;
+	return snprintf(buf, (size_t)len, "%u %d %llu %llu", records[i].corr,
+			records[i].kind,
+			(unsigned long long)records[i].start_ns,
+			(unsigned long long)records[i].end_ns);
+}

@@ -1,0 +1,126 @@
+"""A PyTorch job whose "GPU" is simulated: real torch ops and
+record_function scopes on several threads, and inside them CUDA launches
+made through the real CUPTI agent (librfbpf_cupti.so) by
+build/cupti/libgpu_synth.so, which plays the CUDA driver and CUPTI (there
+is no GPU on the test machines).
+
+It writes what a tracer must find to --expect FILE (JSON): for every
+correlation id, the op the launch ran in (null when none), the launching
+thread, and every record with its CLOCK_MONOTONIC start and end.
+
+  --wait-tracer   wait (up to 60 s) until the agent sees a tracer's lease
+  --sample P      (with RFBPF_SAMPLE set, the agent activates torch itself)
+  --hold S        after the work, keep running S seconds, printing the
+                  agent's lease state (for the kill -9 test)
+"""
+import argparse
+import ctypes
+import json
+import os
+import sys
+import threading
+import time
+
+import torch
+from torch.autograd.profiler import record_function
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SYNTH = os.path.join(ROOT, "build", "cupti", "libgpu_synth.so")
+
+KERNEL, GRAPH, DRIVER, MEMCPY, MEMSET = range(5)
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--expect", required=True)
+ap.add_argument("--threads", type=int, default=3)
+ap.add_argument("--steps", type=int, default=40)
+ap.add_argument("--graph-kernels", type=int, default=4)
+ap.add_argument("--wait-tracer", action="store_true")
+ap.add_argument("--hold", type=float, default=0)
+args = ap.parse_args()
+
+synth = ctypes.CDLL(SYNTH)
+synth.synth_launch.restype = ctypes.c_uint
+synth.synth_counter.restype = ctypes.c_ulonglong
+synth.synth_counter.argtypes = [ctypes.c_char_p]
+synth.synth_init()          # what cuInit does through CUDA_INJECTION64_PATH
+print("ready", flush=True)
+
+if args.wait_tracer:
+    deadline = time.time() + 60
+    while not synth.synth_lease_seen():
+        if time.time() > deadline:
+            sys.exit("no tracer lease within 60 s")
+        time.sleep(0.01)
+
+expected = {}
+lock = threading.Lock()
+
+
+def launch(kind, op, n=1, stream=7):
+    corr = synth.synth_launch(kind, n, stream)
+    with lock:
+        expected[corr] = {"op": op, "tid": threading.get_native_id(),
+                          "kind": kind}
+
+
+def step(t, i):
+    x = torch.ones(64)
+    outer = f"gpu_test::t{t}.forward"
+    with record_function(outer):
+        x = x * 2 + 1                       # real aten ops around
+        with record_function("gpu_test::matmul"):
+            launch(KERNEL, "gpu_test::matmul")
+        with record_function("gpu_test::graph_replay"):
+            launch(GRAPH, "gpu_test::graph_replay", args.graph_kernels)
+        launch(DRIVER, outer)               # directly in the outer scope
+        if i % 4 == 0:
+            with record_function("gpu_test::to_device"):
+                launch(MEMCPY, "gpu_test::to_device", stream=9)
+                launch(MEMSET, "gpu_test::to_device", stream=9)
+        y = x.sum()
+    if i % 10 == 0:
+        launch(KERNEL, None)                # outside any op
+    if i % 8 == 7:
+        synth.synth_flush()                 # CUPTI hands buffers over late
+    return float(y)
+
+
+def worker(t):
+    for i in range(args.steps):
+        step(t, i)
+    synth.synth_flush()
+
+
+threads = [threading.Thread(target=worker, args=(t,))
+           for t in range(args.threads)]
+for th in threads:
+    th.start()
+for th in threads:
+    th.join()
+
+records = []
+buf = ctypes.create_string_buffer(128)
+for i in range(synth.synth_nr_records()):
+    synth.synth_record(i, buf, 128)
+    corr, kind, start, end = (int(v) for v in buf.value.split())
+    records.append({"corr": corr, "kind": kind, "start_ns": start,
+                    "end_ns": end})
+counters = {name: synth.synth_counter(name.encode()) for name in
+            ("launches", "records", "records_untraced", "activity_starts",
+             "activity_enabled", "torch_callback_handle")}
+with open(args.expect, "w") as f:
+    json.dump({"launches": expected, "records": records,
+               "agent": counters}, f)
+print("work done", len(expected), len(records), flush=True)
+
+if args.hold:
+    deadline = time.time() + args.hold
+    seen = None
+    while time.time() < deadline:
+        now = synth.synth_lease_seen()
+        if now != seen:
+            print(f"lease_seen {now} at {time.monotonic():.3f}", flush=True)
+            seen = now
+        x = torch.ones(4) + 1               # keep doing ops meanwhile
+        time.sleep(0.02)
+print("exit ok", flush=True)
