@@ -276,3 +276,12 @@ def untraced_output(*args):
     r = run([PYTHON, WORKLOAD, *args])
     assert r.returncode == 0, r.stderr
     return r.stdout
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Every skipped test by name, with its reason (pytest -q folds them
+    by location, which hides which tests did not run)."""
+    for rep in terminalreporter.stats.get("skipped", []):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else ""
+        terminalreporter.write_line(f"SKIPPED {rep.nodeid}: "
+                                    f"{reason.removeprefix('Skipped: ')}")

@@ -25,10 +25,19 @@ GPU_WORKLOAD = os.path.join(ROOT, "tests", "workloads", "gpu_synthetic.py")
 GPU_PID = 0x7fff0000
 KERNEL, GRAPH, DRIVER, MEMCPY, MEMSET = range(5)
 
+CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+# Without a toolkit there is no agent to test; with one, a missing agent
+# is a build failure, not a reason to skip.
 pytestmark = pytest.mark.skipif(
-    not (os.path.exists(AGENT) and os.path.exists(SYNTH)),
-    reason="GPU tests skipped: CUDA toolkit not found, librfbpf_cupti.so "
-           "not built (set CUDA_HOME)")
+    not os.path.exists(os.path.join(CUDA_HOME, "include", "cupti.h")),
+    reason=f"GPU tests skipped: CUDA toolkit not found in {CUDA_HOME} "
+           f"(set CUDA_HOME), so librfbpf_cupti.so is not built")
+
+
+@pytest.fixture(autouse=True)
+def agent_built():
+    assert os.path.exists(AGENT) and os.path.exists(SYNTH), \
+        "the CUDA toolkit is here but build/cupti was not built (make cupti)"
 
 
 class Job:
