@@ -528,9 +528,8 @@ int BPF_KPROBE(gpu_launch, const struct rf_gpu_launch *arg)
 	e->domain = l.domain;
 	e->launch_flags = l.flags;
 	e->depth = depth;
-	if (bpf_probe_read_user_str(e->api_name, sizeof(e->api_name),
-				    (const void *)l.api_name) < 0)
-		e->api_name[0] = 0;
+	__builtin_memcpy(e->api_name, l.api_name, sizeof(e->api_name));
+	e->api_name[sizeof(e->api_name) - 1] = 0;
 	submit(e);
 	return 0;
 }
@@ -540,7 +539,6 @@ int BPF_KPROBE(gpu_activity, const struct rf_gpu_activity *arg)
 {
 	struct rf_gpu_activity_event *e;
 	__u64 id = target_thread();
-	long n;
 
 	if (!id)
 		return 0;
@@ -558,19 +556,9 @@ int BPF_KPROBE(gpu_activity, const struct rf_gpu_activity *arg)
 		count(RF_CNT_GPU_BAD_RECORD);
 		return 0;
 	}
-	e->name[0] = 0;
-	if (e->act.name) {
-		n = bpf_probe_read_user_str(e->name, sizeof(e->name),
-					    (const void *)e->act.name);
-		if (n <= 0) {
-			e->name[0] = 0;
-			e->hdr.flags |= RF_F_NAME_FAULT;
-		} else {
-			e->hdr.name_len = n - 1;
-			if (n == sizeof(e->name))
-				e->hdr.flags |= RF_F_NAME_TRUNCATED;
-		}
-	}
+	e->act.name[RF_GPU_NAME_MAX - 1] = 0;
+	if (e->act.name_len >= RF_GPU_NAME_MAX)
+		e->hdr.flags |= RF_F_NAME_TRUNCATED;
 	submit(e);
 	return 0;
 }

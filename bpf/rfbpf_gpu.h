@@ -52,8 +52,10 @@ struct rf_gpu_launch {
 	__u8 domain;		/* enum rf_gpu_api_domain */
 	__u8 flags;		/* RF_GPU_LAUNCH_F_* */
 	__u16 pad;
-	__u32 pad2;
-	__u64 api_name;		/* user address of a NUL-terminated name */
+	/* The API's name, copied in (NUL-terminated, cut if longer): a
+	 * pointer to CUPTI's string could sit on a page not yet faulted in,
+	 * which a uprobe cannot read. */
+	char api_name[RF_GPU_API_NAME_MAX];
 };
 
 enum rf_gpu_activity_kind {
@@ -92,8 +94,11 @@ struct rf_gpu_activity {
 	__u8 pad;
 	__u32 memset_value;	/* sets */
 	__u64 graph_id;		/* 0 unless launched from a CUDA graph */
-	__u64 name;		/* kernels: user address of the NUL-terminated
-				 * (mangled) name, valid during the call */
+	__u32 name_len;		/* kernels: strlen of the full name */
+	__u32 pad2;
+	/* kernels: the (mangled) name, copied in, NUL-terminated, cut to
+	 * RF_GPU_NAME_MAX - 1 bytes when name_len says it is longer */
+	char name[RF_GPU_NAME_MAX];
 };
 
 /*
@@ -155,11 +160,10 @@ struct rf_gpu_launch_event {
 	char api_name[RF_GPU_API_NAME_MAX];
 };
 
-/* hdr.flags has RF_F_NAME_TRUNCATED / RF_F_NAME_FAULT for the name. */
+/* hdr.flags has RF_F_NAME_TRUNCATED when the kernel name was cut. */
 struct rf_gpu_activity_event {
 	struct rf_event_hdr hdr;
 	struct rf_gpu_activity act;	/* as the agent passed it */
-	char name[RF_GPU_NAME_MAX];	/* kernels */
 };
 
 #endif /* RFBPF_GPU_H */

@@ -16,6 +16,7 @@
  * Kernel10, Memcpy6, Memset4). A newer libcupti only appends to them.
  */
 #include <stdlib.h>
+#include <string.h>
 #include "agent.h"
 
 static void convert_kernel(const CUpti_ActivityKernel10 *k, int64_t off,
@@ -38,8 +39,15 @@ static void convert_kernel(const CUpti_ActivityKernel10 *k, int64_t off,
 	a->static_shared_bytes = (uint32_t)k->staticSharedMemory;
 	a->dynamic_shared_bytes = (uint32_t)k->dynamicSharedMemory;
 	a->graph_id = k->graphId;
-	/* Points into CUPTI's memory, valid while the buffer is ours. */
-	a->name = (uintptr_t)k->name;
+	/* Copied in: BPF must not chase a pointer into pages a uprobe may
+	 * not be able to fault in. */
+	if (k->name) {
+		size_t n = strlen(k->name);
+
+		a->name_len = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+		memcpy(a->name, k->name, n < sizeof(a->name) ? n :
+		       sizeof(a->name) - 1);
+	}
 }
 
 static void convert_memcpy(const CUpti_ActivityMemcpy6 *m, int64_t off,

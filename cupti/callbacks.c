@@ -18,6 +18,7 @@
  * counter, an atomic load of the lease, and, when traced, a probe call.
  */
 #include <stddef.h>
+#include <string.h>
 #include "agent.h"
 
 /* Every cbid of the installed headers that launches work on a GPU. */
@@ -193,10 +194,10 @@ void rf_launch_fill(struct rf_gpu_launch *l, CUpti_CallbackDomain domain,
 		.domain = domain == CUPTI_CB_DOMAIN_RUNTIME_API ?
 				  RF_GPU_API_RUNTIME : RF_GPU_API_DRIVER,
 		.flags = class == RF_API_GRAPH ? RF_GPU_LAUNCH_F_GRAPH : 0,
-		/* functionName is a static string in CUPTI: it outlives the
-		 * call, so BPF may read it from the probe. */
-		.api_name = (uintptr_t)cd->functionName,
 	};
+	if (cd->functionName)
+		strncpy(l->api_name, cd->functionName,
+			sizeof(l->api_name) - 1);
 }
 
 static __thread struct rf_api_nesting nesting;

@@ -86,6 +86,8 @@ static void write_activity(FILE *f, const struct trace *t,
 			a->static_shared_bytes + a->dynamic_shared_bytes);
 	else
 		fprintf(f, ",\"bytes\":%llu", (unsigned long long)a->bytes);
+	if (a->name_truncated)
+		fputs(",\"name_truncated\":true", f);
 	if (a->graph_id)
 		fprintf(f, ",\"graph id\":%llu",
 			(unsigned long long)a->graph_id);

@@ -105,8 +105,8 @@ static uint32_t activity_name(struct names *names,
 	char label[64];
 
 	if (e->act.kind == RF_GPU_ACT_KERNEL)
-		return names_intern(names, e->name,
-				    strnlen(e->name, sizeof(e->name)));
+		return names_intern(names, e->act.name,
+				    strnlen(e->act.name, sizeof(e->act.name)));
 	if (e->act.kind == RF_GPU_ACT_MEMCPY)
 		snprintf(label, sizeof(label), "Memcpy %s",
 			 gpu_copy_kind_name(e->act.copy_kind));
@@ -149,6 +149,7 @@ bool gpu_add_activity(struct gpu *g, struct names *names,
 	a->dynamic_shared_bytes = in->dynamic_shared_bytes;
 	a->bytes = in->bytes;
 	a->copy_kind = in->copy_kind;
+	a->name_truncated = e->hdr.flags & RF_F_NAME_TRUNCATED;
 	a->graph_id = in->graph_id;
 	idx = u64map_get(&g->pending, pending_key(in->correlation_id));
 	if (idx) {

@@ -47,6 +47,7 @@ struct gpu_activity {
 	uint32_t static_shared_bytes, dynamic_shared_bytes;
 	uint64_t bytes;
 	uint8_t copy_kind;
+	bool name_truncated;	/* longer than RF_GPU_NAME_MAX - 1 */
 	uint64_t graph_id;
 };
 

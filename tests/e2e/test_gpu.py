@@ -24,6 +24,9 @@ SYNTH = os.path.join(ROOT, "build", "cupti", "libgpu_synth.so")
 GPU_WORKLOAD = os.path.join(ROOT, "tests", "workloads", "gpu_synthetic.py")
 GPU_PID = 0x7fff0000
 KERNEL, GRAPH, DRIVER, MEMCPY, MEMSET = range(5)
+API = {KERNEL: "cudaLaunchKernel", GRAPH: "cudaGraphLaunch",
+       DRIVER: "cuLaunchKernel", MEMCPY: "cudaMemcpyAsync",
+       MEMSET: "cudaMemsetAsync"}
 
 CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda")
 # Without a toolkit there is no agent to test; with one, a missing agent
@@ -139,6 +142,8 @@ def test_every_kernel_is_joined_to_the_op_that_launched_it(tmp_path):
             # 100% attribution: the op that was innermost at the launch.
             assert e["args"].get("launched by") == want["op"], (corr, e)
             assert e["args"]["launch tid"] == want["tid"]
+            # Nested driver calls were reported once, as the runtime call.
+            assert e["args"]["launch api"] == API[want["kind"]]
     # Graph launches fan out to all of their kernels.
     graphs = [c for c, v in launches.items() if v["kind"] == GRAPH]
     assert graphs and all(len(by_corr[c]) == 4 for c in graphs)
@@ -165,6 +170,10 @@ def test_every_kernel_is_joined_to_the_op_that_launched_it(tmp_path):
     assert g["launches_outside_ops"] == sum(
         1 for v in launches.values() if v["op"] is None)
     assert g["bad_records"] == 0 and g["agent_untraced_records"] == 0
+    # Names longer than the event's 255 bytes arrive cut, and counted.
+    cut = [e for e in gpu if len(e["name"].encode()) == 255]
+    assert cut and g["kernel_names_truncated"] == len(cut)
+    assert all(e["args"]["name_truncated"] is True for e in cut)
     assert g["final_flush_missed"] is False
     # The table has the CUDA columns, with the right sums for one op.
     assert "Self CUDA" in out and "CUDA total" in out and "Kernels" in out

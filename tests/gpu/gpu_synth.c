@@ -52,12 +52,17 @@ struct synth_record {
 static struct synth_record records[MAX_RECORDS];
 static uint32_t nr_records, next_corr;
 
-/* Kernel names must live until the buffer is completed: a fixed set. */
+/* Kernel names must live until the buffer is completed: a fixed set,
+ * the last longer than RF_GPU_NAME_MAX as templated kernels often are. */
+#define LONG_NAME_PART "_ZN2at6native18elementwise_kernelILi128ELi4EZNS0_22" \
+	"gpu_kernel_impl_nocastINS0_13BinaryFunctorIfffNS0_15binary_internal"
 static const char *const kernel_names[] = {
 	"_Z10gemm_tiledPKfS0_Pfiii",
 	"_ZN2at6native29vectorized_elementwise_kernelILi4EEEvi",
 	"_Z11reduce_sumPKfPfi",
+	LONG_NAME_PART LONG_NAME_PART LONG_NAME_PART "EEEEvRNS_18TensorIteratorBaseERKT_EUliE_EEviT1_",
 };
+#define NR_KERNEL_NAMES (sizeof(kernel_names) / sizeof(kernel_names[0]))
 
 struct buffer {
 	uint8_t *data;
@@ -190,7 +195,7 @@ static void kernel_record(uint32_t corr, uint64_t start, uint64_t dur,
 	k->registersPerThread = 32;
 	k->staticSharedMemory = 1024;
 	k->graphId = graph_id;
-	k->name = kernel_names[which % 3];
+	k->name = kernel_names[which % NR_KERNEL_NAMES];
 	note(corr, SYNTH_KERNEL, start, start + dur);
 }
 

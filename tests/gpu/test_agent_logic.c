@@ -99,7 +99,7 @@ TEST(launch_fill_and_graph_flag)
 	CHECK_EQ_U64(l.domain, RF_GPU_API_RUNTIME);
 	CHECK_EQ_U64(l.flags, RF_GPU_LAUNCH_F_GRAPH);
 	CHECK_EQ_U64(l.cbid, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000);
-	CHECK_STR((const char *)(uintptr_t)l.api_name, "cudaGraphLaunch");
+	CHECK_STR(l.api_name, "cudaGraphLaunch");
 	rf_launch_fill(&l, DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
 		       RF_API_LAUNCH, &cd);
 	CHECK_EQ_U64(l.domain, RF_GPU_API_DRIVER);
@@ -181,7 +181,8 @@ TEST(convert_kernel)
 	CHECK_EQ_U64(a.static_shared_bytes, 1024);
 	CHECK_EQ_U64(a.dynamic_shared_bytes, 2048);
 	CHECK_EQ_U64(a.graph_id, 9);
-	CHECK_STR((const char *)(uintptr_t)a.name, "_Z6kernelPf");
+	CHECK_STR(a.name, "_Z6kernelPf");
+	CHECK_EQ_U64(a.name_len, 11);
 	CHECK_EQ_U64(a.bytes, 0);
 	k.kind = CUPTI_ACTIVITY_KIND_KERNEL;		/* serialized kernels */
 	CHECK(rf_activity_convert((CUpti_Activity *)&k, 0, &a) == 0);
@@ -189,6 +190,23 @@ TEST(convert_kernel)
 	k.start = 0;					/* no timing: stays 0 */
 	CHECK(rf_activity_convert((CUpti_Activity *)&k, 1000, &a) == 0);
 	CHECK_EQ_U64(a.start_ns, 0);
+}
+
+/* Templated kernel names run past RF_GPU_NAME_MAX: cut, NUL-terminated,
+ * with the full length kept so the cut is visible downstream. */
+TEST(convert_long_kernel_name)
+{
+	char name[400];
+	CUpti_ActivityKernel10 k = make_kernel(1, 100);
+	struct rf_gpu_activity a;
+
+	memset(name, 'x', sizeof(name) - 1);
+	name[sizeof(name) - 1] = 0;
+	k.name = name;
+	CHECK(rf_activity_convert((CUpti_Activity *)&k, 0, &a) == 0);
+	CHECK_EQ_U64(a.name_len, sizeof(name) - 1);
+	CHECK_EQ_U64(strlen(a.name), RF_GPU_NAME_MAX - 1);
+	CHECK(!memcmp(a.name, name, RF_GPU_NAME_MAX - 1));
 }
 
 TEST(convert_memcpy)
@@ -215,7 +233,8 @@ TEST(convert_memcpy)
 	CHECK_EQ_U64(a.dst_kind, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE);
 	CHECK_EQ_U64(a.device_id, 3);
 	CHECK_EQ_U64(a.stream_id, 5);
-	CHECK_EQ_U64(a.name, 0);
+	CHECK_EQ_U64(a.name_len, 0);
+	CHECK_STR(a.name, "");
 	m.runtimeCorrelationId = 0;		/* a driver copy */
 	CHECK(rf_activity_convert((CUpti_Activity *)&m, 0, &a) == 0);
 	CHECK_EQ_U64(a.correlation_id, 100);

@@ -66,7 +66,7 @@ static void activity(struct trace *t, uint32_t kind, uint32_t corr,
 			 .copy_kind = 1 },
 	};
 
-	snprintf(e.name, sizeof(e.name), "%s", name ? name : "");
+	snprintf(e.act.name, sizeof(e.act.name), "%s", name ? name : "");
 	CHECK(gpu_add_activity(&t->gpu, &t->names, &e));
 }
 
