@@ -13,8 +13,14 @@ static void *reader_main(void *arg)
 	struct bench_probes *b = arg;
 
 	while (!b->stop) {
-		int n = ring_buffer__poll(b->rb, 10);
+		int n = 0;
 
+		if (b->paused)
+			usleep(1000);
+		else if (b->spin)	/* records below the wakeup mark */
+			n = ring_buffer__consume(b->rb);
+		else
+			n = ring_buffer__poll(b->rb, 10);
 		if (n > 0)
 			b->consumed += n;
 	}
@@ -93,6 +99,25 @@ void bench_probes_wait_consumed(struct bench_probes *b, uint64_t expected)
 {
 	for (int i = 0; i < 2000 && b->consumed < expected; i++)
 		usleep(1000);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+double bench_probes_drain(struct bench_probes *b, uint64_t expected)
+{
+	double t0 = now_s();
+
+	b->spin = true;
+	b->paused = false;
+	while (b->consumed < expected && now_s() - t0 < 60)
+		;
+	return now_s() - t0;
 }
 
 uint64_t bench_probes_drops(const struct bench_probes *b)

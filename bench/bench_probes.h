@@ -34,6 +34,8 @@ struct bench_probes {
 	struct bpf_link *links[2];
 	pthread_t reader;
 	volatile bool stop;
+	volatile bool paused;		/* the reader leaves the ring alone */
+	volatile bool spin;		/* read without waiting for wakeups */
 	volatile uint64_t consumed;	/* records read by the reader */
 	double reader_cpu_s;		/* its CPU time, at close */
 };
@@ -50,6 +52,10 @@ int bench_probes_attach(struct bench_probes *b, enum bench_prog prog,
 void bench_probes_detach(struct bench_probes *b);
 /* Waits (up to 2 s) until the reader has read `expected` records. */
 void bench_probes_wait_consumed(struct bench_probes *b, uint64_t expected);
+/* Resumes a paused reader, which then reads without waiting for wakeups,
+ * and returns the seconds until it has read `expected` records in all
+ * (up to 60 s). */
+double bench_probes_drain(struct bench_probes *b, uint64_t expected);
 /* rfbpf's drop counter (ring buffer full), summed over CPUs. */
 uint64_t bench_probes_drops(const struct bench_probes *b);
 /* CPU seconds the reader thread has used so far. */
