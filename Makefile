@@ -127,8 +127,44 @@ demo: deps
 	$(Q)tools/demo.sh
 
 # `sudo make bench`: measured overheads, written to docs/BENCHMARKS.md.
-bench: rfbpf $(OUT)/bench/loader_throughput
+# The per-event benches probe functions of their own binary
+# (bench/probe_target.S) with an empty program (bench/empty.bpf.c, its own
+# skeleton) and with rfbpf's programs, loaded by user/probes.c.
+BENCH_BINS := $(addprefix $(OUT)/bench/,loader_throughput uprobe_cost \
+	ring_throughput callback_only)
+bench: rfbpf $(BENCH_BINS)
 	$(Q)bench/run.sh
+
+$(OUT)/bench/empty.bpf.o: bench/empty.bpf.c $(VMLINUX)
+	$(call msg,BPF,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(OUT)/bench/empty.skel.h: $(OUT)/bench/empty.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< > $@.tmp
+	$(Q)mv $@.tmp $@
+
+BENCH_PROBE_SRCS := bench/producer.c bench/bench_probes.c \
+	bench/probe_target.S user/probes.c $(LOGIC_SRCS)
+$(OUT)/bench/uprobe_cost $(OUT)/bench/ring_throughput: $(OUT)/bench/%: \
+		bench/%.c $(BENCH_PROBE_SRCS) $(wildcard bench/*.h) \
+		$(wildcard user/*.h) $(OUT)/bench/empty.skel.h \
+		$(OUT)/rfbpf.skel.h
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -I$(OUT)/bench $< $(BENCH_PROBE_SRCS) $(LDLIBS) \
+		-lpthread -o $@
+
+# Registers rfbpf's callback (and optionally empty uprobes) without
+# rfbpf's programs: the cost breakdown of the tiny-op workload.
+CALLBACK_ONLY_SRCS := user/activation.c user/callback_stubs.c \
+	user/remote_call.c user/probes.c $(LOGIC_SRCS)
+$(OUT)/bench/callback_only: bench/callback_only.c $(CALLBACK_ONLY_SRCS) \
+		$(wildcard user/*.h) $(OUT)/bench/empty.skel.h \
+		$(OUT)/rfbpf.skel.h
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -I$(OUT)/bench $< $(CALLBACK_ONLY_SRCS) $(LDLIBS) \
+		-o $@
 
 $(OUT)/bench/loader_throughput: bench/loader_throughput.c $(LOGIC_SRCS) \
 		$(wildcard user/*.h) | $(OUT)

@@ -1,105 +1,184 @@
 #!/usr/bin/env python3
-"""Workload overhead of rfbpf's modes, measured side by side in one run.
+"""Workload overhead of rfbpf's modes against untraced runs and
+torch.profiler, measured side by side in one run.
 
-The dispatch-bound tiny-op workload (tests/workloads/tiny_ops.py) times its
-own phase (the ops only: no start-up, import or attach), so each variant's
-figure is the time the same ops took while being observed. Variants run
-interleaved (A B C ... A B C ...) and the median of the repetitions is
-compared with the untraced median from the same run: this VM is noisy, so
-only ratios measured together mean anything.
+The workloads time their own phase (bench/timed_workload.py: the ops only,
+no start-up, import or attach). Variants run interleaved (A B C ... A B C
+...) and each median is compared with the untraced median of the same
+run: this VM is noisy, so only figures measured together mean anything.
 
-  sudo bench/overhead.py [--steps N] [--reps R] [--markdown FILE]
+Suites:
+  tiny     the tiny-op workload (tests/workloads/tiny_ops.py): every mode,
+           torch.profiler end to end, and the cost breakdown of the full
+           trace on callback probes (bench/callback_only)
+  mlp      the MLP training step (tests/workloads/mlp_threads.py)
+  threads  the tiny-op workload on 1, 2 and 4 threads
+  long     --sample 0.01 over long phases (its cost is below the noise of
+           short ones)
+
+  sudo bench/overhead.py --suite tiny [--steps N] [--reps R]
+                         [--markdown FILE]
 """
 import argparse
-import os
-import re
 import statistics
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RFBPF = os.path.join(ROOT, "rfbpf")
-PYTHON = "/usr/bin/python3"
-TINY = os.path.join(ROOT, "tests", "workloads", "tiny_ops.py")
+from variant_runner import ops_per_step, run_variant
 
-VARIANTS = [
-    ("untraced", []),
-    ("torch.profiler (in-process)", None),
-    ("rfbpf full, entry probes", ["--probes", "entry", "--"]),
-    ("rfbpf full, callback probes", ["--probes", "callback", "--"]),
-    ("rfbpf --sample 0.01, entry probes",
-     ["--probes", "entry", "--sample", "0.01", "--"]),
-    ("rfbpf --sample 0.01, callback probes",
-     ["--probes", "callback", "--sample", "0.01", "--"]),
-    ("rfbpf --tree-sample 0.01, callback probes",
-     ["--probes", "callback", "--tree-sample", "0.01", "--"]),
+FULL_E = ("rfbpf", ["--probes", "entry"])
+FULL_C = ("rfbpf", ["--probes", "callback"])
+SAMPLE_E = ("rfbpf", ["--probes", "entry", "--sample", "0.01"])
+SAMPLE_C = ("rfbpf", ["--probes", "callback", "--sample", "0.01"])
+TREE_C = ("rfbpf", ["--probes", "callback", "--tree-sample", "0.01"])
+MODES = [
+    ("untraced", ("untraced", [])),
+    ("torch.profiler", ("torch", [])),
+    ("rfbpf full, callback probes", FULL_C),
+    ("rfbpf full, entry probes", FULL_E),
+    ("rfbpf --sample 0.01, callback probes", SAMPLE_C),
+    ("rfbpf --sample 0.01, entry probes", SAMPLE_E),
+    ("rfbpf --tree-sample 0.01, callback probes", TREE_C),
 ]
+BREAKDOWN = [
+    ("callback registered, no uprobes", ("callback_only", [])),
+    ("callback + uprobes running an empty program",
+     ("callback_only", ["--empty-probes"])),
+]
+SUITES = {  # name: (workload, default steps, default reps, threads, modes)
+    "tiny": ("tiny", 20000, 5, [1], MODES + BREAKDOWN),
+    "mlp": ("mlp", 400, 5, [1], MODES),
+    "threads": ("tiny", 5000, 5, [1, 2, 4],
+                [MODES[0], MODES[2], MODES[4]]),
+    "long": ("tiny", 100000, 5, [1], [MODES[0], MODES[4], MODES[5]]),
+}
+TORCH_E2E = {"phase_seconds": "torch.profiler, profiled region only",
+             "e2e_table_seconds": "torch.profiler end to end + "
+             "key_averages() table",
+             "e2e_trace_seconds": "torch.profiler end to end + "
+             "export_chrome_trace()"}
 
 
-def phase_seconds(variant_args, steps):
-    work = [PYTHON, TINY, "--steps", str(steps), "--time"]
-    if variant_args is None:
-        cmd = work + ["--profile", "torch"]
-    elif variant_args:
-        cmd = [RFBPF, "-q", "--no-table", *variant_args] + work
-    else:
-        cmd = work
-    r = subprocess.run(cmd, input="go\n", capture_output=True, text=True,
-                       timeout=600)
-    m = re.search(r"phase_seconds=([0-9.]+)", r.stderr)
-    if r.returncode or not m:
-        sys.exit(f"bench: {' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
-    return float(m.group(1))
+def measure(suite, steps, reps):
+    """{(threads, name, figure): [seconds]}, {(threads, name): [acct]}."""
+    workload, _, _, thread_counts, modes = SUITES[suite]
+    times, accts = {}, {}
+    for rep in range(reps):
+        for t in thread_counts:
+            for name, (kind, args) in modes:
+                figs, acct = run_variant(kind, args, workload, steps, t)
+                for fig, v in figs.items():
+                    if v is not None:
+                        times.setdefault((t, name, fig), []).append(v)
+                if acct:
+                    accts.setdefault((t, name), []).append(acct)
+        print(f"{suite}: rep {rep + 1}/{reps} done", file=sys.stderr)
+    return times, accts
 
 
-def ops_per_step():
-    """From two full captures: the ops one step of the workload runs."""
-    counts = []
-    for steps in (200, 400):
-        r = subprocess.run([RFBPF, "-q", "--top", "0", "--", PYTHON, TINY,
-                            "--steps", str(steps)], input="go\n",
-                           capture_output=True, text=True, timeout=600)
-        m = re.search(r"; (\d+) ops;", r.stdout)
-        if not m:
-            sys.exit("bench: cannot count ops:\n" + r.stdout[-2000:])
-        counts.append(int(m.group(1)))
-    return (counts[1] - counts[0]) / 200
+def rows_of(times, t):
+    """(label, samples) per table row, torch.profiler split in three."""
+    for (tt, name, fig), v in times.items():
+        if tt != t:
+            continue
+        if name == "torch.profiler":
+            yield TORCH_E2E[fig], v
+        else:
+            yield name, v
+
+
+def acct_cells(accts):
+    """rfbpf's own CPU (whole run, including its start-up and the ~3 s of
+    following the command to torch's import) and peak RSS, medians."""
+    if not accts:
+        return "", "", ""
+    cpu = statistics.median(a["cpu_s"] for a in accts)
+    per_m = statistics.median(a["cpu_s"] / max(a["events"], 1) * 1e6
+                              for a in accts)
+    rss = statistics.median(a["rss_mib"] for a in accts)
+    return f"{cpu:.2f}", f"{per_m:.1f}", f"{rss:.0f}"
+
+
+def table(times, accts, t, ops):
+    base = statistics.median(times[(t, "untraced", "phase_seconds")])
+    e2e = times.get((t, "torch.profiler", "e2e_table_seconds"))
+    e2e_added = statistics.median(e2e) - base if e2e else None
+    out = ["| variant | median (s) | spread (min-max) | ratio to untraced "
+           "| added per op (us) | added / torch.profiler e2e added | "
+           "rfbpf CPU (s) | rfbpf CPU s per M events | rfbpf peak RSS "
+           "(MiB) |", "|---|---|---|---|---|---|---|---|---|"]
+    added = {}
+    for label, v in rows_of(times, t):
+        med = statistics.median(v)
+        added[label] = (med - base) / ops * 1e6
+        share = (f"{(med - base) / e2e_added:.3f}" if e2e_added and
+                 label.startswith("rfbpf") else "")
+        cpu, per_m, rss = acct_cells(accts.get((t, label)))
+        out.append(f"| {label} | {med:.3f} | {min(v):.3f}-{max(v):.3f} | "
+                   f"{med / base:.3f} | {added[label]:.3f} | {share} | "
+                   f"{cpu} | {per_m} | {rss} |")
+    return "\n".join(out), added
+
+
+def breakdown(added):
+    full = added["rfbpf full, callback probes"]
+    machinery = added[BREAKDOWN[0][0]]
+    probes = added[BREAKDOWN[1][0]]
+    parts = [("PyTorch's callback machinery (RecordFunction built, start/"
+              "end stubs called)", machinery),
+             ("two optimized uprobes (nop5 trampoline, empty program)",
+              probes - machinery),
+             ("rfbpf's BPF programs, ring buffer, loader", full - probes)]
+    out = ["| layer | added per op (us) | share of the full trace |",
+           "|---|---|---|"]
+    for label, v in parts:
+        out.append(f"| {label} | {v:.3f} | {v / full:.0%} |")
+    out.append(f"| full trace, callback probes | {full:.3f} | 100% |")
+    return "\n".join(out)
+
+
+def scaling(times, thread_counts, ops_by_t):
+    out = ["| threads | ops per phase | untraced (s) | full trace: added "
+           "per op (us) | full: ratio | --sample 0.01: added per op (us) "
+           "| sample: ratio |", "|---|---|---|---|---|---|---|"]
+    for t in thread_counts:
+        base = statistics.median(times[(t, "untraced", "phase_seconds")])
+        cells = []
+        for name in (MODES[2][0], MODES[4][0]):
+            med = statistics.median(times[(t, name, "phase_seconds")])
+            cells += [f"{(med - base) / ops_by_t[t] * 1e6:.3f}",
+                      f"{med / base:.3f}"]
+        out.append(f"| {t} | {ops_by_t[t]:.0f} | {base:.3f} | "
+                   + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=20000)
-    ap.add_argument("--reps", type=int, default=9)
-    ap.add_argument("--markdown", help="append the table to this file")
-    ap.add_argument("--only", action="append", default=[],
-                    help="run only variants whose name contains this "
-                    "(repeatable; untraced always runs)")
+    ap.add_argument("--suite", choices=SUITES, default="tiny")
+    ap.add_argument("--steps", type=int)
+    ap.add_argument("--reps", type=int)
+    ap.add_argument("--markdown", help="append the tables to this file")
     args = ap.parse_args()
-    variants = [(n, v) for n, v in VARIANTS if n == "untraced" or
-                not args.only or any(o in n for o in args.only)]
-    per_step = ops_per_step()
-    times = {name: [] for name, _ in variants}
-    for rep in range(args.reps):
-        for name, v in variants:
-            times[name].append(phase_seconds(v, args.steps))
-        print(f"rep {rep + 1}/{args.reps} done", file=sys.stderr)
-    base = statistics.median(times["untraced"])
-    ops = per_step * args.steps
-    rows = ["| variant | median phase (s) | spread (min-max) | ratio to "
-            "untraced | added per op (us) |", "|---|---|---|---|---|"]
-    for name, _ in variants:
-        med = statistics.median(times[name])
-        rows.append(f"| {name} | {med:.3f} | {min(times[name]):.3f}-"
-                    f"{max(times[name]):.3f} | {med / base:.3f} | "
-                    f"{(med - base) / ops * 1e6:.3f} |")
-    table = "\n".join(rows)
-    head = (f"tiny-op workload: {args.steps} steps x {per_step:.0f} ops = "
-            f"{ops:.0f} ops per phase, {args.reps} interleaved repetitions")
-    print(head)
-    print(table)
+    workload, steps, reps, thread_counts, _ = SUITES[args.suite]
+    steps, reps = args.steps or steps, args.reps or reps
+    ops_by_t = {t: ops_per_step(workload, t) * steps for t in thread_counts}
+    times, accts = measure(args.suite, steps, reps)
+    head = (f"{workload} workload, {steps} steps, {reps} interleaved "
+            f"repetitions; ops per phase: "
+            + ", ".join(f"{ops_by_t[t]:.0f}" + (f" ({t} threads)" if
+                        len(thread_counts) > 1 else "")
+                        for t in thread_counts))
+    if args.suite == "threads":
+        text = scaling(times, thread_counts, ops_by_t)
+    else:
+        text, added = table(times, accts, 1, ops_by_t[1])
+        if args.suite == "tiny":
+            text += ("\n\nWhere the full trace's time goes (differences "
+                     "of the medians above):\n\n" + breakdown(added))
+    print(head + "\n\n" + text)
     if args.markdown:
         with open(args.markdown, "a") as f:
-            f.write(f"\n{head}\n\n{table}\n")
+            f.write(f"\n{head}\n\n{text}\n")
 
 
 if __name__ == "__main__":
