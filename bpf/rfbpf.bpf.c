@@ -87,12 +87,22 @@ static __always_inline __u64 target_thread(void)
 
 static const struct rf_thread_state empty_state;
 
+/*
+ * Wake the loader as the backlog crosses wakeup_bytes, not on every event
+ * past it: a forced wakeup costs the traced thread more than the event,
+ * and a loader that is already awake drains everything anyway (its poll
+ * also times out every 100 ms). The window is wide enough that some
+ * event of every crossing lands in it.
+ */
+#define RF_WAKEUP_WINDOW (16 * 1024)
+
 static __always_inline void submit(void *e)
 {
 	__u64 waiting = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 
-	bpf_ringbuf_submit(e, waiting >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP :
-			   BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, waiting >= wakeup_bytes &&
+			   waiting < wakeup_bytes + RF_WAKEUP_WINDOW ?
+			   BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 static __always_inline __u32 draw_skip(void)
@@ -259,7 +269,7 @@ fault:
 }
 
 static __always_inline struct rf_before_event *
-begin_before_of(struct pt_regs *ctx, __u8 variant, void *rf)
+begin_before_of(struct pt_regs *ctx, __u8 variant, void *rf, bool read_scope)
 {
 	struct rf_before_event *e;
 	__u64 id = target_thread();
@@ -275,7 +285,8 @@ begin_before_of(struct pt_regs *ctx, __u8 variant, void *rf)
 		return NULL;
 	}
 	fill_hdr(&e->hdr, id, RF_EV_BEFORE, variant, (__u64)rf);
-	if (bpf_probe_read_user(&e->hdr.scope, 1, rf + RF_SCOPE_OFFSET))
+	if (read_scope &&
+	    bpf_probe_read_user(&e->hdr.scope, 1, rf + RF_SCOPE_OFFSET))
 		e->hdr.scope = 0xff;
 	return e;
 }
@@ -284,7 +295,7 @@ begin_before_of(struct pt_regs *ctx, __u8 variant, void *rf)
 static __always_inline struct rf_before_event *
 begin_before(struct pt_regs *ctx, __u8 variant)
 {
-	return begin_before_of(ctx, variant, (void *)PT_REGS_PARM1(ctx));
+	return begin_before_of(ctx, variant, (void *)PT_REGS_PARM1(ctx), true);
 }
 
 static __always_inline void submit_before(struct rf_before_event *e)
@@ -391,6 +402,43 @@ int before_descriptor_dk(struct pt_regs *ctx)
 }
 
 /*
+ * A C++11 std::string already copied from user memory at user address
+ * `at`: {char *data; size_t len; char sso[16]}. Short names live in the
+ * object itself (data == at + 16), and then need no further read.
+ */
+static __always_inline void name_from_cxx11_string(struct rf_before_event *e,
+						   const __u64 *s, __u64 at)
+{
+	__u64 len = s[1];
+
+	if (s[0] == at + 16 && len < 16) {
+		__builtin_memcpy(e->name, &s[2], 16);
+		e->name[len & 15] = 0;
+		e->hdr.name_len = len;
+		return;
+	}
+	read_sized(e, (const char *)s[0], len);
+}
+
+/* FunctionSchema's first member is OperatorName, whose first member is
+ * the name std::string: read that string object, then its characters if
+ * they are not inside it. */
+static __always_inline void name_from_schema(struct rf_before_event *e,
+					     const void *schema)
+{
+	__u64 s[4];
+
+	if (old_string_abi) {
+		read_std_string(e, schema, true);
+	} else if (bpf_probe_read_user(s, sizeof(s), schema)) {
+		e->name[0] = 0;
+		e->hdr.flags |= RF_F_NAME_FAULT;
+	} else {
+		name_from_cxx11_string(e, s, (__u64)schema);
+	}
+}
+
+/*
  * Optimized path (user/callback_stubs.h): rfbpf's own start callback,
  * called by RecordFunction::before for each sampled op with the
  * RecordFunction in rsi (rdi is the hidden return slot). The name is read
@@ -399,28 +447,39 @@ int before_descriptor_dk(struct pt_regs *ctx)
 SEC("uprobe")
 int BPF_KPROBE(callback_start, void *ret_slot, void *rf)
 {
+	__u64 w[RF_WINDOW_LEN / 8];
 	struct rf_before_event *e;
-	__u8 index = 0;
-	const void *fn = rf + RF_FN_OFFSET;
-	const void *schema = NULL;
-	__u32 index_off = old_string_abi ? RF_FN_INDEX_OFFSET_OLD :
-					   RF_FN_INDEX_OFFSET_CXX11;
-	__u32 seq_off = old_string_abi ? RF_SEQ_OFFSET_OLD :
-					 RF_SEQ_OFFSET_CXX11;
+	const __u64 *fn = &w[(RF_FN_OFFSET - RF_WINDOW_START) / 8];
+	__u8 index;
 
-	e = begin_before_of(ctx, RF_V_CALLBACK, rf);
+	e = begin_before_of(ctx, RF_V_CALLBACK, rf, false);
 	if (!e)
 		return 0;
-	if (bpf_probe_read_user(&e->seq, sizeof(e->seq), rf + seq_off))
+	/* Every separate read of user memory costs: one read brings scope,
+	 * fn_, its index and the sequence number. */
+	if (bpf_probe_read_user(w, sizeof(w), rf + RF_WINDOW_START)) {
+		e->hdr.scope = 0xff;
 		e->seq = -1;
-	if (bpf_probe_read_user(&index, 1, rf + index_off) || index > 1) {
 		e->name[0] = 0;
 		e->hdr.flags |= RF_F_NAME_FAULT;
-	} else if (index == 0) {
-		read_std_string(e, fn, old_string_abi);
-	} else if (!bpf_probe_read_user(&schema, sizeof(schema), fn)) {
-		read_std_string(e, schema, old_string_abi);
+		submit_before(e);
+		return 0;
+	}
+	e->hdr.scope = (__u8)w[0];
+	if (old_string_abi) {
+		index = (__u8)w[(RF_FN_INDEX_OFFSET_OLD - RF_WINDOW_START) / 8];
+		e->seq = (__s64)w[(RF_SEQ_OFFSET_OLD - RF_WINDOW_START) / 8];
 	} else {
+		index = (__u8)w[(RF_FN_INDEX_OFFSET_CXX11 - RF_WINDOW_START) / 8];
+		e->seq = (__s64)w[(RF_SEQ_OFFSET_CXX11 - RF_WINDOW_START) / 8];
+	}
+	if (index == 0 && old_string_abi)
+		read_std_string(e, rf + RF_FN_OFFSET, true);
+	else if (index == 0)
+		name_from_cxx11_string(e, fn, (__u64)rf + RF_FN_OFFSET);
+	else if (index == 1)
+		name_from_schema(e, (const void *)fn[0]);
+	else {		/* valueless variant: nothing to name */
 		e->name[0] = 0;
 		e->hdr.flags |= RF_F_NAME_FAULT;
 	}

@@ -30,6 +30,10 @@
 #define RF_SEQ_OFFSET_CXX11 200
 #define RF_FN_INDEX_OFFSET_OLD 168
 #define RF_SEQ_OFFSET_OLD 176
+/* callback_start reads [RF_WINDOW_START, +RF_WINDOW_LEN) of the object at
+ * once: scope, fn_, its index and sequence_nr_ in either string ABI. */
+#define RF_WINDOW_START RF_SCOPE_OFFSET
+#define RF_WINDOW_LEN (RF_SEQ_OFFSET_CXX11 + 8 - RF_WINDOW_START)
 /* Layout of the pre-C++11 ("old ABI") reference-counted std::string: the
  * object is one pointer to the characters, preceded by {length, capacity,
  * refcount}; the length sits 24 bytes before the characters. */
