@@ -131,19 +131,26 @@ demo: deps
 # (bench/probe_target.S) with an empty program (bench/empty.bpf.c, its own
 # skeleton) and with rfbpf's programs, loaded by user/probes.c.
 BENCH_BINS := $(addprefix $(OUT)/bench/,loader_throughput uprobe_cost \
-	ring_throughput callback_only)
+	ring_throughput ring_rate callback_only)
 bench: rfbpf $(BENCH_BINS)
 	$(Q)bench/run.sh
 
-$(OUT)/bench/empty.bpf.o: bench/empty.bpf.c $(VMLINUX)
+$(OUT)/bench/%.bpf.o: bench/%.bpf.c bpf/rfbpf.h $(VMLINUX)
 	$(call msg,BPF,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
-$(OUT)/bench/empty.skel.h: $(OUT)/bench/empty.bpf.o
+$(OUT)/bench/%.skel.h: $(OUT)/bench/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@.tmp
 	$(Q)mv $@.tmp $@
+
+# The loader's throughput from a synthetic in-kernel producer.
+$(OUT)/bench/ring_rate: bench/ring_rate.c $(LOGIC_SRCS) $(wildcard user/*.h) \
+		$(OUT)/bench/ring_producer.skel.h
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -I$(OUT)/bench $< $(LOGIC_SRCS) $(LDLIBS) \
+		-lpthread -o $@
 
 BENCH_PROBE_SRCS := bench/producer.c bench/bench_probes.c \
 	bench/probe_target.S user/probes.c $(LOGIC_SRCS)

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
+#include <pthread.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ const char *const site_symbols[2][2] = {
 
 struct command {
 	int site;
+	int threads;		/* each runs iters / threads pairs */
 	uint64_t iters, pace_ns;
 };
 
@@ -84,6 +86,45 @@ static uint64_t run_loop(const struct command *c, unsigned char *rf)
 	return now_ns() - t0;
 }
 
+#define MAX_THREADS 8
+
+struct loop_thread {
+	pthread_t thread;
+	struct command c;
+	unsigned char rf[256] __attribute__((aligned(16)));
+};
+
+static void *loop_main(void *arg)
+{
+	struct loop_thread *t = arg;
+
+	run_loop(&t->c, t->rf);
+	return NULL;
+}
+
+/* The command on c.threads threads at once, each with its own
+ * RecordFunction object (as ops on different threads have); returns the
+ * wall time until the last one finished. */
+static uint64_t run_threads(const struct command *c)
+{
+	static struct loop_thread t[MAX_THREADS];
+	int n = c->threads < 1 ? 1 : c->threads > MAX_THREADS ? MAX_THREADS :
+		c->threads;
+	uint64_t t0 = now_ns();
+
+	for (int i = 0; i < n; i++) {
+		t[i].c = *c;
+		t[i].c.iters = c->iters / n;
+		fake_record_function(t[i].rf);
+		if (i && pthread_create(&t[i].thread, NULL, loop_main, &t[i]))
+			_exit(1);
+	}
+	loop_main(&t[0]);
+	for (int i = 1; i < n; i++)
+		pthread_join(t[i].thread, NULL);
+	return now_ns() - t0;
+}
+
 static void child_main(int cmd_fd, int res_fd)
 {
 	static unsigned char rf[256] __attribute__((aligned(16)));
@@ -92,7 +133,8 @@ static void child_main(int cmd_fd, int res_fd)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	fake_record_function(rf);
 	while (read(cmd_fd, &c, sizeof(c)) == sizeof(c)) {
-		uint64_t dt = run_loop(&c, rf);
+		uint64_t dt = c.threads > 1 ? run_threads(&c) :
+					     run_loop(&c, rf);
 
 		if (write(res_fd, &dt, sizeof(dt)) != sizeof(dt))
 			break;
@@ -124,7 +166,15 @@ int producer_start(struct producer *p)
 int producer_run(struct producer *p, enum probe_site site, uint64_t iters,
 		 uint64_t pace_ns, uint64_t *elapsed_ns)
 {
-	struct command c = { .site = site, .iters = iters, .pace_ns = pace_ns };
+	return producer_run_threads(p, site, iters, 1, elapsed_ns, pace_ns);
+}
+
+int producer_run_threads(struct producer *p, enum probe_site site,
+			 uint64_t iters, int threads, uint64_t *elapsed_ns,
+			 uint64_t pace_ns)
+{
+	struct command c = { .site = site, .threads = threads, .iters = iters,
+			     .pace_ns = pace_ns };
 
 	if (write(p->cmd_fd, &c, sizeof(c)) != sizeof(c))
 		return -1;

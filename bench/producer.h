@@ -37,6 +37,10 @@ int producer_start(struct producer *p);
  * pace_ns (0: as fast as possible); sets *elapsed_ns. Returns 0 or -1. */
 int producer_run(struct producer *p, enum probe_site site, uint64_t iters,
 		 uint64_t pace_ns, uint64_t *elapsed_ns);
+/* The same split over `threads` threads of the child (at most 8). */
+int producer_run_threads(struct producer *p, enum probe_site site,
+			 uint64_t iters, int threads, uint64_t *elapsed_ns,
+			 uint64_t pace_ns);
 void producer_stop(struct producer *p);
 
 #endif

@@ -6,12 +6,14 @@
  * reader and paired into op stacks by user/stacks.c, the per-event work
  * rfbpf's loader does. Two measurements:
  *
- *   sustained: one producer thread calls the pair as fast as it can for
- *              a few seconds while the loader reads concurrently from a
- *              ring of rfbpf's default size; reports both rates, the
- *              loader's CPU time per event, and BPF's drop counter. One
- *              producer thread cannot outrun the loader here, so the
- *              loader's capacity is also given as 1 / (CPU per event).
+ *   sustained: one producer thread, then two (each with its own
+ *              RecordFunction, as ops on two threads), call the pair as
+ *              fast as they can for a few seconds while the loader reads
+ *              concurrently from a ring of rfbpf's default size; reports
+ *              both rates, the loader's CPU time per event, and BPF's
+ *              drop counter. The producers cannot outrun the loader on
+ *              this machine's two CPUs, so the loader's capacity is also
+ *              given as 1 / (CPU per event).
  *   drain:     the loader is paused while the producer fills a ring big
  *              enough to hold everything, then reads it all flat out:
  *              events per second the loader consumes from the ring when
@@ -28,13 +30,9 @@
 
 #define MAX_REPS 32
 #define DRAIN_RING_MB 256
-/*
- * rfbpf's programs force a wakeup on every submit once an eighth of the
- * ring is waiting (user/probes.c sets the threshold); with nobody
- * reading, each of those costs the producer microseconds. The drain test
- * stays under that mark: 150000 pairs of 176 + 40 bytes (records with
- * their headers) fill 32.4 MB of the 256 MiB ring's 33.5 MB eighth.
- */
+/* 150000 pairs of 176 + 40 bytes (records with their headers) fill
+ * 32.4 MB of the 256 MiB ring: nothing is dropped while the loader is
+ * paused. */
 #define DRAIN_PAIRS 150000
 
 /* The loader's ring-buffer callback, minus thread naming (/proc reads
@@ -62,7 +60,8 @@ struct result {
 	uint64_t drops;
 };
 
-static int sustained(struct producer *p, uint64_t pairs, struct result *r)
+static int sustained(struct producer *p, uint64_t pairs, int threads,
+		     struct result *r)
 {
 	static struct trace t;
 	struct bench_probes b;
@@ -74,8 +73,9 @@ static int sustained(struct producer *p, uint64_t pairs, struct result *r)
 	    bench_probes_attach(&b, PROG_RFBPF, SITE_CALLBACK))
 		return -1;
 	cpu0 = bench_probes_reader_cpu(&b);
-	if (producer_run(p, SITE_CALLBACK, pairs, 0, &dt))
+	if (producer_run_threads(p, SITE_CALLBACK, pairs, threads, &dt, 0))
 		return -1;
+	pairs = pairs / threads * threads;	/* what the threads ran */
 	bench_probes_detach(&b);
 	r->drops = bench_probes_drops(&b);
 	bench_probes_wait_consumed(&b, 2 * pairs - r->drops);
@@ -143,7 +143,7 @@ int main(int argc, char **argv)
 		{ "pairs", required_argument, NULL, 'n' },
 		{ 0 },
 	};
-	static struct result sus[MAX_REPS], dr[MAX_REPS];
+	static struct result sus[MAX_REPS], sus2[MAX_REPS], dr[MAX_REPS];
 	uint64_t pairs = 2000000;
 	struct producer p;
 	int reps = 3, c;
@@ -161,14 +161,18 @@ int main(int argc, char **argv)
 	if (producer_start(&p))
 		return 1;
 	for (int i = 0; i < reps; i++)
-		if (sustained(&p, pairs, &sus[i]) ||
+		if (sustained(&p, pairs, 1, &sus[i]) ||
+		    sustained(&p, pairs, 2, &sus2[i]) ||
 		    drain(&p, DRAIN_PAIRS, &dr[i]))
 			return fprintf(stderr, "bench: setup failed (root "
 				       "needed)\n"), 1;
 	printf("| measurement | producer (M events/s) | loader read "
 	       "(M events/s) | loader CPU per event (ns) | loader capacity "
 	       "1/CPU (M events/s) | drops |\n|---|---|---|---|---|---|\n");
-	print_row("sustained, 16 MiB ring, read concurrently", sus, reps);
+	print_row("sustained, 1 producer thread, 16 MiB ring, read "
+		  "concurrently", sus, reps);
+	print_row("sustained, 2 producer threads, 16 MiB ring, read "
+		  "concurrently", sus2, reps);
 	print_row("drain: 300000 events waiting in a 256 MiB ring", dr, reps);
 	printf("\n%d repetitions, median (min-max); sustained: %llu "
 	       "start/end pairs (%llu events) each, drain: %d pairs\n", reps,

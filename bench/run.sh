@@ -12,11 +12,11 @@ b=build/bench
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	q=1; reps=1; mode="quick (BENCH_QUICK=1: one repetition, short phases; not for quoting)"
 	uc="--reps 3 --callback-iters 100000 --entry-iters 10000"
-	rt="--reps 1 --pairs 300000"
+	rt="--reps 1 --pairs 300000"; rr="--seconds 0.5"
 	steps_tiny=3000; steps_mlp=60; steps_thr=1000; steps_long=10000
 else
 	q=0; reps=""; mode="full"
-	uc="--reps 7"; rt="--reps 3"
+	uc="--reps 7"; rt="--reps 3"; rr="--seconds 3"
 	steps_tiny=""; steps_mlp=""; steps_thr=""; steps_long=""
 fi
 suite() {	# suite NAME STEPS: one table of bench/overhead.py
@@ -41,7 +41,9 @@ different runs mean little on a shared VM.
 EOS
 cat bench/doc/per_event.md >> "$out"
 $b/uprobe_cost $uc >> "$out"
-cat bench/doc/ring.md >> "$out"
+sed '/^RING_RATE_TABLE$/,$d' bench/doc/ring.md >> "$out"
+$b/ring_rate $rr >> "$out"
+sed '1,/^RING_RATE_TABLE$/d' bench/doc/ring.md >> "$out"
 $b/ring_throughput $rt >> "$out"
 cat bench/doc/loader.md >> "$out"
 echo '```' >> "$out"
