@@ -98,6 +98,24 @@ def acct_cells(accts):
     return f"{cpu:.2f}", f"{per_m:.1f}", f"{rss:.0f}"
 
 
+def marginal_cpu(accts, t):
+    """rfbpf's CPU per million events without its start-up: the CPU and
+    event differences between the full trace and --sample 0.01 (callback
+    probes), which pay the same start-up, medians over repetitions."""
+    full = accts.get((t, MODES[2][0]))
+    sampled = accts.get((t, MODES[4][0]))
+    if not full or not sampled:
+        return ""
+    per_m = statistics.median(
+        (f["cpu_s"] - s["cpu_s"]) / max(f["events"] - s["events"], 1) * 1e6
+        for f, s in zip(full, sampled))
+    events = statistics.median(f["events"] for f in full)
+    return (f"\nrfbpf's own CPU per million events, start-up excluded (full "
+            f"trace minus --sample 0.01, callback probes, {events:.0f} "
+            f"events in the full trace): {per_m:.2f} s, i.e. "
+            f"{per_m:.2f} us per event on the loader's CPU.\n")
+
+
 def table(times, accts, t, ops):
     base = statistics.median(times[(t, "untraced", "phase_seconds")])
     e2e = times.get((t, "torch.profiler", "e2e_table_seconds"))
@@ -172,6 +190,7 @@ def main():
         text = scaling(times, thread_counts, ops_by_t)
     else:
         text, added = table(times, accts, 1, ops_by_t[1])
+        text += marginal_cpu(accts, 1)
         if args.suite == "tiny":
             text += ("\n\nWhere the full trace's time goes (differences "
                      "of the medians above):\n\n" + breakdown(added))
