@@ -96,7 +96,7 @@ tests/fixtures:
 # `make cupti` says so and they skip, by name.
 e2e: rfbpf tests/fixtures
 	$(Q)$(MAKE) -s -C tests/abi
-	$(Q)$(MAKE) --no-print-directory cupti
+	$(Q)$(MAKE) -s --no-print-directory cupti
 	$(Q)tests/run-e2e.sh
 
 # `sudo make test`: install what is missing, build, run every test.

@@ -13,7 +13,7 @@
 
 static void attach_agent(struct session *s)
 {
-	char why[512];
+	char why[512] = "";
 	int ret = gpu_agent_find(&s->gpu, s->pid, why, sizeof(why));
 
 	if (ret == -ENOENT)
@@ -117,7 +117,7 @@ bool session_gpu_agent_activation(struct session *s)
 {
 	struct gpu_agent g = { .mem_fd = -1 };
 	struct rf_gpu_control c;
-	char why[512];
+	char why[512] = "";
 	bool used = false;
 	int ret;
 
