@@ -133,6 +133,7 @@ demo: deps
 BENCH_BINS := $(addprefix $(OUT)/bench/,loader_throughput uprobe_cost \
 	ring_throughput ring_rate callback_only)
 bench: rfbpf $(BENCH_BINS)
+	$(Q)$(MAKE) -s --no-print-directory cupti
 	$(Q)bench/run.sh
 
 $(OUT)/bench/%.bpf.o: bench/%.bpf.c bpf/rfbpf.h $(VMLINUX)

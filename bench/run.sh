@@ -49,6 +49,10 @@ cat bench/doc/loader.md >> "$out"
 echo '```' >> "$out"
 for i in 1 2; do $b/loader_throughput $([ $q = 1 ] && echo 2000000) >> "$out"; done
 echo '```' >> "$out"
+if [ -x build/cupti/agent_cost ]; then
+	cat bench/doc/agent.md >> "$out"
+	build/cupti/agent_cost $([ $q = 1 ] && echo --reps 1) >> "$out"
+fi
 cat bench/doc/tiny.md >> "$out"
 suite tiny "$steps_tiny"
 cat bench/doc/mlp.md >> "$out"

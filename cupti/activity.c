@@ -114,12 +114,13 @@ void rf_activity_forward(const CUpti_Activity *rec, bool traced)
 {
 	struct rf_gpu_activity a;
 
-	if (rf_activity_convert(rec, rf_clock_offset(), &a)) {
-		rf_count(&rfbpf_gpu_control.records_unknown, 1);
-		return;
-	}
+	/* Untraced records are only counted: nothing to convert for. */
 	if (!traced) {
 		rf_count(&rfbpf_gpu_control.records_untraced, 1);
+		return;
+	}
+	if (rf_activity_convert(rec, rf_clock_offset(), &a)) {
+		rf_count(&rfbpf_gpu_control.records_unknown, 1);
 		return;
 	}
 	rf_probe_gpu_activity(&a);

@@ -99,7 +99,15 @@ build/cupti/libgpu_synth.so: tests/gpu/gpu_synth.c build/cupti/librfbpf_cupti.so
 	$(Q)$(CC) $(CUPTI_BASE_CFLAGS) -O2 -shared $< -Lbuild/cupti \
 		-lrfbpf_cupti -Wl,-rpath,'$$ORIGIN' $(CUPTI_LIBS) -o $@
 
-cupti: $(call CUPTI_BINS,build/cupti) build/cupti/libgpu_synth.so
+# What the agent costs a job with no tracer (run by make bench).
+build/cupti/agent_cost: bench/agent_cost.c bench/stats.h \
+		build/cupti/librfbpf_cupti.so $(CUPTI_HDRS)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CUPTI_BASE_CFLAGS) -O2 $< -Lbuild/cupti -lrfbpf_cupti \
+		-Wl,-rpath,'$$ORIGIN' $(CUPTI_LIBS) -o $@
+
+cupti: $(call CUPTI_BINS,build/cupti) build/cupti/libgpu_synth.so \
+	build/cupti/agent_cost
 
 # The driver's own checks make it exit non-zero on a wrong count.
 define cupti_run
