@@ -134,8 +134,9 @@ static void write_gpu_counts(FILE *f, const struct trace *t)
 	COUNT("agent_untraced_records", g->agent_untraced);
 	COUNT("agent_unknown_records", g->agent_unknown);
 	COUNT("agent_errors", g->agent_errors);
-	fprintf(f, ",\"final_flush_missed\":%s",
-		g->final_flush_missed ? "true" : "false");
+	fprintf(f, ",\"final_flush_missed\":%s,\"agent_counters_stale\":%s",
+		g->final_flush_missed ? "true" : "false",
+		g->agent_counters_stale ? "true" : "false");
 	fputc('}', f);
 }
 

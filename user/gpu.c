@@ -218,7 +218,7 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 		 "detach %llu); launches outside any op %llu, in an "
 		 "unrecorded op %llu; kernel names truncated %llu, "
 		 "unreadable %llu; bad records %llu; agent: dropped by "
-		 "CUPTI %llu, untraced %llu, errors %llu%s",
+		 "CUPTI %llu, untraced %llu, errors %llu%s%s",
 		 (unsigned long long)c->launches,
 		 (unsigned long long)c->activities,
 		 (unsigned long long)c->activities_unmatched,
@@ -234,6 +234,8 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 		 (unsigned long long)c->agent_dropped,
 		 (unsigned long long)c->agent_untraced,
 		 (unsigned long long)c->agent_errors,
+		 c->agent_counters_stale ? " (as last read before the "
+		 "target exited)" : "",
 		 c->final_flush_missed ? "; THE AGENT'S FINAL FLUSH WAS "
 		 "MISSED" : "");
 }

@@ -67,6 +67,8 @@ struct gpu_counts {
 	uint64_t agent_untraced, agent_unknown, agent_errors;
 	bool agent_seen;		/* the target had the agent loaded */
 	bool final_flush_missed;	/* the agent did not answer in time */
+	bool agent_counters_stale;	/* the target exited first: agent_*
+					 * are as last read while it ran */
 };
 
 struct gpu {

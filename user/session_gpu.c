@@ -11,6 +11,24 @@
 /* The agent's thread looks at the control block every 100 ms. */
 #define GPU_FINAL_FLUSH_S 1.0
 
+static void read_agent_counters(struct session *s)
+{
+	struct rf_gpu_control c;
+	struct gpu_counts *g = &s->trace.gpu.counts;
+
+	if (gpu_agent_read_control(&s->gpu, &c)) {
+		g->agent_counters_stale = true;	/* kept from the last read */
+		return;
+	}
+	g->agent_counters_stale = false;
+	g->agent_launches = c.launches;
+	g->agent_records = c.records;
+	g->agent_dropped = c.records_dropped;
+	g->agent_untraced = c.records_untraced;
+	g->agent_unknown = c.records_unknown;
+	g->agent_errors = c.errors;
+}
+
 static void attach_agent(struct session *s)
 {
 	char why[512] = "";
@@ -34,23 +52,9 @@ static void attach_agent(struct session *s)
 	}
 	s->gpu_attached = true;
 	s->trace.gpu.counts.agent_seen = true;
+	read_agent_counters(s);
 	fprintf(stderr, "rfbpf: GPU: CUPTI agent %s found; collecting kernel, "
 		"copy and set activity\n", s->gpu.shown);
-}
-
-static void read_agent_counters(struct session *s)
-{
-	struct rf_gpu_control c;
-	struct gpu_counts *g = &s->trace.gpu.counts;
-
-	if (gpu_agent_read_control(&s->gpu, &c))
-		return;
-	g->agent_launches = c.launches;
-	g->agent_records = c.records;
-	g->agent_dropped = c.records_dropped;
-	g->agent_untraced = c.records_untraced;
-	g->agent_unknown = c.records_unknown;
-	g->agent_errors = c.errors;
 }
 
 void session_gpu_poll(struct session *s, double now_s)

@@ -132,8 +132,9 @@ static void print_footer(FILE *f, const struct trace *t,
 		fprintf(f, "GPU time attributed to ops: %s. %s\n", total,
 			losses);
 		if (trace_keep_prob(t) < 1.0)
-			fprintf(f, "GPU columns are not scaled: kernels of "
-				"ops that were not sampled are unattributed\n");
+			fprintf(f, "GPU columns are not scaled; a kernel "
+				"launched in an op that was not recorded counts "
+				"for the nearest recorded op around it\n");
 	}
 	if (t->tree_prob < 1.0)
 		fprintf(f, "TREE-SAMPLED: kept %llu of %llu top-level op trees "

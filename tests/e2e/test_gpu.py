@@ -185,6 +185,27 @@ def test_every_kernel_is_joined_to_the_op_that_launched_it(tmp_path):
         in out
 
 
+def test_launch_mode_finds_the_agent_when_it_loads(tmp_path):
+    """rfbpf -- COMMAND: the agent appears only once the job starts CUDA
+    (here: after import torch); rfbpf notices it and attaches then."""
+    out_json = tmp_path / "t.json"
+    expect = tmp_path / "expect.json"
+    r = run([RFBPF, "-q", "--no-table", "-o", str(out_json), "--", PYTHON,
+             GPU_WORKLOAD, "--expect", str(expect), "--wait-tracer",
+             "--steps", "10"])
+    assert r.returncode == 0, r.stderr
+    assert "CUPTI agent" in r.stderr and "found" in r.stderr
+    trace = load_trace(out_json)
+    exp = json.loads(expect.read_text())
+    launches = {int(k): v for k, v in exp["launches"].items()}
+    gpu = gpu_events(trace)
+    assert len(gpu) == len(exp["records"]) > 0
+    for e in gpu:
+        assert e["args"].get("launched by") == \
+            launches[e["args"]["correlation"]]["op"]
+    assert trace["otherData"]["gpu"]["agent_counters_stale"] is True
+
+
 def test_flows_go_from_the_launching_op_to_each_kernel(tmp_path):
     trace, exp, _, _, _ = traced_job(tmp_path)
     slices = op_slices(trace)
