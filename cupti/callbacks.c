@@ -29,7 +29,7 @@ static const CUpti_CallbackId runtime_launches[] = {
 	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
 	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
 	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
-#ifdef CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000
+#if CUPTI_API_VERSION >= 130000	/* an enum, not a macro: test the version */
 	CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
 	CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
 #endif
@@ -103,7 +103,7 @@ static const CUpti_CallbackId runtime_copies[] = {
 	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v12080,
 	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_v12080,
 	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_ptsz_v12080,
-#ifdef CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000
+#if CUPTI_API_VERSION >= 130000
 	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000,
 	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v13000,
 	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_v13000,

@@ -71,8 +71,6 @@ bool gpu_add_launch(struct gpu *g, struct names *names, uint64_t ts_ns,
 	if (!u64map_put(&g->pending, pending_key(e->correlation_id),
 			g->nr_launches))
 		return false;
-	if (!g->oldest_pending_ns || ts_ns < g->oldest_pending_ns)
-		g->oldest_pending_ns = ts_ns;
 	g->nr_launches++;
 	return true;
 }
@@ -165,31 +163,27 @@ bool gpu_add_activity(struct gpu *g, struct names *names,
 
 void gpu_evict(struct gpu *g, uint64_t now_ns)
 {
-	uint64_t horizon, oldest = 0;
+	uint64_t horizon;
 
 	if (now_ns < GPU_PENDING_NS)
 		return;
 	horizon = now_ns - GPU_PENDING_NS;
-	if (!g->pending.len || g->oldest_pending_ns >= horizon)
-		return;
-	/* Deleting shifts entries back, so rescan a slot after a delete. */
-	for (size_t i = 0; i < g->pending.cap; i++) {
-		struct u64map_slot *s = &g->pending.slots[i];
-		const struct gpu_launch *l;
+	/* Launches are kept in arrival order: walk from the oldest not yet
+	 * looked at, so each launch is visited once over the whole run. */
+	while (g->evict_next < g->nr_launches &&
+	       g->launches[g->evict_next].ts_ns < horizon) {
+		const struct gpu_launch *l = &g->launches[g->evict_next];
+		uint64_t key = pending_key(l->correlation_id);
+		uint64_t *idx = u64map_get(&g->pending, key);
 
-		while (s->key) {
-			l = &g->launches[s->value];
-			if (l->ts_ns >= horizon) {
-				if (!oldest || l->ts_ns < oldest)
-					oldest = l->ts_ns;
-				break;
-			}
+		/* Still the pending entry for its id (not replaced)? */
+		if (idx && *idx == g->evict_next) {
 			if (!l->activities)
 				g->counts.launches_evicted_unmatched++;
-			u64map_del(&g->pending, s->key);
+			u64map_del(&g->pending, key);
 		}
+		g->evict_next++;
 	}
-	g->oldest_pending_ns = oldest;
 }
 
 void gpu_detach(struct gpu *g)
@@ -201,7 +195,6 @@ void gpu_detach(struct gpu *g)
 			g->counts.launches_unmatched_at_end++;
 	}
 	u64map_free(&g->pending);
-	g->oldest_pending_ns = 0;
 }
 
 int32_t gpu_activity_op(const struct gpu *g, const struct gpu_activity *a)

@@ -77,7 +77,7 @@ struct gpu {
 	struct gpu_activity *acts;
 	size_t nr_acts, cap_acts;
 	struct u64map pending;	/* correlation id + 1 -> launch index */
-	uint64_t oldest_pending_ns;	/* lower bound, for cheap eviction */
+	size_t evict_next;	/* launches before it were looked at */
 	struct gpu_counts counts;
 };
 

@@ -59,6 +59,10 @@ TEST(classify)
 	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) == RF_API_LAUNCH);
 	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060) == RF_API_LAUNCH);
 	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000) == RF_API_GRAPH);
+	/* CUDA 13's launch entry point (what nvcc-built code calls). */
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000) == RF_API_LAUNCH);
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000) == RF_API_LAUNCH);
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000) == RF_API_COPY);
 	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020) == RF_API_COPY);
 	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000) == RF_API_COPY);
 	CHECK(rf_api_classify(DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz) == RF_API_LAUNCH);

@@ -181,6 +181,35 @@ TEST(many_launches_evict_in_one_sweep)
 	trace_free(&t);
 }
 
+/* A steady stream over twice the pending window: only the last window's
+ * launches stay pending, and each launch is looked at once (a sweep of
+ * the whole map per launch took minutes here). */
+TEST(steady_launches_keep_a_bounded_window)
+{
+	const uint64_t step = 300000;		/* a launch every 300 us */
+	const uint32_t n = 200000;		/* 60 s of trace time */
+	struct trace t;
+	uint64_t expect_pending = 0;
+
+	trace_init(&t, 1);
+	for (uint32_t i = 1; i <= n; i++) {
+		launch(&t, 1, 0, i * step, i, 0);
+		if (i % 2)		/* half of them get their record */
+			activity(&t, RF_GPU_ACT_KERNEL, i, i * step + 10,
+				 i * step + 20, 1, "k");
+		gpu_evict(&t.gpu, i * step);
+	}
+	for (uint32_t i = 1; i <= n; i++)
+		expect_pending += i * step >= n * step - GPU_PENDING_NS;
+	CHECK_EQ_U64(t.gpu.pending.len, expect_pending);
+	CHECK_EQ_U64(t.gpu.evict_next, n - expect_pending);
+	/* Of the evicted, the ones without a record are counted. */
+	CHECK_EQ_U64(t.gpu.counts.launches_evicted_unmatched,
+		     (n - expect_pending) / 2);
+	CHECK_EQ_U64(t.gpu.counts.activities_unmatched, 0);
+	trace_free(&t);
+}
+
 TEST(gpu_time_per_op)
 {
 	struct trace t;
