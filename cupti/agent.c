@@ -5,9 +5,10 @@
  * starts one background thread; an atexit handler flushes and stops it.
  *
  * The thread wakes every ~100 ms (or the flush period, if shorter) and:
- *   - follows the lease: when rfbpf's lease starts it re-measures the
- *     clock offset and enables the activity kinds; when it runs out it
- *     flushes and disables them, so an untraced job records nothing;
+ *   - follows the lease: when rfbpf's lease starts it takes CUPTI (sets
+ *     up the clock, subscribes, enables the activity kinds); when it runs
+ *     out it flushes, disables them and unsubscribes, so an untraced job
+ *     records nothing and leaves CUPTI free for torch.profiler or Nsight;
  *   - flushes activity every flush_period_ns while activity is on, so
  *     records reach rfbpf within about a period of the kernel's end;
  *   - answers rfbpf's final flush request (flush, then acknowledge);
@@ -16,8 +17,9 @@
  * the control block, read with atomics.
  *
  * Failures are counted and described, never returned to the job:
- * InitializeInjection returns 1 even when CUPTI cannot subscribe (e.g. no
- * driver), because the lease logic and the op probes still work.
+ * InitializeInjection returns 1 and the agent stays loaded even when
+ * CUPTI cannot subscribe (e.g. no driver), because the lease logic and the
+ * op probes still work.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -63,11 +65,23 @@ static void read_flush_period(void)
 			 __ATOMIC_RELAXED);
 }
 
-static void subscribe(void)
+/*
+ * CUPTI allows one subscriber per process, and activity buffers, enabled
+ * kinds and the timestamp callback are process-wide: holding them for the
+ * job's whole life would lock torch.profiler (Kineto) and Nsight out. So
+ * the agent takes CUPTI only while a tracer holds the lease, and gives it
+ * back (unsubscribes) when the lease ends.
+ */
+static void cupti_take(void)
 {
+	/* Before any activity kind is enabled. */
+	rf_clock_init();
+	rf_api_new_generation();
 	if (!RF_CUPTI_CHECK(cuptiSubscribe(&subscriber,
-					   rfbpf_cupti_api_callback, NULL)))
+					   rfbpf_cupti_api_callback, NULL))) {
+		subscriber = NULL;
 		return;
+	}
 	/* Buffers are registered even if a callback cannot be: activity
 	 * still works without launch reports, and the converse. */
 	rf_api_enable_callbacks(subscriber);
@@ -76,6 +90,14 @@ static void subscribe(void)
 		    rfbpf_cupti_buffer_completed)))
 		return;
 	__atomic_store_n(&rfbpf_gpu_control.cupti_ok, 1, __ATOMIC_RELEASE);
+}
+
+static void cupti_give_back(void)
+{
+	if (subscriber)
+		RF_CUPTI_CHECK(cuptiUnsubscribe(subscriber));
+	subscriber = NULL;
+	__atomic_store_n(&rfbpf_gpu_control.cupti_ok, 0, __ATOMIC_RELEASE);
 }
 
 /* rfbpf is about to stop: hand over what CUPTI holds while its lease is
@@ -104,17 +126,16 @@ static uint64_t agent_tick(bool *activity_on, uint64_t *last_flush,
 					  __ATOMIC_RELAXED);
 	bool leased = rf_lease_active(now);
 
-	__atomic_store_n(&rfbpf_gpu_control.lease_seen, leased,
-			 __ATOMIC_RELAXED);
 	if (leased && !*activity_on) {
-		rf_clock_recalibrate();
+		cupti_take();
 		rf_activity_set_enabled(true);
 		/* Tried once per lease: a failure is not retried (and not
 		 * re-counted) every tick until the lease ends. */
 		*activity_on = true;
 		*last_flush = now;
 	} else if (!leased && *activity_on) {
-		rf_activity_set_enabled(false);
+		rf_activity_set_enabled(false);		/* flushes first */
+		cupti_give_back();
 		*activity_on = false;
 	} else if (*activity_on && now - *last_flush >= period &&
 		   __atomic_load_n(&rfbpf_gpu_control.activity_enabled,
@@ -122,6 +143,9 @@ static uint64_t agent_tick(bool *activity_on, uint64_t *last_flush,
 		RF_CUPTI_CHECK(cuptiActivityFlushAll(0));
 		*last_flush = now;
 	}
+	/* Said only once the clock and activity are set up for it. */
+	__atomic_store_n(&rfbpf_gpu_control.lease_seen, leased,
+			 __ATOMIC_RELEASE);
 	answer_flush_request(*activity_on);
 	if (!*torch_done)
 		*torch_done = rf_torch_activation_poll();
@@ -152,8 +176,10 @@ static void *agent_thread(void *arg)
 	pthread_mutex_unlock(&lock);
 	/* At exit, deliver what is in flight while a tracer may still be
 	 * listening, then leave CUPTI quiet. */
-	if (activity_on)
+	if (activity_on) {
 		rf_activity_set_enabled(false);
+		cupti_give_back();
+	}
 	return NULL;
 }
 
@@ -184,6 +210,9 @@ static void start_thread(void)
 
 static void agent_exit(void)
 {
+	static int once;
+	struct timespec limit;
+
 	/* A forked child has no agent thread to join. */
 	if (getpid() != agent_pid)
 		return;
@@ -192,7 +221,13 @@ static void agent_exit(void)
 		stopping = true;
 		pthread_cond_signal(&wake);
 		pthread_mutex_unlock(&lock);
-		pthread_join(thread, NULL);
+		/* Never hang the job's exit on CUPTI (a flush into a driver
+		 * that is being torn down): give the thread a few seconds. */
+		clock_gettime(CLOCK_REALTIME, &limit);
+		limit.tv_sec += 3;
+		if (pthread_timedjoin_np(thread, NULL, &limit))
+			rf_warn_once(&once, "the agent thread did not stop "
+				     "within 3 s at exit; leaving it");
 		thread_running = false;
 	}
 }
@@ -205,9 +240,6 @@ int InitializeInjection(void)
 		return 1;
 	agent_pid = getpid();
 	read_flush_period();
-	/* Before anything can enable an activity kind. */
-	rf_clock_init();
-	subscribe();
 	rf_torch_activation_init();
 	start_thread();
 	atexit(agent_exit);

@@ -64,8 +64,9 @@ enum rf_clock_source {
 	RF_CLOCK_CALLBACK = 1,	/* CUPTI calls our timestamp callback */
 	RF_CLOCK_OFFSET = 2,	/* CUPTI's own clock minus a calibrated offset */
 };
-void rf_clock_init(void);	/* before any activity kind is enabled */
-void rf_clock_recalibrate(void);	/* no-op unless RF_CLOCK_OFFSET */
+/* Sets up the clock (each time a lease starts), before any activity kind
+ * is enabled. */
+void rf_clock_init(void);
 int64_t rf_clock_offset(void);
 uint64_t rf_clock_to_mono(uint64_t cupti_ts, int64_t offset);
 int64_t rf_clock_offset_from(uint64_t mono_before, uint64_t cupti_ts,
@@ -83,8 +84,11 @@ enum rf_api_class rf_api_classify(CUpti_CallbackDomain domain,
 /* Per-thread nesting state: the depth of runtime calls in progress. */
 struct rf_api_nesting {
 	uint32_t runtime_depth;
+	uint32_t generation;	/* of the subscription it was counted in */
 };
 /* Feeds one ENTER/EXIT of a classified call; true = report it now. */
+/* A new subscription: every thread's depth restarts from 0. */
+void rf_api_new_generation(void);
 bool rf_api_step(struct rf_api_nesting *n, CUpti_CallbackDomain domain,
 		 CUpti_ApiCallbackSite site);
 /* The probe's argument for one reported call. */

@@ -154,9 +154,24 @@ enum rf_api_class rf_api_classify(CUpti_CallbackDomain domain,
 	return RF_API_OTHER;
 }
 
+/* Bumped each time the agent subscribes: a thread whose call was cut in
+ * half by the last unsubscribe (an ENTER with no EXIT) starts clean. */
+static uint32_t generation;
+
+void rf_api_new_generation(void)
+{
+	__atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
+}
+
 bool rf_api_step(struct rf_api_nesting *n, CUpti_CallbackDomain domain,
 		 CUpti_ApiCallbackSite site)
 {
+	uint32_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+
+	if (n->generation != gen) {
+		n->runtime_depth = 0;
+		n->generation = gen;
+	}
 	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
 		if (site == CUPTI_API_ENTER) {
 			n->runtime_depth++;

@@ -66,19 +66,6 @@ static bool calibrate(int64_t *offset)
 	return ok;
 }
 
-void rf_clock_recalibrate(void)
-{
-	int64_t offset;
-
-	if (__atomic_load_n(&clock_source, __ATOMIC_RELAXED) != RF_CLOCK_OFFSET)
-		return;
-	if (!calibrate(&offset))
-		return;
-	__atomic_store_n(&clock_offset, offset, __ATOMIC_RELAXED);
-	__atomic_store_n(&rfbpf_gpu_control.clock_offset_ns, offset,
-			 __ATOMIC_RELAXED);
-}
-
 void rf_clock_init(void)
 {
 	static int once;

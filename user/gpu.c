@@ -60,9 +60,11 @@ bool gpu_add_launch(struct gpu *g, struct names *names, uint64_t ts_ns,
 	l->api_name = names_intern(names, e->api_name, len);
 	l->domain = e->domain;
 	l->flags = e->launch_flags;
-	if (!e->hdr.rf_addr)
+	if (op >= 0)
+		;
+	else if (!e->hdr.rf_addr)
 		g->counts.launches_outside_ops++;
-	else if (op < 0)
+	else
 		g->counts.launches_op_unknown++;
 	/* A reused correlation id replaces an older launch still waiting. */
 	prev = u64map_get(&g->pending, pending_key(e->correlation_id));

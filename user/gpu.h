@@ -83,8 +83,9 @@ struct gpu {
 
 void gpu_init(struct gpu *g);
 void gpu_free(struct gpu *g);
-/* A launch; op is the index of the op it ran in (-1 none). Returns false
- * on ENOMEM. */
+/* A launch; op is the index of the op it ran in (-1: none known; counted
+ * as outside any op when BPF saw none open, else as in an op that was not
+ * recorded). Returns false on ENOMEM. */
 bool gpu_add_launch(struct gpu *g, struct names *names, uint64_t ts_ns,
 		    uint32_t tid, int32_t op, const struct rf_gpu_launch_event *e);
 /* A completed record, joined to its launch if one is pending. */

@@ -118,9 +118,6 @@ int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
 
 	if (p->nr_links + 2 > (int)(sizeof(p->links) / sizeof(p->links[0])))
 		return -E2BIG;
-	/* Tag from now on: ops opened before this have no stack entry, so a
-	 * launch inside one is counted as in an unrecorded op. */
-	p->skel->bss->gpu_tagging = true;
 	for (int i = 0; i < 2; i++) {
 		struct bpf_link *l = bpf_program__attach_uprobe_opts(
 			progs[i], pid, path, offs[i], &opts);
@@ -133,6 +130,10 @@ int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
 				i ? "activity" : "launch", path,
 				(unsigned long long)offs[i]);
 	}
+	/* Tag from now on. Ops opened before have no entry on BPF's
+	 * stacks: a launch directly inside one arrives untagged, and the
+	 * loader falls back to its own stack of that thread. */
+	p->skel->bss->gpu_tagging = true;
 	return 0;
 }
 

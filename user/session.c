@@ -80,13 +80,19 @@ static int handle_event(void *ctx, void *data, size_t size)
 	case RF_EV_GPU_LAUNCH: {
 		const struct rf_gpu_launch_event *e = data;
 		struct trace *t = &s->trace;
+		int32_t op;
 
 		if (size < sizeof(*e))
 			return 0;
 		t->counts.events++;
 		name_new_thread(s, h->tid);
-		if (!gpu_add_launch(&t->gpu, &t->names, h->ts_ns, h->tid,
-				    stacks_open_op(t, h->tid, h->rf_addr), e))
+		op = stacks_open_op(t, h->tid, h->rf_addr);
+		/* BPF tracks only ops opened after GPU tagging began (the
+		 * agent may load mid-run); the loader knows older ones. */
+		if (op < 0 && !h->rf_addr)
+			op = stacks_innermost_op(t, h->tid);
+		if (!gpu_add_launch(&t->gpu, &t->names, h->ts_ns, h->tid, op,
+				    e))
 			t->counts.oom++;
 		gpu_evict(&t->gpu, h->ts_ns);
 		break;

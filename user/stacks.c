@@ -245,3 +245,11 @@ int32_t stacks_open_op(const struct trace *t, uint32_t tid, uint64_t rf_addr)
 		return -1;
 	return (int32_t)*idx;
 }
+
+int32_t stacks_innermost_op(const struct trace *t, uint32_t tid)
+{
+	long i = trace_thread_index(t, tid);
+	const struct thread *th = i >= 0 ? &t->threads[i] : NULL;
+
+	return th && th->depth ? (int32_t)th->stack[th->depth - 1] : -1;
+}

@@ -113,6 +113,8 @@ void stacks_end(struct trace *t, const struct rf_event_hdr *h);
 void stacks_thread_exit(struct trace *t, uint32_t tid, uint64_t ts_ns);
 /* The op open at rf_addr on thread tid (its index in ops), or -1. */
 int32_t stacks_open_op(const struct trace *t, uint32_t tid, uint64_t rf_addr);
+/* The innermost op open on thread tid, or -1. */
+int32_t stacks_innermost_op(const struct trace *t, uint32_t tid);
 /* Tracing stopped: close every op still open at ts_ns. */
 void stacks_detach(struct trace *t, uint64_t ts_ns);
 

@@ -187,12 +187,14 @@ def test_every_kernel_is_joined_to_the_op_that_launched_it(tmp_path):
 
 def test_launch_mode_finds_the_agent_when_it_loads(tmp_path):
     """rfbpf -- COMMAND: the agent appears only once the job starts CUDA
-    (here: after import torch); rfbpf notices it and attaches then."""
+    (here: after import torch, inside an op); rfbpf notices it and attaches
+    then, and the launch in the op that was already open is attributed to
+    it all the same."""
     out_json = tmp_path / "t.json"
     expect = tmp_path / "expect.json"
     r = run([RFBPF, "-q", "--no-table", "-o", str(out_json), "--", PYTHON,
              GPU_WORKLOAD, "--expect", str(expect), "--wait-tracer",
-             "--steps", "10"])
+             "--load-inside-op", "--steps", "10"])
     assert r.returncode == 0, r.stderr
     assert "CUPTI agent" in r.stderr and "found" in r.stderr
     trace = load_trace(out_json)
@@ -203,6 +205,9 @@ def test_launch_mode_finds_the_agent_when_it_loads(tmp_path):
     for e in gpu:
         assert e["args"].get("launched by") == \
             launches[e["args"]["correlation"]]["op"]
+    assert "gpu_test::init" in {v["op"] for v in launches.values()}
+    assert trace["otherData"]["gpu"]["launches_outside_ops"] == sum(
+        1 for v in launches.values() if v["op"] is None)
     assert trace["otherData"]["gpu"]["agent_counters_stale"] is True
 
 

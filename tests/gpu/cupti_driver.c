@@ -376,11 +376,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	InitializeInjection();
-	cupti_offset = __atomic_load_n(&CTL.clock_offset_ns, __ATOMIC_ACQUIRE);
 	if (opt.lease_ns) {	/* what rfbpf does through /proc/PID/mem */
 		__atomic_store_n(&CTL.lease_until_ns, mono_ns() + opt.lease_ns,
 				 __ATOMIC_RELEASE);
 		EXPECT(wait_lease_seen(1, 2000));
+		/* Measured when the lease started. */
+		cupti_offset = __atomic_load_n(&CTL.clock_offset_ns,
+					       __ATOMIC_ACQUIRE);
 	} else {
 		/* Give the agent's thread a few ticks to misbehave. */
 		struct timespec t300 = { 0, 300000000 };

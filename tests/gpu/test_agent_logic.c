@@ -341,9 +341,10 @@ static bool wait_for(uint32_t *field, uint32_t value, int ms)
 	return __atomic_load_n(field, __ATOMIC_ACQUIRE) == value;
 }
 
-/* Last: starts the real agent (its thread lives until exit). No driver
- * here, so cuptiSubscribe fails: cupti_ok stays 0, errors are counted,
- * and everything else must still work. */
+/* Last: starts the real agent (its thread lives until exit). It takes
+ * nothing from CUPTI until a tracer's lease starts; then, with no driver
+ * here, cuptiSubscribe fails: cupti_ok stays 0, errors are counted, and
+ * everything else must still work. */
 TEST(lifecycle_lease_thread_and_torch_activation)
 {
 	void *torch = dlopen(fake_torch_path, RTLD_NOW | RTLD_GLOBAL);
@@ -361,10 +362,10 @@ TEST(lifecycle_lease_thread_and_torch_activation)
 	CHECK(InitializeInjection() == 1);		/* idempotent */
 	CHECK_EQ_U64(LOAD(magic), RF_GPU_CONTROL_MAGIC);
 	CHECK_EQ_U64(LOAD(flush_period_ns), 50000000);
-	CHECK_EQ_U64(LOAD(cupti_ok), 0);		/* no driver here */
-	CHECK(LOAD(errors) > 0);
-	/* No driver: the timestamp callback cannot be registered either. */
-	CHECK_EQ_U64(LOAD(clock_source), RF_CLOCK_OFFSET);
+	/* No tracer yet: no CUPTI call at all (Kineto can subscribe). */
+	CHECK_EQ_U64(LOAD(cupti_ok), 0);
+	CHECK_EQ_U64(LOAD(errors), 0);
+	CHECK_EQ_U64(LOAD(clock_source), RF_CLOCK_NONE);
 
 	/* RFBPF_SAMPLE found the (fake) libtorch_cpu and registered. */
 	CHECK_EQ_U64(LOAD(torch_callback_handle), 41);
@@ -384,6 +385,10 @@ TEST(lifecycle_lease_thread_and_torch_activation)
 	set_lease(400000000);
 	CHECK(wait_for(&CTL.lease_seen, 1, 1000));
 	CHECK_EQ_U64(LOAD(activity_starts), 1);
+	CHECK_EQ_U64(LOAD(cupti_ok), 0);		/* no driver here */
+	CHECK(LOAD(errors) > 0);
+	/* No driver: the timestamp callback cannot be registered either. */
+	CHECK_EQ_U64(LOAD(clock_source), RF_CLOCK_OFFSET);
 	CHECK(wait_for(&CTL.lease_seen, 0, 2000));
 	CHECK_EQ_U64(LOAD(activity_starts), 1);
 	CHECK_EQ_U64(LOAD(activity_enabled), 0);

@@ -12,6 +12,8 @@ thread, and every record with its CLOCK_MONOTONIC start and end.
   --sample P      (with RFBPF_SAMPLE set, the agent activates torch itself)
   --hold S        after the work, keep running S seconds, printing the
                   agent's lease state (for the kill -9 test)
+  --load-inside-op  load the agent and make a first launch inside an op
+                  that began before the agent was loaded
 """
 import argparse
 import ctypes
@@ -36,24 +38,49 @@ ap.add_argument("--steps", type=int, default=40)
 ap.add_argument("--graph-kernels", type=int, default=4)
 ap.add_argument("--wait-tracer", action="store_true")
 ap.add_argument("--hold", type=float, default=0)
+ap.add_argument("--load-inside-op", action="store_true")
 args = ap.parse_args()
 
-synth = ctypes.CDLL(SYNTH)
-synth.synth_launch.restype = ctypes.c_uint
-synth.synth_counter.restype = ctypes.c_ulonglong
-synth.synth_counter.argtypes = [ctypes.c_char_p]
-synth.synth_init()          # what cuInit does through CUDA_INJECTION64_PATH
-print("ready", flush=True)
+expected = {}
+lock = threading.Lock()
+synth = None
 
-if args.wait_tracer:
+
+def load_agent():
+    """What cuInit does through CUDA_INJECTION64_PATH: load the agent (a
+    dependency of the synth library) and call InitializeInjection."""
+    global synth
+    synth = ctypes.CDLL(SYNTH)
+    synth.synth_launch.restype = ctypes.c_uint
+    synth.synth_counter.restype = ctypes.c_ulonglong
+    synth.synth_counter.argtypes = [ctypes.c_char_p]
+    synth.synth_init()
+
+
+def wait_tracer():
     deadline = time.time() + 60
     while not synth.synth_lease_seen():
         if time.time() > deadline:
             sys.exit("no tracer lease within 60 s")
         time.sleep(0.01)
 
-expected = {}
-lock = threading.Lock()
+
+if args.load_inside_op:
+    # The agent appears while an op is open (as when CUDA initializes
+    # inside a training step): its launch must still be attributed to it.
+    with record_function("gpu_test::init"):
+        load_agent()
+        print("ready", flush=True)
+        wait_tracer()
+        corr = synth.synth_launch(KERNEL, 1, 7)
+        expected[corr] = {"op": "gpu_test::init",
+                          "tid": threading.get_native_id(), "kind": KERNEL}
+        synth.synth_flush()
+else:
+    load_agent()
+    print("ready", flush=True)
+    if args.wait_tracer:
+        wait_tracer()
 
 
 def launch(kind, op, n=1, stream=7):
