@@ -586,6 +586,7 @@ int BPF_KPROBE(gpu_launch, const struct rf_gpu_launch *arg)
 	e->cbid = l.cbid;
 	e->domain = l.domain;
 	e->launch_flags = l.flags;
+	e->driver_correlation_id = l.driver_correlation_id;
 	e->depth = depth;
 	__builtin_memcpy(e->api_name, l.api_name, sizeof(e->api_name));
 	e->api_name[sizeof(e->api_name) - 1] = 0;

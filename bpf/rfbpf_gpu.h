@@ -56,6 +56,11 @@ struct rf_gpu_launch {
 	 * pointer to CUPTI's string could sit on a page not yet faulted in,
 	 * which a uprobe cannot read. */
 	char api_name[RF_GPU_API_NAME_MAX];
+	/* Runtime calls: the id of the first driver call made inside it, or
+	 * 0. Copy and set records carry that id rather than the runtime
+	 * call's (CUDA 13's headers); kernels may carry either. */
+	__u32 driver_correlation_id;
+	__u32 pad3;
 };
 
 enum rf_gpu_activity_kind {
@@ -156,7 +161,7 @@ struct rf_gpu_launch_event {
 	__u8 domain;		/* enum rf_gpu_api_domain */
 	__u8 launch_flags;	/* RF_GPU_LAUNCH_F_* */
 	__u16 depth;		/* ops open on the thread at the launch */
-	__u32 pad;
+	__u32 driver_correlation_id;	/* see struct rf_gpu_launch */
 	char api_name[RF_GPU_API_NAME_MAX];
 };
 

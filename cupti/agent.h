@@ -85,12 +85,17 @@ enum rf_api_class rf_api_classify(CUpti_CallbackDomain domain,
 struct rf_api_nesting {
 	uint32_t runtime_depth;
 	uint32_t generation;	/* of the subscription it was counted in */
+	uint32_t nested_correlation_id;	/* first driver call inside the
+					 * current runtime call, 0 if none */
 };
 /* Feeds one ENTER/EXIT of a classified call; true = report it now. */
 /* A new subscription: every thread's depth restarts from 0. */
 void rf_api_new_generation(void);
 bool rf_api_step(struct rf_api_nesting *n, CUpti_CallbackDomain domain,
-		 CUpti_ApiCallbackSite site);
+		 CUpti_ApiCallbackSite site, uint32_t correlation_id);
+/* An unclassified driver call: only its id is noted if it is nested. */
+void rf_api_note_driver(struct rf_api_nesting *n, CUpti_ApiCallbackSite site,
+			uint32_t correlation_id);
 /* The probe's argument for one reported call. */
 void rf_launch_fill(struct rf_gpu_launch *l, CUpti_CallbackDomain domain,
 		    CUpti_CallbackId cbid, enum rf_api_class class,

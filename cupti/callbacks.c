@@ -164,16 +164,19 @@ void rf_api_new_generation(void)
 }
 
 bool rf_api_step(struct rf_api_nesting *n, CUpti_CallbackDomain domain,
-		 CUpti_ApiCallbackSite site)
+		 CUpti_ApiCallbackSite site, uint32_t correlation_id)
 {
 	uint32_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
 
 	if (n->generation != gen) {
 		n->runtime_depth = 0;
+		n->nested_correlation_id = 0;
 		n->generation = gen;
 	}
 	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
 		if (site == CUPTI_API_ENTER) {
+			if (!n->runtime_depth)
+				n->nested_correlation_id = 0;
 			n->runtime_depth++;
 			return false;
 		}
@@ -181,14 +184,30 @@ bool rf_api_step(struct rf_api_nesting *n, CUpti_CallbackDomain domain,
 			n->runtime_depth--;
 		return true;
 	}
+	rf_api_note_driver(n, site, correlation_id);
 	/* Driver: only a call made outside our runtime calls counts. */
 	return !n->runtime_depth && site == CUPTI_API_EXIT;
+}
+
+void rf_api_note_driver(struct rf_api_nesting *n, CUpti_ApiCallbackSite site,
+			uint32_t correlation_id)
+{
+	/* The first driver call inside a runtime call: copies and sets
+	 * carry its id in their records, not the runtime call's. */
+	if (site == CUPTI_API_ENTER && n->runtime_depth &&
+	    !n->nested_correlation_id)
+		n->nested_correlation_id = correlation_id;
 }
 
 int rf_api_enable_callbacks(CUpti_SubscriberHandle sub)
 {
 	int failed = 0;
 
+	/* Every driver call, to learn the ids of those nested in our runtime
+	 * calls (see rf_api_note_driver); runtime calls one by one. */
+	if (!RF_CUPTI_CHECK(cuptiEnableDomain(1, sub,
+					      CUPTI_CB_DOMAIN_DRIVER_API)))
+		failed++;
 	for (size_t t = 0; t < NR_TABLES; t++)
 		for (size_t i = 0; i < tables[t].n; i++)
 			if (!RF_CUPTI_CHECK(cuptiEnableCallback(
@@ -227,13 +246,24 @@ void CUPTIAPI rfbpf_cupti_api_callback(void *userdata,
 	struct rf_gpu_launch l;
 
 	(void)userdata;
-	if (class == RF_API_OTHER || !cd)
+	if (!cd)
 		return;
-	if (!rf_api_step(&nesting, domain, cd->callbackSite))
+	if (class == RF_API_OTHER) {
+		/* The whole driver domain is on, for the ids of the driver
+		 * calls our runtime calls make. */
+		if (domain == CUPTI_CB_DOMAIN_DRIVER_API)
+			rf_api_note_driver(&nesting, cd->callbackSite,
+					   cd->correlationId);
+		return;
+	}
+	if (!rf_api_step(&nesting, domain, cd->callbackSite,
+			 cd->correlationId))
 		return;
 	if (!rf_lease_active(0))
 		return;
 	rf_launch_fill(&l, domain, cbid, class, cd);
+	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
+		l.driver_correlation_id = nesting.nested_correlation_id;
 	rf_probe_gpu_launch(&l);
 	rf_count(&rfbpf_gpu_control.launches, 1);
 }

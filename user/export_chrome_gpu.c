@@ -75,9 +75,13 @@ static void write_activity(FILE *f, const struct trace *t,
 	json_us(f, a->start_ns);
 	fputs(",\"dur\":", f);
 	json_us(f, gpu_duration(a));
+	/* As Kineto: the launching API call's id (a set's own record has
+	 * the nested driver call's). */
 	fprintf(f, ",\"args\":{\"correlation\":%u,\"device\":%u,\"context\":%u,"
-		"\"stream\":%u", a->correlation_id, a->device_id,
-		a->context_id, a->stream_id);
+		"\"stream\":%u", l ? l->correlation_id : a->correlation_id,
+		a->device_id, a->context_id, a->stream_id);
+	if (l && l->correlation_id != a->correlation_id)
+		fprintf(f, ",\"record correlation\":%u", a->correlation_id);
 	if (a->kind == RF_GPU_ACT_KERNEL)
 		fprintf(f, ",\"grid\":[%d,%d,%d],\"block\":[%d,%d,%d],"
 			"\"registers per thread\":%u,\"shared memory\":%u",
@@ -114,12 +118,12 @@ static void write_flow(FILE *f, const struct trace *t,
 	fprintf(f, ",\n{\"ph\":\"s\",\"cat\":\"ac2g\",\"name\":\"ac2g\","
 		"\"id\":%zu,\"pid\":%u,\"tid\":%u,\"ts\":", id, t->pid, l->tid);
 	json_us(f, l->ts_ns);
-	fprintf(f, ",\"args\":{\"correlation\":%u}}", a->correlation_id);
+	fprintf(f, ",\"args\":{\"correlation\":%u}}", l->correlation_id);
 	fprintf(f, ",\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"ac2g\","
 		"\"name\":\"ac2g\",\"id\":%zu,\"pid\":%u,\"tid\":%u,\"ts\":",
 		id, gpu_pid(a->device_id), a->stream_id);
 	json_us(f, a->start_ns);
-	fprintf(f, ",\"args\":{\"correlation\":%u}}", a->correlation_id);
+	fprintf(f, ",\"args\":{\"correlation\":%u}}", l->correlation_id);
 }
 
 void write_chrome_gpu_events(FILE *f, const struct trace *t)

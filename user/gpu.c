@@ -66,11 +66,18 @@ bool gpu_add_launch(struct gpu *g, struct names *names, uint64_t ts_ns,
 		g->counts.launches_outside_ops++;
 	else
 		g->counts.launches_op_unknown++;
+	l->driver_correlation_id = e->driver_correlation_id;
 	/* A reused correlation id replaces an older launch still waiting. */
 	prev = u64map_get(&g->pending, pending_key(e->correlation_id));
 	if (prev && !g->launches[*prev].activities)
 		g->counts.launches_evicted_unmatched++;
 	if (!u64map_put(&g->pending, pending_key(e->correlation_id),
+			g->nr_launches))
+		return false;
+	/* Records of copies and sets carry the nested driver call's id:
+	 * the launch waits under both. */
+	if (e->driver_correlation_id &&
+	    !u64map_put(&g->pending, pending_key(e->driver_correlation_id),
 			g->nr_launches))
 		return false;
 	g->nr_launches++;
@@ -184,6 +191,11 @@ void gpu_evict(struct gpu *g, uint64_t now_ns)
 				g->counts.launches_evicted_unmatched++;
 			u64map_del(&g->pending, key);
 		}
+		key = pending_key(l->driver_correlation_id);
+		idx = l->driver_correlation_id ?
+		      u64map_get(&g->pending, key) : NULL;
+		if (idx && *idx == g->evict_next)
+			u64map_del(&g->pending, key);
 		g->evict_next++;
 	}
 }
@@ -192,8 +204,14 @@ void gpu_detach(struct gpu *g)
 {
 	for (size_t i = 0; i < g->pending.cap; i++) {
 		const struct u64map_slot *s = &g->pending.slots[i];
+		const struct gpu_launch *l;
 
-		if (s->key && !g->launches[s->value].activities)
+		if (!s->key)
+			continue;
+		l = &g->launches[s->value];
+		/* Once per launch: skip its second (driver id) entry. */
+		if (!l->activities &&
+		    s->key == pending_key(l->correlation_id))
 			g->counts.launches_unmatched_at_end++;
 	}
 	u64map_free(&g->pending);

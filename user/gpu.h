@@ -30,6 +30,7 @@ struct gpu_launch {
 	uint32_t tid;
 	int32_t op;		/* index in trace.ops, -1: none known */
 	uint32_t correlation_id;
+	uint32_t driver_correlation_id;	/* of its nested driver call, or 0 */
 	uint32_t api_name;	/* id in trace.names */
 	uint32_t activities;	/* records joined to it so far */
 	uint8_t domain, flags;

@@ -222,11 +222,15 @@ EXPORT unsigned synth_launch(int kind, int n_kernels, unsigned stream)
 		break;
 	case SYNTH_MEMCPY:
 		runtime_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
-			     "cudaMemcpyAsync", 0, NULL, corr);
+			     "cudaMemcpyAsync",
+			     CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+			     "cuMemcpyHtoDAsync_v2", corr);
 		break;
 	case SYNTH_MEMSET:
 		runtime_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
-			     "cudaMemsetAsync", 0, NULL, corr);
+			     "cudaMemsetAsync",
+			     CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,
+			     "cuMemsetD8Async", corr);
 		break;
 	default:
 		runtime_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
@@ -256,7 +260,8 @@ EXPORT unsigned synth_launch(int kind, int n_kernels, unsigned stream)
 		s->bytes = 4096;
 		s->start = cupti_clock(t);
 		s->end = cupti_clock(t + 900);
-		s->correlationId = corr;
+		/* A set's record carries its driver call's id only. */
+		s->correlationId = corr + 1000000;
 		s->streamId = stream;
 		s->contextId = 1;
 		note(corr, kind, t, t + 900);

@@ -76,17 +76,32 @@ TEST(nesting_reports_once)
 {
 	struct rf_api_nesting n = { 0 };
 
-	CHECK(!rf_api_step(&n, RT, CUPTI_API_ENTER));
-	CHECK(!rf_api_step(&n, DRV, CUPTI_API_ENTER));
-	CHECK(!rf_api_step(&n, DRV, CUPTI_API_EXIT));
-	CHECK(rf_api_step(&n, RT, CUPTI_API_EXIT));
+	CHECK(!rf_api_step(&n, RT, CUPTI_API_ENTER, 10));
+	CHECK(!rf_api_step(&n, DRV, CUPTI_API_ENTER, 11));
+	CHECK(!rf_api_step(&n, DRV, CUPTI_API_EXIT, 11));
+	CHECK(rf_api_step(&n, RT, CUPTI_API_EXIT, 10));
 	CHECK_EQ_U64(n.runtime_depth, 0);
+	/* The nested driver call's id is kept for the report. */
+	CHECK_EQ_U64(n.nested_correlation_id, 11);
 	/* A driver call on its own reports at its exit. */
-	CHECK(!rf_api_step(&n, DRV, CUPTI_API_ENTER));
-	CHECK(rf_api_step(&n, DRV, CUPTI_API_EXIT));
+	CHECK(!rf_api_step(&n, DRV, CUPTI_API_ENTER, 12));
+	CHECK(rf_api_step(&n, DRV, CUPTI_API_EXIT, 12));
 	/* An unmatched runtime exit does not underflow. */
-	CHECK(rf_api_step(&n, RT, CUPTI_API_EXIT));
+	CHECK(rf_api_step(&n, RT, CUPTI_API_EXIT, 13));
 	CHECK_EQ_U64(n.runtime_depth, 0);
+	/* A new runtime call forgets the last nested id; an unclassified
+	 * driver call inside it (a cuMemsetD8Async) is noted, once. */
+	CHECK(!rf_api_step(&n, RT, CUPTI_API_ENTER, 20));
+	CHECK_EQ_U64(n.nested_correlation_id, 0);
+	rf_api_note_driver(&n, CUPTI_API_ENTER, 21);
+	rf_api_note_driver(&n, CUPTI_API_ENTER, 22);
+	CHECK(rf_api_step(&n, RT, CUPTI_API_EXIT, 20));
+	CHECK_EQ_U64(n.nested_correlation_id, 21);
+	/* A new subscription starts every thread clean. */
+	CHECK(!rf_api_step(&n, RT, CUPTI_API_ENTER, 30));
+	rf_api_new_generation();
+	CHECK(!rf_api_step(&n, DRV, CUPTI_API_ENTER, 31));
+	CHECK(rf_api_step(&n, DRV, CUPTI_API_EXIT, 31));
 }
 
 TEST(launch_fill_and_graph_flag)

@@ -145,6 +145,31 @@ TEST(join_by_correlation)
 	trace_free(&t);
 }
 
+/* A set's record carries the id of the driver call nested in the runtime
+ * call; the launch waits under both ids and is counted once. */
+TEST(join_by_nested_driver_id)
+{
+	struct trace t;
+	struct rf_gpu_launch_event e = {
+		.hdr = { .ts_ns = 100, .rf_addr = 0, .tid = 1,
+			 .kind = RF_EV_GPU_LAUNCH },
+		.correlation_id = 5, .driver_correlation_id = 6,
+		.domain = RF_GPU_API_RUNTIME, .api_name = "cudaMemsetAsync",
+	};
+
+	trace_init(&t, 1);
+	CHECK(gpu_add_launch(&t.gpu, &t.names, 100, 1, -1, &e));
+	e.correlation_id = 7;		/* another, never matched */
+	e.driver_correlation_id = 8;
+	CHECK(gpu_add_launch(&t.gpu, &t.names, 200, 1, -1, &e));
+	activity(&t, RF_GPU_ACT_MEMSET, 6, 300, 400, 1, NULL);
+	CHECK(t.gpu.acts[0].launch == 0);
+	CHECK_EQ_U64(t.gpu.counts.activities_unmatched, 0);
+	gpu_detach(&t.gpu);
+	CHECK_EQ_U64(t.gpu.counts.launches_unmatched_at_end, 1);
+	trace_free(&t);
+}
+
 TEST(old_launches_are_evicted_and_counted)
 {
 	struct trace t;
