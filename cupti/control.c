@@ -3,7 +3,8 @@
  * The control block rfbpf finds by symbol (rfbpf_gpu_control) and the rule
  * it carries: the agent does tracing work only while lease_until_ns, a
  * CLOCK_MONOTONIC deadline rfbpf writes through /proc/PID/mem, lies in the
- * future. rfbpf writes only the lease; every other field is the agent's,
+ * future. rfbpf writes only the lease and flush_request; every other
+ * field is the agent's,
  * updated with atomics because rfbpf may read it at any moment.
  *
  * Errors never leave the agent: each failed CUPTI call is counted in

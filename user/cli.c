@@ -80,7 +80,8 @@ static const struct argp_option options[] = {
 	  "static_runtime_model", 0 },
 	{ "probes", OPT_PROBES, "KIND", 0,
 	  "callback: uprobes on 5-byte-NOP callback stubs rfbpf maps into "
-	  "the target (the kernel's optimized path, ~25x cheaper); entry: "
+	  "the target (the kernel's optimized path, several times cheaper: see "
+	  "docs/BENCHMARKS.md); entry: "
 	  "uprobes on RecordFunction::before/end; auto (default): callback "
 	  "when the kernel optimizes NOP uprobes and rfbpf activates", 0 },
 	{ "no-activate", OPT_NO_ACTIVATE, NULL, 0,

@@ -15,9 +15,9 @@ int export_folded(const struct trace *t, const char *path);
 int write_folded(FILE *f, const struct trace *t);
 
 /* --gpu-folded (export_gpu_folded.c): op stacks ending in "[gpu] name"
- * frames, weighted by GPU time in ns. Kernels whose op is unknown hang
- * under "[no op recorded]" or "[no launch seen]", so every nanosecond of
- * GPU time the agent reported is in the file. */
+ * frames, weighted by GPU time in ns. Kernels with no op hang under
+ * "[outside any op]", "[no op recorded]" or "[no launch seen]", so every
+ * nanosecond of GPU time the agent reported is in the file. */
 int export_gpu_folded(const struct trace *t, const char *path);
 int write_gpu_folded(FILE *f, const struct trace *t);
 

@@ -12,8 +12,11 @@ static size_t parent_stack(const struct trace *t, const struct gpu_activity *a,
 	if (op >= 0)
 		return folded_stack_of(t, op, buf, cap);
 	used = folded_put_frame(buf, 0, cap, t->process_name);
-	return folded_put_frame(buf, used, cap, a->launch >= 0 ?
-				"[no op recorded]" : "[no launch seen]");
+	if (a->launch < 0)
+		return folded_put_frame(buf, used, cap, "[no launch seen]");
+	return folded_put_frame(buf, used, cap,
+				t->gpu.launches[a->launch].outside_ops ?
+				"[outside any op]" : "[no op recorded]");
 }
 
 int write_gpu_folded(FILE *f, const struct trace *t)

@@ -60,11 +60,10 @@ bool gpu_add_launch(struct gpu *g, struct names *names, uint64_t ts_ns,
 	l->api_name = names_intern(names, e->api_name, len);
 	l->domain = e->domain;
 	l->flags = e->launch_flags;
-	if (op >= 0)
-		;
-	else if (!e->hdr.rf_addr)
+	l->outside_ops = op < 0 && !e->hdr.rf_addr;
+	if (l->outside_ops)
 		g->counts.launches_outside_ops++;
-	else
+	else if (op < 0)
 		g->counts.launches_op_unknown++;
 	l->driver_correlation_id = e->driver_correlation_id;
 	/* A reused correlation id replaces an older launch still waiting. */

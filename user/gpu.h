@@ -34,6 +34,7 @@ struct gpu_launch {
 	uint32_t api_name;	/* id in trace.names */
 	uint32_t activities;	/* records joined to it so far */
 	uint8_t domain, flags;
+	bool outside_ops;	/* no op was open on its thread */
 };
 
 struct gpu_activity {

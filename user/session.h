@@ -44,6 +44,8 @@ struct session {
 	bool gpu_attached;	/* its probes are attached, lease held */
 	bool gpu_given_up;	/* it failed to attach: do not retry */
 	double gpu_checked_s;	/* last look for it */
+	struct rf_gpu_control gpu_base;	/* its counters when we attached */
+	bool gpu_base_read;
 };
 
 /* Set by the signal handlers in main.c. */

@@ -21,12 +21,17 @@ static void read_agent_counters(struct session *s)
 		return;
 	}
 	g->agent_counters_stale = false;
-	g->agent_launches = c.launches;
-	g->agent_records = c.records;
-	g->agent_dropped = c.records_dropped;
-	g->agent_untraced = c.records_untraced;
-	g->agent_unknown = c.records_unknown;
-	g->agent_errors = c.errors;
+	/* The agent counts over the job's life: report this session's. */
+	if (!s->gpu_base_read) {
+		s->gpu_base = c;
+		s->gpu_base_read = true;
+	}
+	g->agent_launches = c.launches - s->gpu_base.launches;
+	g->agent_records = c.records - s->gpu_base.records;
+	g->agent_dropped = c.records_dropped - s->gpu_base.records_dropped;
+	g->agent_untraced = c.records_untraced - s->gpu_base.records_untraced;
+	g->agent_unknown = c.records_unknown - s->gpu_base.records_unknown;
+	g->agent_errors = c.errors - s->gpu_base.errors;
 }
 
 static void attach_agent(struct session *s)

@@ -16,7 +16,7 @@ struct session;
  * found, then renews the lease. */
 void session_gpu_poll(struct session *s, double now_s);
 /* Tracing stops: ends the lease, drains the agent's final flush (up to
- * half a second), and reads the agent's counters into the trace. */
+ * a second), and reads the agent's counters into the trace. */
 void session_gpu_finish(struct session *s);
 
 /* -p mode: if the agent already switched RecordFunction on in the job

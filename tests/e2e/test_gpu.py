@@ -83,16 +83,20 @@ class Job:
             self.p.wait()
 
 
-def traced_job(tmp_path, extra=(), job_args=(), env=None):
-    """Runs the job under `rfbpf -p` until its work is done; returns the
-    trace, the expectations, rfbpf's stdout/stderr and the job."""
-    job = Job(tmp_path, "--wait-tracer", "--hold", "2", *job_args, env=env)
+def traced_job(tmp_path, extra=(), job_args=(), env=None, during=None):
+    """Runs the job under `rfbpf -p` until its work is done (then calls
+    during(job) while rfbpf still traces); returns the trace, the
+    expectations, rfbpf's stdout/stderr and the job."""
+    # --hold: the job outlives rfbpf's final flush and detach.
+    job = Job(tmp_path, "--wait-tracer", "--hold", "5", *job_args, env=env)
     out_json = tmp_path / "t.json"
     try:
         r, _ = start_rfbpf(["-q", "-p", str(job.pid), "-o", str(out_json),
                             "--gpu-folded", str(tmp_path / "g.folded"),
                             "--top", "0", *extra])
         job.wait_line("work done")
+        if during:
+            during(job)
         code, out, err = stop(r)
         assert code == 0, err
         rc, jout, jerr = job.finish()
@@ -175,6 +179,7 @@ def test_every_kernel_is_joined_to_the_op_that_launched_it(tmp_path):
     assert cut and g["kernel_names_truncated"] == len(cut)
     assert all(e["args"]["name_truncated"] is True for e in cut)
     assert g["final_flush_missed"] is False
+    assert g["agent_counters_stale"] is False
     # The table has the CUDA columns, with the right sums for one op.
     assert "Self CUDA" in out and "CUDA total" in out and "Kernels" in out
     row = next(l for l in out.splitlines()
@@ -253,7 +258,7 @@ def test_gpu_folded_hangs_kernels_under_their_op_stacks(tmp_path):
              if s.split(";")[-2] == "gpu_test::graph_replay"]
     assert graph and all(".forward;gpu_test::graph_replay;" in s
                          for s in graph)
-    assert any("[no op recorded];[gpu] " in s for s in weights)
+    assert any("[outside any op];[gpu] " in s for s in weights)
 
 
 def probe_counts(tmp_path, cmd):
@@ -298,6 +303,15 @@ def test_without_a_tracer_the_agent_emits_nothing(tmp_path):
     exp = json.loads(exp_path.read_text())
     # The kernel saw no call of either probe...
     assert counts == {"gpu_launch": 0, "gpu_activity": 0}
+    # ...and would have (the same count, with a tracer: the offsets are
+    # right and the count can be anything but 0).
+    r2, traced = probe_counts(tmp_path, [
+        RFBPF, "-q", "--no-table", "--", PYTHON, GPU_WORKLOAD, "--expect",
+        str(tmp_path / "e2.json"), "--steps", "10", "--wait-tracer"])
+    assert r2.returncode == 0, r2.stderr
+    exp2 = json.loads((tmp_path / "e2.json").read_text())
+    assert traced == {"gpu_launch": len(exp2["launches"]),
+                      "gpu_activity": len(exp2["records"])}
     # ...and the agent switched no activity on, and says why it dropped
     # the records it was handed.
     a = exp["agent"]
@@ -310,18 +324,25 @@ def test_agent_activation_needs_no_ptrace(tmp_path):
     """RFBPF_SAMPLE=1: the agent registers the RecordFunction callback
     itself; rfbpf -p probes the agent's callback stubs and registers
     nothing (no /run/rfbpf state)."""
+    def nothing_registered_by_rfbpf(job):
+        # While rfbpf traces: it holds its lock but registered nothing.
+        assert os.path.exists(f"/run/rfbpf/{job.pid}.lock")
+        assert not os.path.exists(f"/run/rfbpf/{job.pid}.state")
+
     trace, exp, out, err, job = traced_job(
-        tmp_path, env={"RFBPF_SAMPLE": "1"})
+        tmp_path, env={"RFBPF_SAMPLE": "1"},
+        during=nothing_registered_by_rfbpf)
     assert "switched RecordFunction on (RFBPF_SAMPLE)" in err
     assert exp["agent"]["torch_callback_handle"] > 0
     assert trace["otherData"]["probes"].startswith("CUPTI agent")
     names = {e["name"] for e in ops_of(trace)}
     assert {"gpu_test::matmul", "aten::mul", "aten::sum"} <= names
     launches = {int(k): v for k, v in exp["launches"].items()}
-    for e in gpu_events(trace):
+    gpu = gpu_events(trace)
+    assert len(gpu) == len(exp["records"]) > 0
+    for e in gpu:
         assert e["args"].get("launched by") == \
             launches[e["args"]["correlation"]]["op"]
-    assert not os.path.exists(f"/run/rfbpf/{job.pid}.state")
 
 
 def test_lease_runs_out_after_kill_9(tmp_path):

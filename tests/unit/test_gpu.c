@@ -377,7 +377,7 @@ TEST(gpu_folded_keeps_every_nanosecond)
 	CHECK(strstr(text, "python3;main [10];outer;[gpu] k2 100\n"));
 	CHECK(strstr(text, "python3;main [10];outer;[gpu] k3 200\n"));
 	CHECK(strstr(text, "python3;main [10];outer;[gpu] Memcpy HtoD 50\n"));
-	CHECK(strstr(text, "python3;[no op recorded];[gpu] k1 10\n"));
+	CHECK(strstr(text, "python3;[outside any op];[gpu] k1 10\n"));
 	CHECK(strstr(text, "python3;[no op recorded];[gpu] k4 20\n"));
 	CHECK(strstr(text, "python3;[no launch seen];[gpu] k5 5\n"));
 	/* The weight is what follows a line's last space. */
