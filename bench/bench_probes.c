@@ -61,7 +61,7 @@ struct bpf_program *bench_probes_program(const struct bench_probes *b,
 {
 	if (prog == PROG_EMPTY)
 		return b->empty->progs.empty;
-	if (prog != PROG_RFBPF)
+	if (prog != PROG_RFBPF && prog != PROG_RFBPF_GPU)
 		return NULL;
 	if (site == SITE_CALLBACK)
 		return end ? b->rf.skel->progs.callback_end :
@@ -74,6 +74,7 @@ int bench_probes_attach(struct bench_probes *b, enum bench_prog prog,
 {
 	if (prog == PROG_NONE)
 		return 0;
+	b->rf.skel->bss->gpu_tagging = prog == PROG_RFBPF_GPU;
 	for (int i = 0; i < 2; i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, opts,
 			    .func_name = site_symbols[site][i]);

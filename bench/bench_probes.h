@@ -21,7 +21,10 @@
 #include "probes.h"
 #include "producer.h"
 
-enum bench_prog { PROG_NONE, PROG_EMPTY, PROG_RFBPF };
+/* PROG_RFBPF_GPU: rfbpf's programs with GPU launch tagging on (as when the
+ * CUPTI agent's probes are attached): every op also updates its thread's
+ * stack of open RecordFunctions in BPF. */
+enum bench_prog { PROG_NONE, PROG_EMPTY, PROG_RFBPF, PROG_RFBPF_GPU };
 
 struct empty_bpf;
 

@@ -39,7 +39,11 @@ static const struct variant {
 	{ "entry path (int3): no uprobe", PROG_NONE, SITE_ENTRY },
 	{ "entry path: empty BPF program", PROG_EMPTY, SITE_ENTRY },
 	{ "entry path: rfbpf before_cstr/end", PROG_RFBPF, SITE_ENTRY },
+	/* Last, outside the two groups of three the tables are built on. */
+	{ "callback path: rfbpf's programs, GPU launch tagging on",
+	  PROG_RFBPF_GPU, SITE_CALLBACK },
 };
+#define GPU_VARIANT 6
 #define NR_VARIANTS (int)(sizeof(variants) / sizeof(*variants))
 
 static int count_record(void *ctx, void *data, size_t size)
@@ -63,7 +67,7 @@ static double run_variant(struct bench_probes *b, struct producer *p,
 		exit(1);
 	}
 	bench_probes_detach(b);
-	if (v->prog == PROG_RFBPF)
+	if (v->prog == PROG_RFBPF || v->prog == PROG_RFBPF_GPU)
 		bench_probes_wait_consumed(b, before + 2 * iters);
 	return (double)dt / (2.0 * iters);
 }
@@ -71,7 +75,7 @@ static double run_variant(struct bench_probes *b, struct producer *p,
 static void print_results(double ns[][MAX_REPS], int reps, uint64_t drops,
 			  uint64_t consumed)
 {
-	double lo, hi, ratio[2][MAX_REPS];
+	double lo, hi, ratio[3][MAX_REPS];
 	double med[NR_VARIANTS], min[NR_VARIANTS], max[NR_VARIANTS];
 
 	printf("| variant | median ns/event | spread (min-max) | added by the "
@@ -83,7 +87,7 @@ static void print_results(double ns[][MAX_REPS], int reps, uint64_t drops,
 		med[v] = median_spread(copy, reps, &min[v], &max[v]);
 	}
 	for (int v = 0; v < NR_VARIANTS; v++) {
-		double base = med[v - v % 3];
+		double base = med[v == GPU_VARIANT ? 0 : v - v % 3];
 
 		printf("| %s | %.1f | %.1f-%.1f | %.1f |\n", variants[v].name,
 		       med[v], min[v], max[v], med[v] - base);
@@ -91,6 +95,8 @@ static void print_results(double ns[][MAX_REPS], int reps, uint64_t drops,
 	for (int s = 0; s < 2; s++)
 		for (int r = 0; r < reps; r++)
 			ratio[s][r] = ns[3 * s + 2][r] / ns[3 * s + 1][r];
+	for (int r = 0; r < reps; r++)
+		ratio[2][r] = ns[GPU_VARIANT][r] / ns[1][r];
 	printf("\n| path | rfbpf / empty program, per event (median of "
 	       "per-repetition ratios) | spread | rfbpf / empty, added cost "
 	       "only (medians) |\n|---|---|---|---|\n");
@@ -101,6 +107,13 @@ static void print_results(double ns[][MAX_REPS], int reps, uint64_t drops,
 		       s ? "entry (int3)" : "callback (nop5)", m, lo, hi,
 		       (med[3 * s + 2] - med[3 * s]) /
 		       (med[3 * s + 1] - med[3 * s]));
+	}
+	{
+		double m = median_spread(ratio[2], reps, &lo, &hi);
+
+		printf("| callback (nop5), GPU launch tagging on | %.2f | "
+		       "%.2f-%.2f | %.2f |\n", m, lo, hi,
+		       (med[GPU_VARIANT] - med[0]) / (med[1] - med[0]));
 	}
 	printf("\n%d interleaved repetitions; rfbpf records read by the "
 	       "loader: %llu, dropped: %llu\n", reps,
@@ -144,7 +157,8 @@ static void print_program_times(struct bench_probes *b, struct producer *p,
 		return;
 	}
 	for (int v = 0; v < NR_VARIANTS; v++)
-		if (variants[v].prog != PROG_NONE)
+		if (variants[v].prog == PROG_EMPTY ||
+		    variants[v].prog == PROG_RFBPF)
 			run_variant(b, p, &variants[v], variants[v].site ==
 				    SITE_CALLBACK ? iters : iters / 10);
 	printf("\nTime inside each BPF program (kernel run-time statistics, "
