@@ -85,9 +85,12 @@ static int write_lease(struct gpu_agent *g, uint64_t until_ns)
 
 int gpu_agent_renew(struct gpu_agent *g, double now_s)
 {
+	int ret;
+
 	if (g->renewed_s && now_s - g->renewed_s < GPU_RENEW_S)
 		return 0;
-	return gpu_agent_renew_now(g, now_s);
+	ret = gpu_agent_renew_now(g, now_s);
+	return ret ? ret : 1;
 }
 
 int gpu_agent_renew_now(struct gpu_agent *g, double now_s)

@@ -38,7 +38,8 @@ struct gpu_agent {
 int gpu_agent_find(struct gpu_agent *g, pid_t pid, char *err, size_t len);
 int gpu_agent_read_control(const struct gpu_agent *g,
 			   struct rf_gpu_control *c);
-/* Renews the lease if GPU_RENEW_S has passed since the last renewal. */
+/* Renews the lease if GPU_RENEW_S has passed since the last renewal:
+ * returns 1 if it did, 0 if not due yet, or -errno. */
 int gpu_agent_renew(struct gpu_agent *g, double now_s);
 /* Renews it now. */
 int gpu_agent_renew_now(struct gpu_agent *g, double now_s);

@@ -85,51 +85,47 @@ static struct bpf_program *program_of(struct rfbpf_bpf *skel, unsigned v)
 	}
 }
 
+/* One uprobe of prog at path+off for pid, kept in p->links. */
+static int attach_one(struct probes *p, struct bpf_program *prog, pid_t pid,
+		      const char *path, uint64_t off, const char *what,
+		      bool verbose)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts);
+	struct bpf_link *l;
+
+	if (p->nr_links == (int)(sizeof(p->links) / sizeof(p->links[0])))
+		return -E2BIG;
+	l = bpf_program__attach_uprobe_opts(prog, pid, path, off, &opts);
+	if (!l)
+		return -errno;
+	p->links[p->nr_links++] = l;
+	if (verbose)
+		fprintf(stderr, "rfbpf: uprobe %s at %s+0x%llx\n", what, path,
+			(unsigned long long)off);
+	return 0;
+}
+
 int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
 			    uint64_t start_off, uint64_t end_off, bool verbose)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts);
-	struct bpf_program *progs[2] = { p->skel->progs.callback_start,
-					 p->skel->progs.callback_end };
-	const uint64_t offs[2] = { start_off, end_off };
+	int ret = attach_one(p, p->skel->progs.callback_start, pid, path,
+			     start_off, "start callback", verbose);
 
-	for (int i = 0; i < 2; i++) {
-		struct bpf_link *l = bpf_program__attach_uprobe_opts(
-			progs[i], pid, path, offs[i], &opts);
-
-		if (!l)
-			return -errno;
-		p->links[p->nr_links++] = l;
-		if (verbose)
-			fprintf(stderr, "rfbpf: uprobe %s callback at %s+0x%llx\n",
-				i ? "end" : "start", path,
-				(unsigned long long)offs[i]);
-	}
-	return 0;
+	return ret ? ret : attach_one(p, p->skel->progs.callback_end, pid,
+				      path, end_off, "end callback", verbose);
 }
 
 int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
 		      uint64_t launch_off, uint64_t activity_off, bool verbose)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts);
-	struct bpf_program *progs[2] = { p->skel->progs.gpu_launch,
-					 p->skel->progs.gpu_activity };
-	const uint64_t offs[2] = { launch_off, activity_off };
+	int ret = attach_one(p, p->skel->progs.gpu_launch, pid, path,
+			     launch_off, "GPU launch", verbose);
 
-	if (p->nr_links + 2 > (int)(sizeof(p->links) / sizeof(p->links[0])))
-		return -E2BIG;
-	for (int i = 0; i < 2; i++) {
-		struct bpf_link *l = bpf_program__attach_uprobe_opts(
-			progs[i], pid, path, offs[i], &opts);
-
-		if (!l)
-			return -errno;
-		p->links[p->nr_links++] = l;
-		if (verbose)
-			fprintf(stderr, "rfbpf: uprobe GPU %s at %s+0x%llx\n",
-				i ? "activity" : "launch", path,
-				(unsigned long long)offs[i]);
-	}
+	if (!ret)
+		ret = attach_one(p, p->skel->progs.gpu_activity, pid, path,
+				 activity_off, "GPU activity", verbose);
+	if (ret)
+		return ret;
 	/* Tag from now on. Ops opened before have no entry on BPF's
 	 * stacks: a launch directly inside one arrives untagged, and the
 	 * loader falls back to its own stack of that thread. */
@@ -152,7 +148,6 @@ bool probes_has_lib(const struct probes *p, const char *path)
 int probes_attach_lib(struct probes *p, pid_t pid, const char *path,
 		      const struct torch_symbols *s, bool verbose)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts);
 	struct stat st;
 	int attached = 0;
 
@@ -165,20 +160,15 @@ int probes_attach_lib(struct probes *p, pid_t pid, const char *path,
 	if (p->nr_libs == PROBES_MAX_LIBS)
 		return -E2BIG;
 	for (unsigned v = 0; v < RF_V_NR; v++) {
-		struct bpf_link *l;
+		int ret;
 
 		if (!s->offset[v])
 			continue;
-		l = bpf_program__attach_uprobe_opts(program_of(p->skel, v), pid,
-						    path, s->offset[v], &opts);
-		if (!l)
-			return -errno;
-		p->links[p->nr_links++] = l;
+		ret = attach_one(p, program_of(p->skel, v), pid, path,
+				 s->offset[v], variant_name(v), verbose);
+		if (ret)
+			return ret;
 		attached++;
-		if (verbose)
-			fprintf(stderr, "rfbpf: uprobe %s at %s+0x%llx\n",
-				variant_name(v), path,
-				(unsigned long long)s->offset[v]);
 	}
 	p->libs[p->nr_libs].dev = st.st_dev;
 	p->libs[p->nr_libs].ino = st.st_ino;

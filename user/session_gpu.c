@@ -69,10 +69,12 @@ void session_gpu_poll(struct session *s, double now_s)
 	if (s->gpu_attached) {
 		/* Its counters are read as we go: the target may be gone by
 		 * the time tracing stops. */
-		if (gpu_agent_renew(&s->gpu, now_s) && !target_alive(s->pid))
-			s->gpu_given_up = true;	/* it exited: nothing to do */
-		else if (s->gpu.renewed_s == now_s)
+		int ret = gpu_agent_renew(&s->gpu, now_s);
+
+		if (ret > 0)
 			read_agent_counters(s);
+		else if (ret < 0 && !target_alive(s->pid))
+			s->gpu_given_up = true;	/* it exited: nothing to do */
 		return;
 	}
 	if (s->gpu_checked_s && now_s - s->gpu_checked_s < GPU_LOOK_EVERY_S)
