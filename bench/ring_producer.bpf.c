@@ -29,7 +29,7 @@ static __always_inline void submit(void *e)
 	__u64 waiting = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 
 	bpf_ringbuf_submit(e, waiting >= wakeup_bytes &&
-			   waiting < wakeup_bytes + 16 * 1024 ?
+			   waiting < wakeup_bytes + RF_WAKEUP_WINDOW ?
 			   BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "pair_event.h"
 #include "ring_producer.skel.h"
 #include "trace.h"
 
@@ -27,9 +28,8 @@
 
 struct reader {
 	struct ring_buffer *rb;
-	struct trace trace;
+	struct trace trace;	/* trace.counts.events: records read */
 	volatile int stop;
-	uint64_t consumed;
 };
 
 static uint64_t now_ns(void)
@@ -38,26 +38,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-/* rfbpf's ring-buffer callback, minus thread naming: pair into stacks. */
-static int pair_event(void *ctx, void *data, size_t size)
-{
-	struct reader *r = ctx;
-	const struct rf_event_hdr *h = data;
-
-	if (size < sizeof(*h))
-		return 0;
-	r->consumed++;
-	r->trace.counts.events++;
-	if (h->kind == RF_EV_BEFORE && size >= sizeof(struct rf_before_event)) {
-		const struct rf_before_event *e = data;
-
-		stacks_before(&r->trace, h, e->name, e->seq);
-	} else if (h->kind == RF_EV_END) {
-		stacks_end(&r->trace, h);
-	}
-	return 0;
 }
 
 static void *reader_main(void *arg)
@@ -88,8 +68,8 @@ static int run_rate(struct ring_producer_bpf *skel, double rate, double secs,
 	uint64_t batches = 0;
 
 	trace_init(&r.trace, 1);
-	r.rb = ring_buffer__new(bpf_map__fd(skel->maps.events), pair_event,
-				&r, NULL);
+	r.rb = ring_buffer__new(bpf_map__fd(skel->maps.events),
+				bench_pair_event, &r.trace, NULL);
 	if (!r.rb || pthread_create(&th, NULL, reader_main, &r))
 		return -1;
 	skel->bss->pairs = BATCH_PAIRS;
@@ -114,7 +94,7 @@ static int run_rate(struct ring_producer_bpf *skel, double rate, double secs,
 	r.stop = 1;
 	pthread_join(th, NULL);
 	res->target = rate;
-	res->consumed = r.consumed * 1e9 / (now_ns() - t0);
+	res->consumed = r.trace.counts.events * 1e9 / (now_ns() - t0);
 	/* Every pair must have paired: nothing left open, no stray end. */
 	res->open_ops = r.trace.open.len + r.trace.counts.unmatched_ends;
 	ring_buffer__free(r.rb);
@@ -167,7 +147,7 @@ int main(int argc, char **argv)
 		best = r.produced;
 	}
 	printf("\nHighest rate sustained with 0 drops: %.2f M events/s "
-	       "(%.0f s per rate, batches of %d pairs, %d MiB ring, 4 "
+	       "(%g s per rate, batches of %d pairs, %d MiB ring, 4 "
 	       "threads' stacks)\n", best / 1e6, secs, BATCH_PAIRS, RING_MB);
 	ring_producer_bpf__destroy(skel);
 	return 0;

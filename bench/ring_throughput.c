@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "bench_probes.h"
+#include "pair_event.h"
 #include "stats.h"
 #include "trace.h"
 
@@ -34,26 +35,6 @@
  * 32.4 MB of the 256 MiB ring: nothing is dropped while the loader is
  * paused. */
 #define DRAIN_PAIRS 150000
-
-/* The loader's ring-buffer callback, minus thread naming (/proc reads
- * once per new thread): decode, then pair into the thread's stack. */
-static int pair_event(void *ctx, void *data, size_t size)
-{
-	struct trace *t = ctx;
-	const struct rf_event_hdr *h = data;
-
-	if (size < sizeof(*h))
-		return 0;
-	t->counts.events++;
-	if (h->kind == RF_EV_BEFORE && size >= sizeof(struct rf_before_event)) {
-		const struct rf_before_event *e = data;
-
-		stacks_before(t, h, e->name, e->seq);
-	} else if (h->kind == RF_EV_END) {
-		stacks_end(t, h);
-	}
-	return 0;
-}
 
 struct result {
 	double produced, consumed, cpu_ns;	/* per second, per event */
@@ -69,7 +50,7 @@ static int sustained(struct producer *p, uint64_t pairs, int threads,
 	double cpu0;
 
 	trace_init(&t, p->pid);
-	if (bench_probes_open(&b, p->pid, 16, pair_event, &t) ||
+	if (bench_probes_open(&b, p->pid, 16, bench_pair_event, &t) ||
 	    bench_probes_attach(&b, PROG_RFBPF, SITE_CALLBACK))
 		return -1;
 	cpu0 = bench_probes_reader_cpu(&b);
@@ -96,7 +77,7 @@ static int drain(struct producer *p, uint64_t pairs, struct result *r)
 	double s;
 
 	trace_init(&t, p->pid);
-	if (bench_probes_open(&b, p->pid, DRAIN_RING_MB, pair_event, &t))
+	if (bench_probes_open(&b, p->pid, DRAIN_RING_MB, bench_pair_event, &t))
 		return -1;
 	b.paused = true;
 	if (bench_probes_attach(&b, PROG_RFBPF, SITE_CALLBACK) ||

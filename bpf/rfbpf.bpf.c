@@ -87,15 +87,8 @@ static __always_inline __u64 target_thread(void)
 
 static const struct rf_thread_state empty_state;
 
-/*
- * Wake the loader as the backlog crosses wakeup_bytes, not on every event
- * past it: a forced wakeup costs the traced thread more than the event,
- * and a loader that is already awake drains everything anyway (its poll
- * also times out every 100 ms). The window is wide enough that some
- * event of every crossing lands in it.
- */
-#define RF_WAKEUP_WINDOW (16 * 1024)
-
+/* Wake the loader as the backlog crosses wakeup_bytes (see
+ * RF_WAKEUP_WINDOW in rfbpf.h). */
 static __always_inline void submit(void *e)
 {
 	__u64 waiting = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);

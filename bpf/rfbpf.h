@@ -97,6 +97,17 @@ struct rf_thread_state {
 	__u64 stack[RF_TREE_MAX_DEPTH];
 };
 
+/*
+ * The ring buffer wakes the loader as the backlog crosses the loader's
+ * threshold (an eighth of the ring), not on every event past it: a forced
+ * wakeup costs the traced thread more than the event, and a loader that
+ * is already awake drains everything anyway (its poll also times out every
+ * 100 ms). Events that find between threshold and threshold + this many
+ * bytes waiting force the wakeup; the window is wide enough that some
+ * event of every crossing lands in it.
+ */
+#define RF_WAKEUP_WINDOW (16 * 1024)
+
 /* Flags on an event. */
 #define RF_F_NAME_TRUNCATED	(1u << 0)
 #define RF_F_NAME_FAULT		(1u << 1)
