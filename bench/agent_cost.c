@@ -21,29 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <cupti.h>
-#include "rfbpf_gpu.h"
-#include "../bench/stats.h"
-
-extern struct rf_gpu_control rfbpf_gpu_control;
-void rfbpf_cupti_api_callback(void *, CUpti_CallbackDomain, CUpti_CallbackId,
-			      const void *);
-void rfbpf_cupti_buffer_requested(uint8_t **, size_t *, size_t *);
-void rfbpf_cupti_buffer_completed(CUcontext, uint32_t, uint8_t *, size_t,
-				  size_t);
+#include "stats.h"
+#include "cupti_sim.h"
 
 #define LAUNCHES 1000000
 #define RECORDS 4000		/* per buffer */
 #define BUFFERS 100
 #define REPS_MAX 32
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
 
 /* The baseline: one call the compiler cannot remove. */
 __attribute__((noinline)) static void plain_call(const void *arg)
@@ -54,7 +38,7 @@ __attribute__((noinline)) static void plain_call(const void *arg)
 static void set_lease(int on)
 {
 	__atomic_store_n(&rfbpf_gpu_control.lease_until_ns,
-			 on ? now_ns() + 600000000000ull : 0,
+			 on ? sim_mono_ns() + 600000000000ull : 0,
 			 __ATOMIC_RELEASE);
 }
 
@@ -64,7 +48,7 @@ static double per_launch(int kind)
 				  .symbolName = "k" };
 	CUpti_CallbackData drv = { .functionName = "cuLaunchKernel",
 				   .symbolName = "k" };
-	uint64_t t0 = now_ns();
+	uint64_t t0 = sim_mono_ns();
 
 	for (uint32_t i = 0; i < LAUNCHES; i++) {
 		if (kind == 0) {
@@ -84,7 +68,7 @@ static double per_launch(int kind)
 		rfbpf_cupti_api_callback(NULL, CUPTI_CB_DOMAIN_RUNTIME_API,
 			CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &rt);
 	}
-	return (double)(now_ns() - t0) / LAUNCHES;
+	return (double)(sim_mono_ns() - t0) / LAUNCHES;
 }
 
 static double per_record(int kind)
@@ -108,7 +92,7 @@ static double per_record(int kind)
 			k.correlationId = (uint32_t)i;
 			memcpy(buf + used, &k, sizeof(k));
 		}
-		t0 = now_ns();
+		t0 = sim_mono_ns();
 		if (kind == 0) {
 			for (size_t off = 0; off < used; off += sizeof(k))
 				plain_call(buf + off);
@@ -116,7 +100,7 @@ static double per_record(int kind)
 		} else {
 			rfbpf_cupti_buffer_completed(NULL, 0, buf, size, used);
 		}
-		total += now_ns() - t0;
+		total += sim_mono_ns() - t0;
 	}
 	return (double)total / (BUFFERS * (double)RECORDS);
 }

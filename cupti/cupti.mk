@@ -61,8 +61,8 @@ $(1)/librfbpf_cupti.so: $(addprefix $(1)/,$(CUPTI_SRCS:.c=.o)) $(1)/probes.o
 
 # The driver links the agent as the CUDA driver would load it: a separate
 # library, reached through its exported names only.
-$(1)/cupti_driver: tests/gpu/cupti_driver.c $(1)/librfbpf_cupti.so \
-		$(CUPTI_HDRS)
+$(1)/cupti_driver: tests/gpu/cupti_driver.c tests/gpu/cupti_sim.h \
+		$(1)/librfbpf_cupti.so $(CUPTI_HDRS)
 	$$(call msg,CC,$$@)
 	$$(Q)$$(CC) $(CUPTI_BASE_CFLAGS) $(2) -rdynamic $$< \
 		-L$(1) -lrfbpf_cupti -Wl,-rpath,'$$$$ORIGIN' $(CUPTI_LIBS) -o $$@
@@ -93,17 +93,18 @@ CUPTI_BINS = $(1)/librfbpf_cupti.so $(1)/cupti_driver $(1)/test_agent_logic
 
 # For the end-to-end GPU tests: the same simulation as a library a Python
 # workload calls from inside real PyTorch ops (tests/e2e/test_gpu.py).
-build/cupti/libgpu_synth.so: tests/gpu/gpu_synth.c build/cupti/librfbpf_cupti.so \
-		$(CUPTI_HDRS)
+build/cupti/libgpu_synth.so: tests/gpu/gpu_synth.c tests/gpu/cupti_sim.h \
+		build/cupti/librfbpf_cupti.so $(CUPTI_HDRS)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CUPTI_BASE_CFLAGS) -O2 -shared $< -Lbuild/cupti \
 		-lrfbpf_cupti -Wl,-rpath,'$$ORIGIN' $(CUPTI_LIBS) -o $@
 
 # What the agent costs a job with no tracer (run by make bench).
 build/cupti/agent_cost: bench/agent_cost.c bench/stats.h \
-		build/cupti/librfbpf_cupti.so $(CUPTI_HDRS)
+		tests/gpu/cupti_sim.h build/cupti/librfbpf_cupti.so $(CUPTI_HDRS)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CUPTI_BASE_CFLAGS) -O2 $< -Lbuild/cupti -lrfbpf_cupti \
+	$(Q)$(CC) $(CUPTI_BASE_CFLAGS) -Itests/gpu -O2 $< -Lbuild/cupti \
+		-lrfbpf_cupti \
 		-Wl,-rpath,'$$ORIGIN' $(CUPTI_LIBS) -o $@
 
 cupti: $(call CUPTI_BINS,build/cupti) build/cupti/libgpu_synth.so \

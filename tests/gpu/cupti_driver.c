@@ -30,17 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <cupti.h>
-#include "rfbpf_gpu.h"
-
-/* The agent's exports (what CUPTI would be given). */
-extern struct rf_gpu_control rfbpf_gpu_control;
-int InitializeInjection(void);
-void rfbpf_cupti_api_callback(void *, CUpti_CallbackDomain, CUpti_CallbackId,
-			      const void *);
-void rfbpf_cupti_buffer_requested(uint8_t **, size_t *, size_t *);
-void rfbpf_cupti_buffer_completed(CUcontext, uint32_t, uint8_t *, size_t,
-				  size_t);
+#include "cupti_sim.h"
 
 #define CTL rfbpf_gpu_control
 #define LOAD(f) __atomic_load_n(&CTL.f, __ATOMIC_ACQUIRE)
@@ -75,52 +65,6 @@ struct counts {
 	uint64_t corr_with_1_kernel, corr_with_n_kernels;
 };
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* One thread's activity buffer, handed to the agent when nearly full. */
-struct buffer {
-	uint8_t *data;
-	size_t size, used;
-};
-
-static void *buffer_slot(struct buffer *b, size_t len)
-{
-	size_t max;
-
-	if (b->data && b->used + len > b->size) {
-		rfbpf_cupti_buffer_completed(NULL, 0, b->data, b->size, b->used);
-		b->data = NULL;
-	}
-	if (!b->data) {
-		rfbpf_cupti_buffer_requested(&b->data, &b->size, &max);
-		if (!b->data) {
-			fprintf(stderr, "cupti_driver: no buffer\n");
-			exit(1);
-		}
-		b->used = 0;
-	}
-	b->used += len;
-	return memset(b->data + b->used - len, 0, len);
-}
-
-static void api(CUpti_CallbackDomain d, CUpti_CallbackId cbid,
-		CUpti_ApiCallbackSite site, const char *name, uint32_t corr,
-		const char *symbol)
-{
-	CUpti_CallbackData cd = {
-		.callbackSite = site, .functionName = name,
-		.correlationId = corr, .symbolName = symbol,
-	};
-
-	rfbpf_cupti_api_callback(NULL, d, cbid, &cd);
-}
-
 #define RT CUPTI_CB_DOMAIN_RUNTIME_API
 #define DRV CUPTI_CB_DOMAIN_DRIVER_API
 
@@ -128,12 +72,12 @@ static void runtime_call(CUpti_CallbackId rt, const char *rt_name,
 			 CUpti_CallbackId drv, const char *drv_name,
 			 uint32_t corr)
 {
-	api(RT, rt, CUPTI_API_ENTER, rt_name, corr, "fake_kernel");
+	sim_api(RT, rt, CUPTI_API_ENTER, rt_name, corr, "fake_kernel");
 	if (drv_name) {
-		api(DRV, drv, CUPTI_API_ENTER, drv_name, corr, "fake_kernel");
-		api(DRV, drv, CUPTI_API_EXIT, drv_name, corr, "fake_kernel");
+		sim_api(DRV, drv, CUPTI_API_ENTER, drv_name, corr, "fake_kernel");
+		sim_api(DRV, drv, CUPTI_API_EXIT, drv_name, corr, "fake_kernel");
 	}
-	api(RT, rt, CUPTI_API_EXIT, rt_name, corr, "fake_kernel");
+	sim_api(RT, rt, CUPTI_API_EXIT, rt_name, corr, "fake_kernel");
 }
 
 static void log_record(int tid, uint32_t corr, const char *api_name,
@@ -152,10 +96,10 @@ static void log_record(int tid, uint32_t corr, const char *api_name,
 
 static const char kernel_name[] = "_Z11fake_kernelPfi";
 
-static void kernel_record(struct buffer *b, uint32_t corr, uint64_t start,
+static void kernel_record(struct sim_buffer *b, uint32_t corr, uint64_t start,
 			  uint32_t graph_id, int stream)
 {
-	CUpti_ActivityKernel10 *k = buffer_slot(b, sizeof(*k));
+	CUpti_ActivityKernel10 *k = sim_buffer_slot(b, sizeof(*k));
 
 	k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
 	k->start = start + (uint64_t)cupti_offset;
@@ -175,7 +119,7 @@ struct worker {
 	struct counts c;
 };
 
-static void one_launch(struct worker *w, struct buffer *b, int i)
+static void one_launch(struct worker *w, struct sim_buffer *b, int i)
 {
 	bool graph = opt.graph_every && i % opt.graph_every ==
 					       opt.graph_every - 1;
@@ -188,7 +132,7 @@ static void one_launch(struct worker *w, struct buffer *b, int i)
 	int n = graph ? opt.graph_kernels : 1;
 
 	driver_op_begin(graph ? "driver::graph_op" : "driver::op");
-	op_begin = mono_ns();
+	op_begin = sim_mono_ns();
 	if (graph) {
 		api_name = "cudaGraphLaunch";
 		runtime_call(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
@@ -197,9 +141,9 @@ static void one_launch(struct worker *w, struct buffer *b, int i)
 		w->c.graph_launch++;
 	} else if (direct) {	/* Triton/cuBLAS style: the driver only */
 		api_name = "cuLaunchKernel";
-		api(DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+		sim_api(DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
 		    CUPTI_API_ENTER, api_name, corr, "fake_kernel");
-		api(DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+		sim_api(DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
 		    CUPTI_API_EXIT, api_name, corr, "fake_kernel");
 		w->c.driver_launch++;
 	} else {
@@ -209,7 +153,7 @@ static void one_launch(struct worker *w, struct buffer *b, int i)
 			     "cuLaunchKernel", corr);
 		w->c.runtime_launch++;
 	}
-	launched = mono_ns();
+	launched = sim_mono_ns();
 	for (int k = 0; k < n; k++) {
 		uint64_t start = launched + 1000 + (uint64_t)k * 3000;
 
@@ -225,7 +169,7 @@ static void one_launch(struct worker *w, struct buffer *b, int i)
 	driver_op_end();
 }
 
-static void one_copy_and_set(struct worker *w, struct buffer *b)
+static void one_copy_and_set(struct worker *w, struct sim_buffer *b)
 {
 	uint32_t corr = __atomic_add_fetch(&next_corr, 1, __ATOMIC_RELAXED);
 	uint64_t t, op_begin;
@@ -233,11 +177,11 @@ static void one_copy_and_set(struct worker *w, struct buffer *b)
 	CUpti_ActivityMemset4 *s;
 
 	driver_op_begin("driver::copy_op");
-	op_begin = mono_ns();
+	op_begin = sim_mono_ns();
 	runtime_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
 		     "cudaMemcpyAsync", 0, NULL, corr);
-	t = mono_ns() + 500;
-	m = buffer_slot(b, sizeof(*m));
+	t = sim_mono_ns() + 500;
+	m = sim_buffer_slot(b, sizeof(*m));
 	m->kind = CUPTI_ACTIVITY_KIND_MEMCPY;
 	m->copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
 	m->bytes = 4096;
@@ -252,8 +196,8 @@ static void one_copy_and_set(struct worker *w, struct buffer *b)
 	corr = __atomic_add_fetch(&next_corr, 1, __ATOMIC_RELAXED);
 	runtime_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
 		     "cudaMemsetAsync", 0, NULL, corr);
-	t = mono_ns() + 500;
-	s = buffer_slot(b, sizeof(*s));
+	t = sim_mono_ns() + 500;
+	s = sim_buffer_slot(b, sizeof(*s));
 	s->kind = CUPTI_ACTIVITY_KIND_MEMSET;
 	s->bytes = 1024;
 	s->value = 0;
@@ -269,15 +213,14 @@ static void one_copy_and_set(struct worker *w, struct buffer *b)
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	struct buffer b = { 0 };
+	struct sim_buffer b = { 0 };
 
 	for (int i = 0; i < opt.launches; i++) {
 		one_launch(w, &b, i);
 		if (opt.copy_every && i % opt.copy_every == 0)
 			one_copy_and_set(w, &b);
 	}
-	if (b.data)
-		rfbpf_cupti_buffer_completed(NULL, 0, b.data, b.size, b.used);
+	sim_buffer_complete(&b);
 	return NULL;
 }
 
@@ -377,7 +320,7 @@ int main(int argc, char **argv)
 	}
 	InitializeInjection();
 	if (opt.lease_ns) {	/* what rfbpf does through /proc/PID/mem */
-		__atomic_store_n(&CTL.lease_until_ns, mono_ns() + opt.lease_ns,
+		__atomic_store_n(&CTL.lease_until_ns, sim_mono_ns() + opt.lease_ns,
 				 __ATOMIC_RELEASE);
 		EXPECT(wait_lease_seen(1, 2000));
 		/* Measured when the lease started. */

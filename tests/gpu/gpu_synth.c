@@ -15,23 +15,9 @@
  * by the agent's calibrated offset, so after the agent converts them a
  * tracer must see exactly the times synth_record() reports.
  */
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <cupti.h>
-#include "rfbpf_gpu.h"
+#include "cupti_sim.h"
 
 #define EXPORT __attribute__((visibility("default")))
-
-extern struct rf_gpu_control rfbpf_gpu_control;
-int InitializeInjection(void);
-void rfbpf_cupti_api_callback(void *, CUpti_CallbackDomain, CUpti_CallbackId,
-			      const void *);
-void rfbpf_cupti_buffer_requested(uint8_t **, size_t *, size_t *);
-void rfbpf_cupti_buffer_completed(CUcontext, uint32_t, uint8_t *, size_t,
-				  size_t);
 
 enum synth_kind {
 	SYNTH_KERNEL = 0,	/* cudaLaunchKernel -> cuLaunchKernel */
@@ -64,19 +50,7 @@ static const char *const kernel_names[] = {
 };
 #define NR_KERNEL_NAMES (sizeof(kernel_names) / sizeof(kernel_names[0]))
 
-struct buffer {
-	uint8_t *data;
-	size_t size, used;
-};
-static __thread struct buffer tbuf;
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+static __thread struct sim_buffer tbuf;
 
 static uint64_t cupti_clock(uint64_t mono)
 {
@@ -119,28 +93,12 @@ EXPORT unsigned long long synth_counter(const char *name)
 
 EXPORT void synth_flush(void)
 {
-	if (tbuf.data && tbuf.used)
-		rfbpf_cupti_buffer_completed(NULL, 0, tbuf.data, tbuf.size,
-					     tbuf.used);
-	else
-		free(tbuf.data);	/* what CUPTI does with an empty one */
-	tbuf.data = NULL;
+	sim_buffer_complete(&tbuf);
 }
 
 static void *slot(size_t len)
 {
-	size_t max;
-
-	if (tbuf.data && tbuf.used + len > tbuf.size)
-		synth_flush();
-	if (!tbuf.data) {
-		rfbpf_cupti_buffer_requested(&tbuf.data, &tbuf.size, &max);
-		if (!tbuf.data)
-			abort();
-		tbuf.used = 0;
-	}
-	tbuf.used += len;
-	return memset(tbuf.data + tbuf.used - len, 0, len);
+	return sim_buffer_slot(&tbuf, len);
 }
 
 static void note(uint32_t corr, int kind, uint64_t start, uint64_t end)
@@ -154,12 +112,7 @@ static void note(uint32_t corr, int kind, uint64_t start, uint64_t end)
 static void api(CUpti_CallbackDomain d, CUpti_CallbackId cbid,
 		CUpti_ApiCallbackSite site, const char *name, uint32_t corr)
 {
-	CUpti_CallbackData cd = {
-		.callbackSite = site, .functionName = name,
-		.correlationId = corr, .symbolName = "synth",
-	};
-
-	rfbpf_cupti_api_callback(NULL, d, cbid, &cd);
+	sim_api(d, cbid, site, name, corr, "synth");
 }
 
 static void runtime_call(CUpti_CallbackId rt, const char *rt_name,
@@ -239,7 +192,7 @@ EXPORT unsigned synth_launch(int kind, int n_kernels, unsigned stream)
 			     "cuLaunchKernel", corr);
 	}
 	/* The GPU runs it a little after the launch returned. */
-	t = mono_ns() + 2000;
+	t = sim_mono_ns() + 2000;
 	if (kind == SYNTH_MEMCPY) {
 		CUpti_ActivityMemcpy6 *m = slot(sizeof(*m));
 
