@@ -78,14 +78,15 @@ def elf_offsets(path, symbols):
 class KernelCounts:
     """tracefs uprobes on each RecordFunction symbol, counted by perf stat."""
 
-    def __init__(self, lib=LIBTORCH, symbols=VARIANT_SYMBOLS):
+    def __init__(self, lib=LIBTORCH, symbols=VARIANT_SYMBOLS,
+                 event_names=PERF_EVENT):
         if not os.path.exists(os.path.join(TRACEFS, "uprobe_events")):
             run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
         self.lib = os.path.realpath(lib)
         offs = elf_offsets(self.lib, set(symbols.values()))
         self.events = []
         for variant, sym in symbols.items():
-            name = PERF_EVENT[variant]
+            name = event_names[variant]
             self._write(f"p:{GROUP}/{name} {self.lib}:0x{offs[sym]:x}\n")
             self.events.append((variant, f"{GROUP}:{name}"))
 

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from conftest import (PYTHON, RFBPF, ROOT, TRACEFS, load_trace, ns, ops_of,
-                      run, elf_offsets, start_rfbpf, stop)
+from conftest import (PYTHON, RFBPF, ROOT, KernelCounts, load_trace, ns,
+                      ops_of, run, start_rfbpf, stop)
 
 AGENT = os.path.join(ROOT, "build", "cupti", "librfbpf_cupti.so")
 SYNTH = os.path.join(ROOT, "build", "cupti", "libgpu_synth.so")
@@ -264,35 +264,15 @@ def test_gpu_folded_hangs_kernels_under_their_op_stacks(tmp_path):
 def probe_counts(tmp_path, cmd):
     """Kernel-side hit counts of the agent's two GPU probes (tracefs
     uprobes counted by perf), while cmd runs."""
-    if not os.path.exists(os.path.join(TRACEFS, "uprobe_events")):
-        run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
     syms = {"gpu_launch": "rfbpf_probe_gpu_launch",
             "gpu_activity": "rfbpf_probe_gpu_activity"}
-    offs = elf_offsets(AGENT, set(syms.values()))
-    events = []
-    fd = os.open(os.path.join(TRACEFS, "uprobe_events"),
-                 os.O_WRONLY | os.O_APPEND)
+    kc = KernelCounts(AGENT, syms, {k: k for k in syms})
     try:
-        for name, sym in syms.items():
-            os.write(fd, f"p:rfbpf_gt/{name} {os.path.realpath(AGENT)}:"
-                         f"0x{offs[sym]:x}\n".encode())
-            events.append(f"rfbpf_gt:{name}")
         out = tmp_path / "perf.txt"
-        r = run(["perf", "stat", "--no-big-num", "-x", ",", "-o", str(out),
-                 "-e", ",".join(events), *cmd])
-        counts = {}
-        for line in out.read_text().splitlines():
-            f = line.split(",")
-            if len(f) > 2 and f[2] in events:
-                counts[f[2].split(":")[1]] = int(f[0])
-        return r, counts
+        r = run([*kc.perf_args(str(out)), *cmd])
+        return r, kc.parse(out, kc.events)
     finally:
-        for ev in events:
-            try:
-                os.write(fd, f"-:{ev.replace(':', '/')}\n".encode())
-            except OSError:
-                pass
-        os.close(fd)
+        kc.close()
 
 
 def test_without_a_tracer_the_agent_emits_nothing(tmp_path):
