@@ -129,11 +129,12 @@ static double parse_prob(const char *arg, const char *what)
 
 static unsigned parse_scopes(const char *arg)
 {
-	char *copy = strdup(arg), *save = NULL, *tok;
+	char *copy, *save = NULL, *tok;
 	unsigned mask = 0;
 
 	if (!strcmp(arg, "all"))
 		return (1u << 10) - 1;
+	copy = strdup(arg);
 	for (tok = strtok_r(copy, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		unsigned i = 0;
