@@ -32,8 +32,8 @@ LOGIC_SRCS := user/u64map.c user/names.c user/trace.c user/stacks.c \
 	user/export_chrome_gpu.c user/export_gpu_folded.c \
 	user/export_folded.c user/json_writer.c user/gpu.c
 LOADER_SRCS := $(LOGIC_SRCS) user/cli.c user/privileges.c user/probes.c \
-	user/launch.c user/status.c user/remote_call.c user/activation.c \
-	user/callback_stubs.c user/gpu_agent.c \
+	user/launch.c user/status.c user/remote_call.c user/safe_point.c \
+	user/stub_page.c user/activation.c user/gpu_agent.c \
 	user/session.c user/session_gpu.c user/main.c
 
 ifeq ($(V),1)
@@ -70,7 +70,12 @@ $(OUT)/%.o: user/%.c $(wildcard user/*.h) bpf/rfbpf.h bpf/rfbpf_gpu.h $(OUT)/rfb
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-rfbpf: $(patsubst user/%.c,$(OUT)/%.o,$(LOADER_SRCS))
+# rfbpf's page in the target (user/stub_page.S): code as data.
+$(OUT)/stub_page_code.o: user/stub_page.S user/stub_page.h | $(OUT)
+	$(call msg,AS,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+rfbpf: $(patsubst user/%.c,$(OUT)/%.o,$(LOADER_SRCS)) $(OUT)/stub_page_code.o
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
@@ -114,7 +119,8 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer \
 asan:
 	$(Q)$(MAKE) --no-print-directory OUT=build-asan OPT="-g -O1" \
 		SANITIZE="$(ASAN_FLAGS)" build-asan/rfbpf-asan
-build-asan/rfbpf-asan: $(patsubst user/%.c,build-asan/%.o,$(LOADER_SRCS))
+build-asan/rfbpf-asan: $(patsubst user/%.c,build-asan/%.o,$(LOADER_SRCS)) \
+		build-asan/stub_page_code.o
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 asan-unit:
@@ -165,8 +171,8 @@ $(OUT)/bench/uprobe_cost $(OUT)/bench/ring_throughput: $(OUT)/bench/%: \
 
 # Registers rfbpf's callback (and optionally empty uprobes) without
 # rfbpf's programs: the cost breakdown of the tiny-op workload.
-CALLBACK_ONLY_SRCS := user/activation.c user/callback_stubs.c \
-	user/remote_call.c user/probes.c $(LOGIC_SRCS)
+CALLBACK_ONLY_SRCS := user/activation.c user/stub_page.c user/stub_page.S \
+	user/safe_point.c user/remote_call.c user/probes.c $(LOGIC_SRCS)
 $(OUT)/bench/callback_only: bench/callback_only.c $(CALLBACK_ONLY_SRCS) \
 		$(wildcard user/*.h) $(OUT)/bench/empty.skel.h \
 		$(OUT)/rfbpf.skel.h

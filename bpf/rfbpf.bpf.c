@@ -21,8 +21,14 @@
 #include "rfbpf_gpu.h"
 
 /* Set by the loader before load. 0 means "any process" (never used by the
- * loader, which always attaches for one pid, but harmless). */
+ * loader, which always attaches for one pid, but harmless). The pid is as
+ * rfbpf sees it: in its own PID namespace. */
 const volatile __u32 targ_tgid = 0;
+/* rfbpf's PID namespace (device and inode of /proc/self/ns/pid), when it
+ * is not the initial one: inside a container (kubectl exec, a DaemonSet
+ * without hostPID, unshare --pid) every id is translated into it. */
+const volatile __u64 pidns_dev = 0;
+const volatile __u64 pidns_ino = 0;
 /* Which std::string ABI the probed library uses (for FunctionSchema names). */
 const volatile bool old_string_abi = false;
 
@@ -40,10 +46,13 @@ const volatile bool tree_sample = false;
  * a load-time constant. */
 volatile bool gpu_tagging = false;
 
+/* Per-thread state lives with the task: created on a thread's first op,
+ * freed by the kernel when the thread exits, and costing nothing for
+ * threads that never run one (a 65536-entry hash took 39 MB up front). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct rf_thread_state);
 } thread_states SEC(".maps");
 
@@ -75,17 +84,24 @@ static __always_inline void count(__u32 slot)
 		*v += 1;
 }
 
-/* Returns the tgid/tid pair if this thread belongs to the target, else 0. */
+/* Returns the tgid/tid pair, as rfbpf sees them, if this thread belongs
+ * to the target, else 0. */
 static __always_inline __u64 target_thread(void)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 
+	if (pidns_ino) {
+		struct bpf_pidns_info ns;
+
+		if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns,
+						sizeof(ns)))
+			return 0;	/* not visible from rfbpf's namespace */
+		id = (__u64)ns.tgid << 32 | ns.pid;
+	}
 	if (targ_tgid && (__u32)(id >> 32) != targ_tgid)
 		return 0;
 	return id;
 }
-
-static const struct rf_thread_state empty_state;
 
 /* Wake the loader as the backlog crosses wakeup_bytes (see
  * RF_WAKEUP_WINDOW in rfbpf.h). */
@@ -106,18 +122,16 @@ static __always_inline __u32 draw_skip(void)
 	return v ? *v : 0;
 }
 
-static __always_inline struct rf_thread_state *thread_state(__u32 tid,
-							    bool create)
+static __always_inline struct rf_thread_state *thread_state(bool create)
 {
-	struct rf_thread_state *st = bpf_map_lookup_elem(&thread_states, &tid);
+	struct rf_thread_state *st;
 
-	if (st || !create)
-		return st;
-	/* The value is too big for the BPF stack: insert a zeroed global. */
-	bpf_map_update_elem(&thread_states, &tid, &empty_state, BPF_NOEXIST);
-	st = bpf_map_lookup_elem(&thread_states, &tid);
-	if (st)
+	st = bpf_task_storage_get(&thread_states, bpf_get_current_task_btf(),
+				  0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	if (st && !st->ready) {		/* created zeroed: draw its skip */
 		st->skip = draw_skip();
+		st->ready = 1;
+	}
 	return st;
 }
 
@@ -133,9 +147,9 @@ static __always_inline bool tracking_ops(void)
 
 /* before(): pushes the op; with --tree-sample, says whether its tree is
  * kept (decided when a tree opens at depth 0). */
-static __always_inline bool op_opened(__u32 tid, __u64 rf)
+static __always_inline bool op_opened(__u64 rf)
 {
-	struct rf_thread_state *st = thread_state(tid, true);
+	struct rf_thread_state *st = thread_state(true);
 	__u32 d;
 
 	if (!st)
@@ -163,9 +177,9 @@ static __always_inline bool op_opened(__u32 tid, __u64 rf)
 
 /* end(): pops the op (and any left open above it) if it is on this
  * thread's stack. Ends of unknown ops follow the current tree's fate. */
-static __always_inline bool op_closed(__u32 tid, __u64 rf)
+static __always_inline bool op_closed(__u64 rf)
 {
-	struct rf_thread_state *st = thread_state(tid, false);
+	struct rf_thread_state *st = thread_state(false);
 	__u32 keep;
 
 	if (!st)	/* no before() seen on this thread */
@@ -217,6 +231,14 @@ static __always_inline void read_cstr(struct rf_before_event *e, const char *p)
 		e->hdr.flags |= RF_F_NAME_TRUNCATED;
 }
 
+/* n < RF_NAME_MAX, in a way the verifier sees: clang knows the value is
+ * already in range and drops a plain `n &= RF_NAME_MAX - 1`. */
+static __always_inline __u64 name_bound(__u64 n)
+{
+	asm volatile("%0 &= %1" : "+r"(n) : "i"(RF_NAME_MAX - 1));
+	return n;
+}
+
 /* Copy a string whose length is known (std::string, string_view). */
 static __always_inline void read_sized(struct rf_before_event *e,
 				       const char *p, __u64 len)
@@ -227,12 +249,12 @@ static __always_inline void read_sized(struct rf_before_event *e,
 		n = RF_NAME_MAX - 1;
 		e->hdr.flags |= RF_F_NAME_TRUNCATED;
 	}
-	n &= RF_NAME_MAX - 1;	/* for the verifier: n < RF_NAME_MAX */
+	n = name_bound(n);
 	if (bpf_probe_read_user(e->name, n, p)) {
 		n = 0;
 		e->hdr.flags |= RF_F_NAME_FAULT;
 	}
-	e->name[n & (RF_NAME_MAX - 1)] = 0;
+	e->name[name_bound(n)] = 0;
 	e->hdr.name_len = n;
 }
 
@@ -270,7 +292,7 @@ begin_before_of(struct pt_regs *ctx, __u8 variant, void *rf, bool read_scope)
 	if (!id)
 		return NULL;
 	count(variant);
-	if (tracking_ops() && !op_opened((__u32)id, (__u64)rf))
+	if (tracking_ops() && !op_opened((__u64)rf))
 		return NULL;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -488,7 +510,7 @@ static __always_inline int emit_end(void *rf)
 	if (!id)
 		return 0;
 	count(RF_V_END);
-	if (tracking_ops() && !op_closed((__u32)id, (__u64)rf))
+	if (tracking_ops() && !op_closed((__u64)rf))
 		return 0;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -524,11 +546,6 @@ int thread_exit(void *ctx)
 
 	if (!id || !targ_tgid)
 		return 0;
-	if (tracking_ops()) {
-		__u32 tid = (__u32)id;
-
-		bpf_map_delete_elem(&thread_states, &tid);
-	}
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(RF_CNT_DROPS);
@@ -563,7 +580,7 @@ int BPF_KPROBE(gpu_launch, const struct rf_gpu_launch *arg)
 		count(RF_CNT_GPU_BAD_RECORD);
 		return 0;
 	}
-	st = thread_state((__u32)id, false);
+	st = thread_state(false);
 	if (st) {
 		depth = st->depth;
 		if (depth > 0 && depth <= RF_TREE_MAX_DEPTH)
@@ -613,6 +630,44 @@ int BPF_KPROBE(gpu_activity, const struct rf_gpu_activity *arg)
 	if (e->act.name_len >= RF_GPU_NAME_MAX)
 		e->hdr.flags |= RF_F_NAME_TRUNCATED;
 	submit(e);
+	return 0;
+}
+
+/*
+ * The safe point for calls into the target (user/safe_point.h): while the
+ * loader looks for one, this probe sits on the entry of the function the
+ * dispatcher calls at the start of every op. The first thread rfbpf has
+ * seized that passes takes the one token and is sent stop_signal; rfbpf
+ * sees it as a ptrace stop there and swallows it.
+ */
+volatile __u32 stop_signal = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);		/* tid, as rfbpf sees it */
+	__type(value, __u8);
+} stoppable SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} stop_token SEC(".maps");
+
+SEC("uprobe")
+int safe_point(struct pt_regs *ctx)
+{
+	__u64 id = target_thread();
+	__u32 tid = (__u32)id, zero = 0;
+
+	if (!id || !bpf_map_lookup_elem(&stoppable, &tid))
+		return 0;
+	/* Deleting is atomic: exactly one thread wins the token. */
+	if (bpf_map_delete_elem(&stop_token, &zero))
+		return 0;
+	bpf_send_signal_thread(stop_signal);
 	return 0;
 }
 

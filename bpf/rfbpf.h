@@ -93,7 +93,7 @@ struct rf_thread_state {
 	__u32 depth;		/* open RecordFunctions on this thread */
 	__u32 skip;		/* trees still to skip */
 	__u32 keep;		/* the current tree is kept */
-	__u32 pad;
+	__u32 ready;		/* skip has been drawn */
 	__u64 stack[RF_TREE_MAX_DEPTH];
 };
 

@@ -10,18 +10,18 @@
 #include "activation.h"
 #include "elf_symbols.h"
 #include "record_function_abi.h"
-#include "remote_call.h"
 #include "target.h"
 #include "torch_symbols.h"
+
+#define RF_SYM_OP_ENTRY "_ZN2at27getStepCallbacksUnlessEmptyENS_11RecordScopeE"
 
 static const char *const functions[] = {
 	RF_SYM_ADD_GLOBAL_CALLBACK,
 	RF_SYM_REMOVE_CALLBACK,
+	RF_SYM_OP_ENTRY,
 };
 
-/* Long enough for addGlobalCallback to find a blocked thread in a busy
- * process; a target with none gets a clear error after this. */
-#define FIND_MS 3000
+/* After this long, say that a call is slow (it is never abandoned). */
 #define CALL_MS 2000
 
 static void state_path(pid_t pid, const char *ext, char *buf, size_t len)
@@ -69,10 +69,10 @@ void activation_unlock(struct activation *a)
 int activation_prepare(struct activation *a, const char *lib, char *err,
 		       size_t len)
 {
-	uint64_t off[2];
+	uint64_t off[3];
 	struct torch_symbols s;
 	bool old_api, new_api;
-	int n = elf_find_functions(lib, functions, 2, off);
+	int n = elf_find_functions(lib, functions, 3, off);
 
 	snprintf(a->lib, sizeof(a->lib), "%s", lib);
 	if (n < 0 || torch_symbols_resolve(lib, &s) < 0)
@@ -81,37 +81,106 @@ int activation_prepare(struct activation *a, const char *lib, char *err,
 	old_api = s.offset[RF_V_CSTR] || s.offset[RF_V_STRING] ||
 		  s.offset[RF_V_STRING_OLD] || s.offset[RF_V_SCHEMA];
 	new_api = s.offset[RF_V_DESCRIPTOR] || s.offset[RF_V_DESCRIPTOR_DK];
-	if (n != 2 || old_api == new_api || !s.offset[RF_V_END])
+	if (!off[0] || !off[1] || old_api == new_api || !s.offset[RF_V_END])
 		return snprintf(err, len, "%s: not a PyTorch build whose "
 				"RecordFunctionCallback layout rfbpf knows "
 				"(1.13 to 2.14); nothing was changed (use "
 				"--no-activate)", lib), -EINVAL;
 	a->add_off = off[0];
 	a->remove_off = off[1];
+	a->entry_off = off[2];
 	return 0;
+}
+
+/* Seccomp mode of the target: 0 none, 1 strict, 2 filter. */
+static int seccomp_mode(pid_t pid)
+{
+	char path[64], line[128];
+	int mode = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Seccomp: %d", &mode) == 1)
+			break;
+	fclose(f);
+	return mode;
+}
+
+int activation_begin(struct activation *a, char *err, size_t len)
+{
+	bool have_page = !stub_page_find(a->pid, &a->page);
+	int ret;
+
+	/* Mapping the page means system calls the job never made; a filter
+	 * that kills on one of them would kill the job. */
+	if (!have_page && seccomp_mode(a->pid))
+		return snprintf(err, len, "process %d runs under a seccomp "
+				"filter, and rfbpf would have to make system "
+				"calls in it that the filter may forbid "
+				"(memfd_create, mmap, madvise); trace it with "
+				"--no-activate, or start it with rfbpf's CUPTI "
+				"agent and RFBPF_SAMPLE", a->pid), -EPERM;
+	if (a->probe) {
+		a->probe->addr = 0;
+		if (a->entry_off &&
+		    target_addr_of_offset(a->pid, a->lib, a->entry_off,
+					  &a->probe->addr))
+			a->probe->addr = 0;
+	}
+	a->find.probe = a->probe && a->probe->addr ? a->probe : NULL;
+	a->find.verbose = a->verbose;
+	ret = safe_point_hold(a->pid, &a->find, &a->held, err, len);
+	if (ret)
+		return ret;
+	a->holding = true;
+	if (!have_page)
+		ret = stub_page_create(&a->held, &a->page, err, len);
+	if (!ret && (ret = remote_protect(&a->held, a->page.addr)))
+		snprintf(err, len, "cannot save the thread's state in rfbpf's "
+			 "page: %s", strerror(-ret));
+	if (ret)
+		activation_finish(a);
+	else if (a->verbose)
+		fprintf(stderr, "rfbpf: %s rfbpf's page at 0x%llx in process "
+			"%d\n", a->page.created ? "mapped" : "found",
+			(unsigned long long)a->page.addr, a->pid);
+	return ret;
+}
+
+void activation_finish(struct activation *a)
+{
+	if (!a->holding)
+		return;
+	if (remote_restore(&a->held))
+		fprintf(stderr, "rfbpf: warning: cannot put thread %d of "
+			"process %d back: %s\n", a->held.tid, a->pid,
+			strerror(errno));
+	safe_point_release(&a->held);
+	a->holding = false;
 }
 
 static int call(struct activation *a, uint64_t off, uint64_t arg,
 		const void *stack, size_t stack_len, uint64_t *ret, char *err,
 		size_t len)
 {
-	struct remote_call c = {
-		.args = { arg }, .stack_arg = stack, .stack_len = stack_len,
-		.find_ms = FIND_MS, .call_ms = CALL_MS,
-		.idle = a->idle, .idle_ctx = a->idle_ctx,
-		.verbose = a->verbose, .traced_tid = a->traced_tid,
-	};
-	uint64_t dummy;
+	uint64_t fn, dummy, args[6] = { arg };
 
-	if (target_addr_of_offset(a->pid, a->lib, off, &c.fn))
+	if (target_addr_of_offset(a->pid, a->lib, off, &fn))
 		return snprintf(err, len, "%s is not mapped in process %d",
 				a->lib, a->pid), -ENOENT;
-	return remote_call(a->pid, &c, ret ? ret : &dummy, err, len);
+	return remote_call_function(&a->held, a->page.addr, fn, args, stack,
+				    stack_len, CALL_MS, ret ? ret : &dummy,
+				    err, len);
 }
 
-/* A callback left by an rfbpf that was killed: its handle, if the record
- * is about this very process (same start time). */
-static bool read_leftover(struct activation *a, uint64_t *handle)
+/* What an earlier rfbpf recorded about this very process (same start
+ * time): the handle it registered; if it was killed while registering
+ * (handle=0 recorded), the page holds the handle the call returned. */
+static bool read_state(struct activation *a, uint64_t *handle)
 {
 	unsigned long long start = 0, h = 0;
 	char path[128];
@@ -128,11 +197,14 @@ static bool read_leftover(struct activation *a, uint64_t *handle)
 		unlink(path);	/* about an earlier process with this pid */
 		return false;
 	}
+	if (!h && (a->page.addr || !stub_page_find(a->pid, &a->page)))
+		stub_page_last_result(a->pid, &a->page, (uint64_t *)&h);
 	*handle = h;
-	return true;
+	return h != 0;
 }
 
-static int write_state(struct activation *a)
+/* handle 0: a registration is about to run (see read_state). */
+static int write_state(struct activation *a, uint64_t handle)
 {
 	char path[128];
 	FILE *f;
@@ -141,9 +213,9 @@ static int write_state(struct activation *a)
 	f = fopen(path, "we");
 	if (!f)
 		return -errno;
-	fprintf(f, "start_time=%llu handle=%llu lib=%s\n",
-		target_start_time(a->pid), (unsigned long long)a->handle,
-		a->lib);
+	fprintf(f, "start_time=%llu handle=%llu page=0x%llx lib=%s\n",
+		target_start_time(a->pid), (unsigned long long)handle,
+		(unsigned long long)a->page.addr, a->lib);
 	return fclose(f) ? -errno : 0;
 }
 
@@ -155,9 +227,9 @@ static void clear_state(struct activation *a)
 	unlink(path);
 }
 
-int activation_start(struct activation *a, double sample_prob,
-		     unsigned scopes, uint64_t start_fn, uint64_t end_fn,
-		     char *err, size_t len)
+int activation_register(struct activation *a, double sample_prob,
+			unsigned scopes, uint64_t start_fn, uint64_t end_fn,
+			char *err, size_t len)
 {
 	struct rf_callback_abi cb = {
 		.start = start_fn, .end = end_fn, .sampling_prob = sample_prob,
@@ -165,7 +237,7 @@ int activation_start(struct activation *a, double sample_prob,
 	uint64_t old;
 	int ret;
 
-	if (read_leftover(a, &old)) {
+	if (read_state(a, &old)) {
 		fprintf(stderr, "rfbpf: replacing the callback (handle %llu) a "
 			"killed rfbpf left in process %d\n",
 			(unsigned long long)old, a->pid);
@@ -176,6 +248,9 @@ int activation_start(struct activation *a, double sample_prob,
 	}
 	for (int i = 0; i < RF_NUM_SCOPES; i++)
 		cb.scopes[i] = !!(scopes & (1u << i));
+	if ((ret = write_state(a, 0)))
+		fprintf(stderr, "rfbpf: warning: cannot record the callback "
+			"in " ACTIVATION_STATE_DIR ": %s\n", strerror(-ret));
 	ret = call(a, a->add_off, 0, &cb, sizeof(cb), &a->handle, err, len);
 	if (ret)
 		return ret;
@@ -186,9 +261,7 @@ int activation_start(struct activation *a, double sample_prob,
 		fprintf(stderr, "rfbpf: registered RecordFunction callback "
 			"%llu in process %d (p=%g)\n",
 			(unsigned long long)a->handle, a->pid, sample_prob);
-	if ((ret = write_state(a)))
-		fprintf(stderr, "rfbpf: warning: cannot record the callback "
-			"in " ACTIVATION_STATE_DIR ": %s\n", strerror(-ret));
+	write_state(a, a->handle);
 	return 0;
 }
 
@@ -203,7 +276,12 @@ int activation_stop(struct activation *a, char *err, size_t len)
 		a->handle = 0;
 		return 0;
 	}
-	ret = call(a, a->remove_off, a->handle, NULL, 0, NULL, err, len);
+	ret = activation_begin(a, err, len);
+	if (!ret) {
+		ret = call(a, a->remove_off, a->handle, NULL, 0, NULL, err,
+			   len);
+		activation_finish(a);
+	}
 	if (!ret) {
 		clear_state(a);
 		a->handle = 0;
@@ -214,8 +292,10 @@ int activation_stop(struct activation *a, char *err, size_t len)
 int activation_remove_leftover(struct activation *a, bool *found, char *err,
 			       size_t len)
 {
-	*found = read_leftover(a, &a->handle);
-	if (!*found)
+	*found = read_state(a, &a->handle);
+	if (!*found) {
+		clear_state(a);
 		return 0;
+	}
 	return activation_stop(a, err, len);
 }

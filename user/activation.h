@@ -1,16 +1,21 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Switching RecordFunction on inside a live target: one global
- * at::RecordFunctionCallback whose start and end are NULL, registered with
- * at::addGlobalCallback through a ptrace call (remote_call.c) and removed
- * with at::removeCallback on every way out. RecordFunction then calls
- * before()/end() for the ops its own geometric sampler picks (probability
- * sample_prob), and nothing else runs per op inside the target.
+ * at::RecordFunctionCallback, registered with at::addGlobalCallback
+ * through a call rfbpf makes on a thread it holds at a safe point
+ * (safe_point.h, remote_call.h), and removed with at::removeCallback on
+ * every way out. RecordFunction then calls before()/end() (and the
+ * callback's start/end, rfbpf's probed stubs) for the ops its own
+ * geometric sampler picks (probability sample_prob).
  *
- * What was registered is recorded in /run/rfbpf/PID.state, so that a later
- * rfbpf finds a callback left by one that was killed (and replaces it, or
- * removes it with --deactivate). /run/rfbpf/PID.lock, held while tracing,
- * refuses a second rfbpf on the same process.
+ * The first attach to a process also maps rfbpf's page into it
+ * (stub_page.h), in the same stop; later ones find it there.
+ *
+ * What was registered is recorded in /run/rfbpf/PID.state (with the
+ * page's address), so that a later rfbpf finds a callback left by one that
+ * was killed (and replaces it, or removes it with --deactivate), even one
+ * killed while the registration itself ran. /run/rfbpf/PID.lock, held
+ * while tracing, refuses a second rfbpf on the same process.
  */
 #ifndef RFBPF_ACTIVATION_H
 #define RFBPF_ACTIVATION_H
@@ -21,18 +26,24 @@
 #include <sys/types.h>
 
 #include "record_function_abi.h"
+#include "remote_call.h"
+#include "safe_point.h"
+#include "stub_page.h"
 #define ACTIVATION_STATE_DIR "/run/rfbpf"
 
 struct activation {
 	pid_t pid;
 	char lib[4096];		/* the library, rfbpf's view of the path */
 	uint64_t add_off, remove_off;	/* file offsets of the two functions */
+	uint64_t entry_off;	/* getStepCallbacksUnlessEmpty, 0 if absent */
 	uint64_t handle;	/* CallbackHandle; 0 = none registered */
 	int lock_fd;
-	void (*idle)(void *);	/* run while waiting on the target */
+	struct stub_page page;	/* rfbpf's page in the target */
+	struct safe_point_probe *probe;	/* the op-entry probe, or NULL */
+	struct safe_point_opts find;	/* how to look for a safe point */
 	bool verbose;
-	pid_t traced_tid;	/* make calls on this traced thread (launch) */
-	void *idle_ctx;
+	bool holding;		/* a thread is held (begin .. finish) */
+	struct held_thread held;
 };
 
 /* Takes the per-process lock. Returns 0, or -EBUSY if another rfbpf holds
@@ -42,14 +53,20 @@ int activation_lock(struct activation *a, pid_t pid, char *err, size_t len);
  * one whose RecordFunctionCallback layout rfbpf knows. */
 int activation_prepare(struct activation *a, const char *lib, char *err,
 		       size_t len);
-/* Registers the callback (replacing one a killed rfbpf left). scopes is a
- * bit mask of at::RecordScope values; start_fn/end_fn are the callback
- * functions in the target (0: NULL, RecordFunction runs before()/end()
- * with nothing to call). */
-int activation_start(struct activation *a, double sample_prob,
-		     unsigned scopes, uint64_t start_fn, uint64_t end_fn,
-		     char *err, size_t len);
-/* Removes it (no-op when none is registered or the target is gone). */
+/* Holds a thread of the target at a safe point and makes sure rfbpf's page
+ * is mapped (mapping it on a first attach). Refuses a target under a
+ * seccomp filter that would have to be given new system calls. */
+int activation_begin(struct activation *a, char *err, size_t len);
+/* On the held thread: removes a callback a killed rfbpf left, then
+ * registers ours. scopes is a bit mask of at::RecordScope values;
+ * start_fn/end_fn are the callback functions in the target (0: NULL). */
+int activation_register(struct activation *a, double sample_prob,
+			unsigned scopes, uint64_t start_fn, uint64_t end_fn,
+			char *err, size_t len);
+/* Puts the held thread back and lets it go. */
+void activation_finish(struct activation *a);
+/* Removes our callback: holds a thread, calls removeCallback, lets it go
+ * (no-op when none is registered or the target is gone). */
 int activation_stop(struct activation *a, char *err, size_t len);
 /* --deactivate: removes what a killed rfbpf left in pid. Returns 0 and
  * sets *found, or -errno. */

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
@@ -279,7 +278,7 @@ static void setup(struct session *s, struct options *opt)
 	/* Optimized probes need the callback, so they come with activation;
 	 * entry probes are attached now (launch mode: before exec). */
 	s->use_stubs = opt->activate && (opt->probes == PROBES_CALLBACK ||
-		(opt->probes == PROBES_AUTO && kernel_optimizes_nop_uprobes()));
+		(opt->probes == PROBES_AUTO && probes_kernel_optimizes_nop()));
 	snprintf(s->trace.probes, sizeof(s->trace.probes), "%s",
 		 s->use_stubs ? "callback stubs (optimized uprobes)" :
 		 "RecordFunction::before/end entry (int3 uprobes)");
@@ -355,7 +354,7 @@ static int deactivate_leftover(struct session *s, const struct options *opt)
 int main(int argc, char **argv)
 {
 	static struct session s = {
-		.pidfd = -1, .act = { .lock_fd = -1 }, .stubs = { .own_fd = -1 },
+		.pidfd = -1, .act = { .lock_fd = -1 },
 		.gpu = { .mem_fd = -1 },
 	};
 	struct options opt;
@@ -367,23 +366,20 @@ int main(int argc, char **argv)
 	libbpf_set_print(libbpf_print_fn);
 	if (opt.deactivate)
 		return deactivate_leftover(&s, &opt);
-	setup(&s, &opt);
-
+	/* Before anything touches the target: a signal then only sets a
+	 * flag, and every call into the target finishes and is undone. */
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGHUP, on_signal);
-	if (s.launched) {
-		/* Follow the command from exec to torch's import so that
-		 * RecordFunction is on before its first op. */
-		bool follow = s.activation_pending &&
-			      !ptrace(PTRACE_SEIZE, s.pid, 0,
-				      (void *)PTRACE_O_TRACESYSGOOD);
+	setup(&s, &opt);
 
+	if (s.launched) {
 		ret = launch_release(&s.launch);
 		if (ret)
 			die_setup(&s, "cannot run %s: %s", opt.command[0],
 				  strerror(-ret));
-		if (follow)
+		/* RecordFunction on before the command's first op. */
+		if (s.activation_pending)
 			session_launch_activate(&s);
 	} else if (!target_alive(s.pid)) {
 		die_setup(&s, "process %d exited during attach", s.pid);
@@ -404,6 +400,8 @@ int main(int argc, char **argv)
 						     &s.child_code);
 		ret = s.child_code;
 	}
+	if (s.detach_failed && !ret)
+		ret = 3;
 	activation_unlock(&s.act);
 	trace_free(&s.trace);
 	return ret;

@@ -27,6 +27,33 @@ static int fill_geo_table(struct probes *p, double prob)
 	return 0;
 }
 
+bool probes_kernel_optimizes_nop(void)
+{
+	char line[256];
+	bool found = false;
+	FILE *f = fopen("/proc/kallsyms", "re");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, " arch_uprobe_optimize\n") != NULL;
+	fclose(f);
+	return found;
+}
+
+/* Inside a PID namespace other than the initial one (a container), BPF
+ * translates ids into rfbpf's namespace: the pid it was given is one. */
+static void set_pid_namespace(struct probes *p)
+{
+	const unsigned long long init_pid_ns_ino = 0xEFFFFFFCull;
+	struct stat st;
+
+	if (stat("/proc/self/ns/pid", &st) || st.st_ino == init_pid_ns_ino)
+		return;
+	p->skel->rodata->pidns_dev = st.st_dev;
+	p->skel->rodata->pidns_ino = st.st_ino;
+}
+
 int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
 		bool old_string_abi, double tree_prob, char *err,
 		size_t errlen)
@@ -42,6 +69,7 @@ int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
 		return ret;
 	}
 	p->skel->rodata->targ_tgid = pid;
+	set_pid_namespace(p);
 	p->skel->rodata->old_string_abi = old_string_abi;
 	p->skel->rodata->tree_sample = tree_prob < 1.0;
 	p->skel->rodata->wakeup_bytes = ((__u64)ringbuf_mb << 20) / 8;
@@ -133,6 +161,42 @@ int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
 	return 0;
 }
 
+int probes_arm_safe_point(struct probes *p, pid_t pid, const char *lib,
+			  uint64_t off, int sig, const pid_t *tids, int nr)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts);
+	int set = bpf_map__fd(p->skel->maps.stoppable);
+	int token = bpf_map__fd(p->skel->maps.stop_token);
+	__u32 key, next, zero = 0;
+	__u8 one = 1;
+
+	probes_disarm_safe_point(p);
+	while (!bpf_map_get_next_key(set, NULL, &next))
+		bpf_map_delete_elem(set, &next);
+	for (int i = 0; i < nr; i++) {
+		key = tids[i];
+		if (bpf_map_update_elem(set, &key, &one, BPF_ANY))
+			return -errno;
+	}
+	p->skel->bss->stop_signal = sig;
+	if (bpf_map_update_elem(token, &zero, &zero, BPF_ANY))
+		return -errno;
+	p->safe_point = bpf_program__attach_uprobe_opts(
+		p->skel->progs.safe_point, pid, lib, off, &opts);
+	return p->safe_point ? 0 : -errno;
+}
+
+void probes_disarm_safe_point(struct probes *p)
+{
+	__u32 zero = 0;
+
+	if (!p->skel)
+		return;
+	bpf_map_delete_elem(bpf_map__fd(p->skel->maps.stop_token), &zero);
+	bpf_link__destroy(p->safe_point);
+	p->safe_point = NULL;
+}
+
 bool probes_has_lib(const struct probes *p, const char *path)
 {
 	struct stat st;
@@ -218,6 +282,7 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 
 void probes_destroy(struct probes *p)
 {
+	probes_disarm_safe_point(p);
 	for (int i = p->nr_links - 1; i >= 0; i--)
 		bpf_link__destroy(p->links[i]);
 	p->nr_links = 0;

@@ -23,8 +23,12 @@ struct probes {
 	int nr_links;
 	struct { dev_t dev; ino_t ino; } libs[PROBES_MAX_LIBS];
 	int nr_libs;
+	struct bpf_link *safe_point;	/* armed while looking for one */
 };
 
+/* Does this kernel turn uprobes on 5-byte NOPs into trampoline calls
+ * (arch_uprobe_optimize)? */
+bool probes_kernel_optimizes_nop(void);
 /* Opens and loads the BPF object for tgid pid. Returns 0 or -errno, with a
  * one-line reason in err. */
 int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
@@ -36,7 +40,7 @@ int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
 int probes_attach_lib(struct probes *p, pid_t pid, const char *path,
 		      const struct torch_symbols *s, bool verbose);
 /* Optimized path: uprobes on start/end callback stubs at these file
- * offsets of path (rfbpf's memfd stubs, see callback_stubs.h, or the CUPTI
+ * offsets of path (rfbpf's page, see stub_page.h, or the CUPTI
  * agent's own), for pid only. */
 int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
 			    uint64_t start_off, uint64_t end_off, bool verbose);
@@ -44,6 +48,11 @@ int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
  * the agent at path), for pid only; turns on GPU launch tagging. */
 int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
 		      uint64_t launch_off, uint64_t activity_off, bool verbose);
+/* The safe-point probe (safe_point.h): a uprobe at off in lib, for pid,
+ * that signals one of tids once with sig. */
+int probes_arm_safe_point(struct probes *p, pid_t pid, const char *lib,
+			  uint64_t off, int sig, const pid_t *tids, int nr);
+void probes_disarm_safe_point(struct probes *p);
 /* Whether the library at path (by inode) is already probed. */
 bool probes_has_lib(const struct probes *p, const char *path);
 int probes_events_fd(const struct probes *p);

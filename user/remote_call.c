@@ -1,55 +1,53 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * How the call is made (x86-64):
+ * How a call is made (x86-64), on a thread already held in a ptrace stop:
  *
- * 1. Pick a thread that neither blocks nor ignores SIGSEGV (the call
- *    returns to address 0, and the kernel resets the handler of a blocked
- *    or ignored fault signal, which would change the target).
- * 2. PTRACE_SEIZE + PTRACE_INTERRUPT that thread alone.
- *    - Stopped inside a system call (orig_rax >= 0, blocked in futex, poll,
- *      read...): that is the safe point.
- *    - Stopped in user code: PTRACE_SYSCALL lets it run to its next
- *      system-call entry, for a few milliseconds at most; that entry is the
- *      safe point. A thread that makes none is released untouched.
- *    A safe point is refused if the system call comes from the dynamic
- *    loader (rip inside ld.so: a dlopen is in progress) or manages memory
- *    (mmap, brk...: likely inside malloc, holding an arena lock).
- * 3. Save its registers and XSAVE area. Build a call frame 640 bytes below
- *    its stack pointer (past the 128-byte red zone): the by-value argument
- *    at a 16-byte aligned address, a return address of 0 just below it.
- *    orig_rax = -1 so the kernel neither restarts nor runs the system call
- *    into our function.
- * 4. Continue. The function returns to 0 and faults: a SIGSEGV stop with
- *    rip == 0 is the return, rax the result. Other signals seen meanwhile
- *    are held back.
- * 5. Put the saved state back and detach with the held signal, if any. A
- *    blocked call restarts as after any signal (the saved -ERESTART* rax and
- *    orig_rax tell the kernel to); a call caught at its entry is re-issued
- *    by pointing rip back at its 2-byte `syscall` instruction.
+ * 1. remote_save: registers, XSAVE area and signal mask as found; then the
+ *    mask is set to block every signal but the synchronous faults.
+ * 2. The saved state is written to the page's block (stub_page.h) in the
+ *    form the thread must resume in: a system call it was blocked in is
+ *    re-issued (rip - 2, rax = its number, or restart_syscall after a
+ *    sleep), so the block alone is enough to put the thread back.
+ * 3. A call frame 640 bytes below its stack pointer (past the 128-byte red
+ *    zone): the by-value argument at a 16-byte aligned address and, below
+ *    it, the return address: the page's return code. orig_rax = -1 so the
+ *    kernel does not restart anything into our function.
+ * 4. PTRACE_SYSCALL until the return code's marker system call enters:
+ *    rdi then holds the result. The function's own system calls pass.
+ * 5. remote_restore, at that syscall-entry stop: XSAVE area, mask and
+ *    registers back, with orig_rax = the system call to resume (or -1),
+ *    which the kernel then runs in place of the marker, exactly as its own
+ *    restart after a signal would.
  *
- * The loader keeps draining its ring buffer meanwhile (the idle callback),
- * so probes firing in the target's other threads are not dropped.
+ * If rfbpf dies at any point after step 2, the kernel lets the thread go:
+ * it finishes the call, returns into the page, passes the marker, and the
+ * page restores it from the block.
  */
-#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
-#include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "remote_call.h"
+#include "stub_page.h"
 
 #define RED_ZONE 128
 #define FRAME_GAP 512
+
+/* Kernel-internal results of an interrupted system call (never seen by
+ * user space): the kernel restarts it when the thread resumes. */
+#define ERESTARTSYS 512
+#define ERESTARTNOINTR 513
+#define ERESTARTNOHAND 514
+#define ERESTART_RESTARTBLOCK 516
 
 static double now_ms(void)
 {
@@ -69,200 +67,6 @@ static int fail(char *err, size_t len, int ret, const char *fmt, ...)
 	return ret;
 }
 
-/* Does the thread block or ignore SIGSEGV? (See step 1.) */
-static bool segv_masked(pid_t pid, pid_t tid)
-{
-	char path[96], line[128];
-	unsigned long long mask;
-	bool masked = true;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
-	f = fopen(path, "re");
-	if (!f)
-		return true;
-	masked = false;
-	while (fgets(line, sizeof(line), f))
-		if ((!strncmp(line, "SigBlk:", 7) ||
-		     !strncmp(line, "SigIgn:", 7)) &&
-		    sscanf(line + 7, "%llx", &mask) == 1 &&
-		    (mask & (1ull << (SIGSEGV - 1))))
-			masked = true;
-	fclose(f);
-	return masked;
-}
-
-static void (*idle_fn)(void *);
-static void *idle_ctx;
-
-/* Waits for tid to stop, up to ms (ms < 0: forever). Returns the wait
- * status, 0 on timeout, -ESRCH if it is gone. */
-static int wait_stop(pid_t tid, double ms)
-{
-	double end = now_ms() + ms;
-	int st;
-
-	for (;;) {
-		pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
-
-		if (r == tid)
-			return WIFSTOPPED(st) ? st : -ESRCH;
-		if (r < 0 && errno != EINTR)
-			return -ESRCH;
-		if (ms >= 0 && now_ms() >= end)
-			return 0;
-		if (idle_fn)
-			idle_fn(idle_ctx);
-		usleep(100);
-	}
-}
-
-/* The dynamic loader's text, to refuse safe points inside a dlopen. */
-static void loader_range(pid_t pid, uint64_t *lo, uint64_t *hi)
-{
-	char path[64], *line = NULL;
-	unsigned long long a, b;
-	size_t cap = 0;
-	FILE *f;
-
-	*lo = *hi = 0;
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return;
-	while (getline(&line, &cap, f) > 0) {
-		char *file = strrchr(line, '/');
-
-		if (file && !strncmp(file, "/ld-linux", 9) &&
-		    sscanf(line, "%llx-%llx", &a, &b) == 2) {
-			if (!*lo || a < *lo)
-				*lo = a;
-			if (b > *hi)
-				*hi = b;
-		}
-	}
-	free(line);
-	fclose(f);
-}
-
-/* System calls that suggest the thread is inside malloc or the loader. */
-static bool memory_syscall(long long nr)
-{
-	return nr == SYS_mmap || nr == SYS_munmap || nr == SYS_mprotect ||
-	       nr == SYS_brk || nr == SYS_mremap || nr == SYS_madvise;
-}
-
-struct saved {
-	struct user_regs_struct regs;
-	unsigned char xstate[16384] __attribute__((aligned(64)));
-	struct iovec xstate_iov;
-	int pending_sig;
-	bool at_entry;		/* caught at syscall entry, not blocked in it */
-};
-
-static int save_state(pid_t tid, struct saved *s)
-{
-	s->xstate_iov.iov_base = s->xstate;
-	s->xstate_iov.iov_len = sizeof(s->xstate);
-	return ptrace(PTRACE_GETREGS, tid, 0, &s->regs) ||
-	       ptrace(PTRACE_GETREGSET, tid, (void *)NT_X86_XSTATE,
-		      &s->xstate_iov) ? -ESRCH : 0;
-}
-
-/* A stop that is not ours (a signal racing us): hold the signal. */
-static void hold_signal(int st, struct saved *s)
-{
-	if ((st >> 16) == 0 && WSTOPSIG(st) != SIGTRAP &&
-	    WSTOPSIG(st) != (SIGTRAP | 0x80) && !s->pending_sig)
-		s->pending_sig = WSTOPSIG(st);
-}
-
-static bool acceptable(pid_t tid, const struct saved *s, uint64_t ld_lo,
-		       uint64_t ld_hi)
-{
-	uint16_t insn = 0;
-	struct iovec local = { &insn, 2 };
-	struct iovec remote = { (void *)(s->regs.rip - 2), 2 };
-
-	if (memory_syscall(s->regs.orig_rax))
-		return false;
-	if (s->regs.rip >= ld_lo && s->regs.rip < ld_hi)
-		return false;
-	/* Re-issuing needs the 2-byte `syscall` (0f 05) right before rip. */
-	return !s->at_entry ||
-	       (process_vm_readv(tid, &local, 1, &remote, 1, 0) == 2 &&
-		insn == 0x050f);
-}
-
-/* Lets go of a thread that offered no safe point. */
-static void release(pid_t tid, struct saved *s, bool running)
-{
-	if (running) {
-		ptrace(PTRACE_INTERRUPT, tid, 0, 0);
-		hold_signal(wait_stop(tid, -1), s);
-	}
-	ptrace(PTRACE_DETACH, tid, 0, (void *)(long)s->pending_sig);
-}
-
-/* Seizes tid and stops it at a system-call boundary (step 2). Returns 1
- * when stopped there (state saved), 0 when released, -errno on error. */
-static int stop_at_syscall(pid_t tid, struct saved *s, uint64_t ld_lo,
-			   uint64_t ld_hi)
-{
-	int st;
-
-	memset(&s->regs, 0, sizeof(s->regs));
-	s->pending_sig = 0;
-	s->at_entry = false;
-	if (ptrace(PTRACE_SEIZE, tid, 0, (void *)PTRACE_O_TRACESYSGOOD))
-		return errno == ESRCH ? -ESRCH : -errno;
-	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0))
-		return -ESRCH;
-	st = wait_stop(tid, -1);
-	if (st < 0)
-		return -ESRCH;
-	hold_signal(st, s);
-	if (save_state(tid, s))
-		return release(tid, s, false), -ESRCH;
-	if ((long long)s->regs.orig_rax < 0) {
-		/* In user code: run it to its next system call entry. */
-		if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
-			return release(tid, s, false), -ESRCH;
-		st = wait_stop(tid, 5);
-		while (st > 0 && WSTOPSIG(st) != (SIGTRAP | 0x80)) {
-			hold_signal(st, s);
-			ptrace(PTRACE_SYSCALL, tid, 0, 0);
-			st = wait_stop(tid, 5);
-		}
-		if (st < 0)
-			return -ESRCH;
-		if (st == 0)
-			return release(tid, s, true), 0;
-		s->at_entry = true;
-		if (save_state(tid, s))
-			return release(tid, s, false), -ESRCH;
-	}
-	if (!acceptable(tid, s, ld_lo, ld_hi))
-		return release(tid, s, false), 0;
-	return 1;
-}
-
-static int restore(pid_t tid, struct saved *s)
-{
-	struct user_regs_struct r = s->regs;
-	int a, b, c;
-
-	if (s->at_entry) {	/* re-issue the system call it was entering */
-		r.rip -= 2;
-		r.rax = r.orig_rax;
-	}
-	a = ptrace(PTRACE_SETREGS, tid, 0, &r);
-	b = ptrace(PTRACE_SETREGSET, tid, (void *)NT_X86_XSTATE,
-		   &s->xstate_iov);
-	c = ptrace(PTRACE_DETACH, tid, 0, (void *)(long)s->pending_sig);
-	return a || b || c ? -errno : 0;
-}
-
 static int write_mem(pid_t tid, uint64_t addr, const void *buf, size_t len)
 {
 	struct iovec local = { (void *)buf, len };
@@ -272,272 +76,343 @@ static int write_mem(pid_t tid, uint64_t addr, const void *buf, size_t len)
 	       ? 0 : -errno;
 }
 
-/* Runs the call on a thread stopped at a syscall boundary. */
-static int call_on(pid_t tid, const struct remote_call *c, struct saved *s,
-		   uint64_t *ret, char *err, size_t errlen)
+static int read_mem(pid_t tid, uint64_t addr, void *buf, size_t len)
 {
-	struct user_regs_struct r = s->regs;
-	uint64_t sp = (r.rsp - RED_ZONE - FRAME_GAP) & ~0xfull, zero = 0;
-	int st, e;
+	struct iovec local = { buf, len };
+	struct iovec remote = { (void *)addr, len };
 
-	if (c->stack_arg && (e = write_mem(tid, sp, c->stack_arg,
-					   c->stack_len)))
-		return fail(err, errlen, e, "cannot write the call frame: %s",
-			    strerror(-e));
-	sp -= 8;
-	if ((e = write_mem(tid, sp, &zero, sizeof(zero))))
-		return fail(err, errlen, e, "cannot write the call frame: %s",
-			    strerror(-e));
-	r.rsp = sp;
-	r.rip = c->fn;
-	r.rdi = c->args[0]; r.rsi = c->args[1]; r.rdx = c->args[2];
-	r.rcx = c->args[3]; r.r8 = c->args[4]; r.r9 = c->args[5];
-	r.rax = 0;
-	r.orig_rax = -1;
-	if (ptrace(PTRACE_SETREGS, tid, 0, &r) ||
-	    ptrace(PTRACE_CONT, tid, 0, 0))
-		return fail(err, errlen, -errno, "cannot start the call: %s",
-			    strerror(errno));
-	for (double end = now_ms() + c->call_ms;;) {
-		st = wait_stop(tid, end - now_ms());
-		if (st == -ESRCH)
-			return fail(err, errlen, -ESRCH, "the thread exited "
-				    "during the call");
-		if (st == 0) {
-			/* Giving up would leave the thread to return to
-			 * address 0 untraced and crash: wait it out. */
-			fprintf(stderr, "rfbpf: the call into the target has "
-				"not returned after %d ms; still waiting\n",
-				c->call_ms);
-			end = 1e300;
-			continue;
-		}
-		if (WSTOPSIG(st) == SIGSEGV && (st >> 16) == 0) {
-			if (ptrace(PTRACE_GETREGS, tid, 0, &r))
-				return -ESRCH;
-			if (r.rip == 0) {
-				*ret = r.rax;
-				return 0;
-			}
-			return fail(err, errlen, -EFAULT, "the called function "
-				    "faulted at 0x%llx", r.rip);
-		}
-		hold_signal(st, s);	/* delivered after the restore */
-		ptrace(PTRACE_CONT, tid, 0, 0);
-	}
+	return process_vm_readv(tid, &local, 1, &remote, 1, 0) == (ssize_t)len
+	       ? 0 : -EFAULT;
 }
 
-/* Runs tid to its next system-call stop (entry or exit), holding back any
- * signal on the way; info says which. Returns 0 or -ESRCH. */
-static int next_syscall_stop(pid_t tid, struct saved *s,
-			     struct __ptrace_syscall_info *info)
+/* Signals a thread may not block without the kernel resetting their
+ * handler when one is raised by a fault: they stay deliverable (to rfbpf,
+ * as a ptrace stop) during a call. */
+static uint64_t call_mask(void)
 {
-	for (;;) {
-		int st;
+	uint64_t m = ~0ull;
 
-		if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
-			return -ESRCH;
-		st = wait_stop(tid, -1);
-		if (st < 0)
-			return -ESRCH;
-		if (WSTOPSIG(st) != (SIGTRAP | 0x80)) {
-			hold_signal(st, s);
-			continue;
-		}
-		if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof(*info), info)
-		    > 0)
-			return 0;
-	}
+	m &= ~(1ull << (SIGSEGV - 1));
+	m &= ~(1ull << (SIGBUS - 1));
+	m &= ~(1ull << (SIGILL - 1));
+	m &= ~(1ull << (SIGFPE - 1));
+	m &= ~(1ull << (SIGTRAP - 1));
+	return m;
 }
 
-/* Runs a system call in the target: the thread re-executes the 2-byte
- * `syscall` instruction it stopped after, with our registers, and
- * PTRACE_SYSCALL stops bracket it: our call's entry, then its exit
- * (PTRACE_GET_SYSCALL_INFO tells them apart from the exit of a call the
- * thread was entering when caught, which is skipped first). No code of
- * the target runs, so no lock of the target is involved. */
-static int syscall_on(pid_t tid, const struct remote_call *c,
-		      struct saved *s, uint64_t *ret, char *err,
-		      size_t errlen)
+/* A `syscall` instruction in libc's text, for a thread that was not in a
+ * system call (the page's own is used once the page exists). */
+static uint64_t find_syscall_insn(pid_t pid)
 {
-	struct user_regs_struct r = s->regs;
-	uint64_t sp = (r.rsp - RED_ZONE - FRAME_GAP) & ~0xfull;
-	uint64_t args[6];
+	static unsigned char buf[65536];
+	unsigned long long lo, hi;
+	char path[64], line[512], perms[8];
+	uint64_t found = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%llx-%llx %7s", &lo, &hi, perms) != 3 ||
+		    perms[2] != 'x' || !strstr(line, "/libc.so"))
+			continue;
+		for (uint64_t a = lo; !found && a < hi; a += sizeof(buf) - 1) {
+			size_t n = hi - a < sizeof(buf) ? hi - a : sizeof(buf);
+			unsigned char *p;
+
+			if (read_mem(pid, a, buf, n))
+				break;
+			p = memmem(buf, n, "\x0f\x05", 2);
+			if (p)
+				found = a + (p - buf);
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+int remote_save(struct held_thread *h)
+{
+	struct iovec iov = { h->xstate, sizeof(h->xstate) };
+	uint64_t mask = call_mask();
+	long rax, orig;
 	uint16_t insn = 0;
-	struct iovec local = { &insn, 2 }, remote = { (void *)(r.rip - 2), 2 };
-	struct __ptrace_syscall_info info;
-	bool entered = false;
-	int e;
 
-	if (process_vm_readv(tid, &local, 1, &remote, 1, 0) != 2 ||
-	    insn != 0x050f)
-		return fail(err, errlen, -EINVAL, "no syscall instruction "
-			    "before the stopped thread's rip");
-	memcpy(args, c->args, sizeof(args));
-	if (c->stack_arg) {
-		if ((e = write_mem(tid, sp, c->stack_arg, c->stack_len)))
-			return fail(err, errlen, e, "cannot write the argument: "
-				    "%s", strerror(-e));
-		if (c->stack_arg_ptr > 0)
-			args[c->stack_arg_ptr - 1] = sp;
-	}
-	r.rip -= 2;
-	r.rax = c->syscall_nr;
-	r.orig_rax = -1;
-	r.rdi = args[0]; r.rsi = args[1]; r.rdx = args[2];
-	r.r10 = args[3]; r.r8 = args[4]; r.r9 = args[5];
-	if (ptrace(PTRACE_SETREGS, tid, 0, &r))
-		return fail(err, errlen, -errno, "cannot set registers: %s",
-			    strerror(errno));
-	for (;;) {
-		if (next_syscall_stop(tid, s, &info))
-			return fail(err, errlen, -ESRCH, "the thread exited");
-		if (info.op == PTRACE_SYSCALL_INFO_ENTRY &&
-		    (long)info.entry.nr == c->syscall_nr)
-			entered = true;
-		else if (info.op == PTRACE_SYSCALL_INFO_EXIT && entered)
-			break;
-	}
-	if (ptrace(PTRACE_GETREGS, tid, 0, &r))
-		return -ESRCH;
-	*ret = r.rax;
+	if (ptrace(PTRACE_GETREGS, h->tid, 0, &h->regs) ||
+	    ptrace(PTRACE_GETREGSET, h->tid, (void *)NT_X86_XSTATE, &iov) ||
+	    ptrace(PTRACE_GETSIGMASK, h->tid, (void *)sizeof(h->sigmask),
+		   &h->sigmask))
+		return -errno;
+	h->xstate_len = iov.iov_len;
+	rax = (long)h->regs.rax;
+	orig = (long)h->regs.orig_rax;
+	/* The kernel's own restart rule (arch_do_signal_or_restart). */
+	if (orig >= 0 && (rax == -ERESTARTSYS || rax == -ERESTARTNOINTR ||
+			  rax == -ERESTARTNOHAND))
+		h->resume_nr = orig;
+	else if (orig >= 0 && rax == -ERESTART_RESTARTBLOCK)
+		h->resume_nr = SYS_restart_syscall;
+	else
+		h->resume_nr = -1;
+	h->syscall_insn = 0;
+	if (orig >= 0 && !read_mem(h->tid, h->regs.rip - 2, &insn, 2) &&
+	    insn == 0x050f)
+		h->syscall_insn = h->regs.rip - 2;
+	else
+		h->syscall_insn = find_syscall_insn(h->pid);
+	if (!h->syscall_insn)
+		return -ENOEXEC;
+	/* From here on, signals for this thread wait until it is put back. */
+	if (ptrace(PTRACE_SETSIGMASK, h->tid, (void *)sizeof(mask), &mask))
+		return -errno;
 	return 0;
 }
 
-static int try_threads(pid_t pid, const struct remote_call *c, uint64_t *ret,
-		       char *err, size_t errlen, bool *called)
+/* The state the thread resumes in, written to the page so that the page
+ * can restore it without rfbpf (see stub_page.S). */
+static int write_block(struct held_thread *h, uint64_t page)
 {
-	static struct saved s;
-	uint64_t ld_lo, ld_hi;
-	char path[64];
-	struct dirent *d;
-	int res = -EAGAIN;
-	DIR *dir;
+	const struct user_regs_struct *r = &h->regs;
+	uint64_t regs[STUB_R_NR], head[3];
+	int e;
 
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	dir = opendir(path);
-	if (!dir)
-		return fail(err, errlen, -ESRCH, "process %d exited", pid);
-	loader_range(pid, &ld_lo, &ld_hi);
-	while (res == -EAGAIN && (d = readdir(dir))) {
-		pid_t tid = atoi(d->d_name);
-		int r;
-
-		if (tid <= 0 || segv_masked(pid, tid))
-			continue;
-		double t0 = now_ms(), t1;
-
-		r = stop_at_syscall(tid, &s, ld_lo, ld_hi);
-		if (r == -EPERM) {
-			res = fail(err, errlen, r, "cannot ptrace process %d: "
-				   "a debugger is attached, or CAP_SYS_PTRACE "
-				   "is missing", pid);
-			break;
-		}
-		if (r <= 0)
-			continue;	/* left the syscall, or exited */
-		*called = true;
-		t1 = now_ms();
-		res = c->fn ? call_on(tid, c, &s, ret, err, errlen) :
-			      syscall_on(tid, c, &s, ret, err, errlen);
-		if (restore(tid, &s) && !res)
-			res = fail(err, errlen, -ESRCH, "cannot restore thread "
-				   "%d: %s", tid, strerror(errno));
-		if (c->verbose)
-			fprintf(stderr, "rfbpf: called 0x%llx on thread %d (%s "
-				"system call %lld): thread held %.2f ms, of "
-				"which the call %.2f ms\n",
-				(unsigned long long)c->fn, tid,
-				s.at_entry ? "entering" : "blocked in",
-				(long long)s.regs.orig_rax, now_ms() - t0,
-				now_ms() - t1);
-	}
-	closedir(dir);
-	return res;
+	if (h->xstate_len > STUB_XSAVE_MAX)
+		return -E2BIG;
+	regs[STUB_R_RAX] = h->resume_nr >= 0 ? (uint64_t)h->resume_nr : r->rax;
+	regs[STUB_R_RBX] = r->rbx;
+	regs[STUB_R_RCX] = r->rcx;
+	regs[STUB_R_RDX] = r->rdx;
+	regs[STUB_R_RSI] = r->rsi;
+	regs[STUB_R_RDI] = r->rdi;
+	regs[STUB_R_RBP] = r->rbp;
+	regs[STUB_R_R8] = r->r8;
+	regs[STUB_R_R9] = r->r9;
+	regs[STUB_R_R10] = r->r10;
+	regs[STUB_R_R11] = r->r11;
+	regs[STUB_R_R12] = r->r12;
+	regs[STUB_R_R13] = r->r13;
+	regs[STUB_R_R14] = r->r14;
+	regs[STUB_R_R15] = r->r15;
+	regs[STUB_R_RSP] = r->rsp;
+	regs[STUB_R_RIP] = h->resume_nr >= 0 ? r->rip - 2 : r->rip;
+	head[0] = 0;			/* STUB_RESULT */
+	head[1] = h->sigmask;		/* STUB_MASK */
+	head[2] = r->eflags;		/* STUB_RFLAGS */
+	if ((e = write_mem(h->tid, page + STUB_XSAVE, h->xstate,
+			   h->xstate_len)) ||
+	    (e = write_mem(h->tid, page + STUB_REGS, regs, sizeof(regs))))
+		return e;
+	return write_mem(h->tid, page + STUB_RESULT, head, sizeof(head));
 }
 
-static int held_signal;
-
-int remote_take_held_signal(void)
+int remote_protect(struct held_thread *h, uint64_t page_addr)
 {
-	int sig = held_signal;
+	int e = write_block(h, page_addr);
 
-	held_signal = 0;
-	return sig;
+	if (!e)
+		h->syscall_insn = page_addr + STUB_MARKER_END - 2;
+	return e;
 }
 
-bool remote_safe_syscall_entry(pid_t pid, pid_t tid)
-{
-	struct saved s = { .at_entry = true };
-	uint64_t lo, hi;
+static void (*idle_fn)(void *);
+static void *idle_ctx;
 
-	if (ptrace(PTRACE_GETREGS, tid, 0, &s.regs))
-		return false;
-	loader_range(pid, &lo, &hi);
-	return acceptable(tid, &s, lo, hi);
+void remote_set_idle(void (*fn)(void *), void *ctx)
+{
+	idle_fn = fn;
+	idle_ctx = ctx;
 }
 
-/* The call on a thread the caller traces, at a system-call entry stop:
- * afterwards the thread is put back at the same entry (it re-issues the
- * system call and stops there again), still traced. */
-static int call_traced(pid_t tid, const struct remote_call *c, uint64_t *ret,
-		       char *err, size_t errlen)
+/* Waits for the next stop of tid (polling, so the caller's ring buffer
+ * is drained meanwhile). Returns the status, or -ESRCH. */
+static int wait_stop(pid_t tid, int slow_ms, const char *what)
 {
-	static struct saved s;
-	struct __ptrace_syscall_info info;
-	struct user_regs_struct r;
-	int res;
+	double warn = now_ms() + slow_ms;
+	int st;
 
-	s.at_entry = true;
-	s.pending_sig = 0;
-	if (save_state(tid, &s))
-		return fail(err, errlen, -ESRCH, "the thread is gone");
-	res = c->fn ? call_on(tid, c, &s, ret, err, errlen) :
-		      syscall_on(tid, c, &s, ret, err, errlen);
-	r = s.regs;
-	r.rip -= 2;
-	r.rax = r.orig_rax;
-	if (ptrace(PTRACE_SETREGS, tid, 0, &r) ||
-	    ptrace(PTRACE_SETREGSET, tid, (void *)NT_X86_XSTATE,
-		   &s.xstate_iov))
-		return fail(err, errlen, -ESRCH, "cannot restore the thread");
-	do {
-		if (next_syscall_stop(tid, &s, &info))
-			return fail(err, errlen, -ESRCH, "the thread exited");
-	} while (info.op != PTRACE_SYSCALL_INFO_ENTRY);
-	if (s.pending_sig && !held_signal)
-		held_signal = s.pending_sig;
-	return res;
-}
-
-int remote_call(pid_t pid, const struct remote_call *c, uint64_t *ret,
-		char *err, size_t errlen)
-{
-	double end = now_ms() + c->find_ms;
-	bool called = false;
-	int res;
-
-	idle_fn = c->idle;
-	idle_ctx = c->idle_ctx;
-	if (c->traced_tid)
-		return call_traced(c->traced_tid, c, ret, err, errlen);
 	for (;;) {
-		res = try_threads(pid, c, ret, err, errlen, &called);
-		if (res != -EAGAIN || called)
-			return res;
-		if (kill(pid, 0) && errno == ESRCH)
-			return fail(err, errlen, -ESRCH, "process %d exited",
-				    pid);
-		if (now_ms() >= end)
-			return fail(err, errlen, -ETIMEDOUT, "no thread of "
-				    "process %d reached a safe point (a system "
-				    "call outside malloc and the loader) within "
-				    "%d ms: it is busy in one long computation; "
-				    "try again later", pid, c->find_ms);
-		for (int i = 0; i < 20; i++) {
-			if (idle_fn)
-				idle_fn(idle_ctx);
-			usleep(100);
+		pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
+
+		if (r == tid)
+			return WIFSTOPPED(st) ? st : -ESRCH;
+		if (r < 0 && errno != EINTR)
+			return -ESRCH;
+		if (slow_ms > 0 && now_ms() > warn) {
+			fprintf(stderr, "rfbpf: %s in the target has not "
+				"returned after %d ms; still waiting\n", what,
+				slow_ms);
+			slow_ms = 0;
 		}
+		if (idle_fn)
+			idle_fn(idle_ctx);
+		usleep(50);
 	}
+}
+
+enum stop_kind { STOP_ENTRY, STOP_EXIT, STOP_FAULT, STOP_OTHER };
+
+/* Resumes h with PTRACE_SYSCALL and classifies its next stop. A signal
+ * that is not a fault (only SIGSTOP can get past the mask) is kept for
+ * the detach. */
+static int next_stop(struct held_thread *h, int slow_ms, const char *what,
+		     struct __ptrace_syscall_info *info)
+{
+	int st;
+
+	if (ptrace(PTRACE_SYSCALL, h->tid, 0, 0))
+		return -ESRCH;
+	st = wait_stop(h->tid, slow_ms, what);
+	if (st < 0)
+		return st;
+	if (WSTOPSIG(st) == (SIGTRAP | 0x80)) {
+		if (ptrace(PTRACE_GET_SYSCALL_INFO, h->tid, sizeof(*info),
+			   info) <= 0)
+			return -ESRCH;
+		return info->op == PTRACE_SYSCALL_INFO_ENTRY ? STOP_ENTRY :
+		       STOP_EXIT;
+	}
+	if ((st >> 16) != 0)	/* a ptrace event stop (group stop...) */
+		return STOP_OTHER;
+	switch (WSTOPSIG(st)) {
+	case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE: case SIGTRAP:
+		return STOP_FAULT;
+	default:
+		if (!h->held_signal)
+			h->held_signal = WSTOPSIG(st);
+		return STOP_OTHER;
+	}
+}
+
+int remote_syscall(struct held_thread *h, long nr, const uint64_t args[6],
+		   const void *mem, size_t mem_len, int mem_arg, int64_t *ret,
+		   char *err, size_t errlen)
+{
+	struct user_regs_struct r = h->regs;
+	uint64_t sp = (r.rsp - RED_ZONE - FRAME_GAP) & ~0xfull, a[6];
+	struct __ptrace_syscall_info info;
+	bool entered = false;
+	int k, e;
+
+	memcpy(a, args, sizeof(a));
+	if (mem && (e = write_mem(h->tid, sp, mem, mem_len)))
+		return fail(err, errlen, e, "cannot write to the target's "
+			    "stack: %s", strerror(-e));
+	if (mem && mem_arg > 0)
+		a[mem_arg - 1] = sp;
+	r.rip = h->syscall_insn;
+	r.rax = nr;
+	r.orig_rax = -1;
+	r.rdi = a[0]; r.rsi = a[1]; r.rdx = a[2];
+	r.r10 = a[3]; r.r8 = a[4]; r.r9 = a[5];
+	if (ptrace(PTRACE_SETREGS, h->tid, 0, &r))
+		return fail(err, errlen, -errno, "cannot set registers: %s",
+			    strerror(errno));
+	for (;;) {
+		k = next_stop(h, 2000, "a system call", &info);
+		if (k < 0)
+			return fail(err, errlen, -ESRCH, "the thread exited");
+		if (k == STOP_FAULT)
+			return fail(err, errlen, -EFAULT, "system call %ld "
+				    "faulted", nr);
+		if (k == STOP_ENTRY && (long)info.entry.nr == nr &&
+		    info.instruction_pointer == h->syscall_insn + 2)
+			entered = true;
+		else if (k == STOP_EXIT && entered)
+			break;
+	}
+	*ret = (int64_t)info.exit.rval;
+	return 0;
+}
+
+int remote_call_function(struct held_thread *h, uint64_t page_addr,
+			 uint64_t fn, const uint64_t args[6],
+			 const void *stack_arg, size_t stack_len,
+			 int call_ms, uint64_t *ret, char *err,
+			 size_t errlen)
+{
+	struct user_regs_struct r = h->regs;
+	uint64_t sp = (r.rsp - RED_ZONE - FRAME_GAP) & ~0xfull;
+	uint64_t back = page_addr + STUB_RETURN_OFFSET;
+	struct __ptrace_syscall_info info;
+	int k, e;
+
+	if ((e = write_block(h, page_addr)))
+		return fail(err, errlen, e, "cannot save the thread's state "
+			    "in rfbpf's page: %s", strerror(-e));
+	if (stack_arg && (e = write_mem(h->tid, sp, stack_arg, stack_len)))
+		return fail(err, errlen, e, "cannot write the call frame: %s",
+			    strerror(-e));
+	sp -= 8;
+	if ((e = write_mem(h->tid, sp, &back, sizeof(back))))
+		return fail(err, errlen, e, "cannot write the call frame: %s",
+			    strerror(-e));
+	r.rsp = sp;
+	r.rip = fn;
+	r.rdi = args[0]; r.rsi = args[1]; r.rdx = args[2];
+	r.rcx = args[3]; r.r8 = args[4]; r.r9 = args[5];
+	r.rax = 0;
+	r.orig_rax = -1;
+	if (ptrace(PTRACE_SETREGS, h->tid, 0, &r))
+		return fail(err, errlen, -errno, "cannot start the call: %s",
+			    strerror(errno));
+	for (;;) {
+		k = next_stop(h, call_ms, "the call", &info);
+		if (k < 0)
+			return fail(err, errlen, -ESRCH, "the thread exited "
+				    "during the call");
+		if (k == STOP_FAULT) {
+			ptrace(PTRACE_GETREGS, h->tid, 0, &r);
+			return fail(err, errlen, -EFAULT, "the called function "
+				    "faulted at 0x%llx", r.rip);
+		}
+		if (k == STOP_ENTRY &&
+		    info.instruction_pointer == page_addr + STUB_MARKER_END)
+			break;
+	}
+	*ret = info.entry.args[0];	/* rdi: the page moved rax there */
+	return 0;
+}
+
+/* Brings h to a syscall-entry stop: the one point where every register,
+ * orig_rax included, can be set and the kernel then runs (or skips) the
+ * system call orig_rax names before returning to user space. */
+static int to_entry_stop(struct held_thread *h)
+{
+	struct __ptrace_syscall_info info;
+	struct user_regs_struct r = h->regs;
+	int k;
+
+	if (ptrace(PTRACE_GET_SYSCALL_INFO, h->tid, sizeof(info), &info) > 0 &&
+	    info.op == PTRACE_SYSCALL_INFO_ENTRY)
+		return 0;
+	r.rip = h->syscall_insn;
+	r.rax = SYS_getpid;
+	r.orig_rax = -1;
+	if (ptrace(PTRACE_SETREGS, h->tid, 0, &r))
+		return -ESRCH;
+	do {
+		k = next_stop(h, 2000, "putting the thread back", &info);
+		if (k < 0)
+			return k;
+	} while (k != STOP_ENTRY);
+	return 0;
+}
+
+int remote_restore(struct held_thread *h)
+{
+	struct iovec iov = { h->xstate, h->xstate_len };
+	struct user_regs_struct r = h->regs;
+	int e = to_entry_stop(h);
+
+	if (e)
+		return e;
+	r.orig_rax = h->resume_nr;
+	if (ptrace(PTRACE_SETREGSET, h->tid, (void *)NT_X86_XSTATE, &iov) ||
+	    ptrace(PTRACE_SETSIGMASK, h->tid, (void *)sizeof(h->sigmask),
+		   &h->sigmask) ||
+	    ptrace(PTRACE_SETREGS, h->tid, 0, &r))
+		return -errno;
+	return 0;
 }

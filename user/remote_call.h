@@ -1,18 +1,24 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Calling a function inside another process with ptrace, the way a
- * debugger's `call` does, restricted to a safe point: a thread at a system
- * call (blocked in it, or caught entering it) that is not made by the
- * dynamic loader nor a memory-management call, so the thread is not in the
- * middle of a dlopen or of malloc and the called function may allocate
- * and take its own locks.
+ * Running code inside the target on a thread rfbpf holds stopped at a safe
+ * point (safe_point.h): a function call the way a debugger's `call` does
+ * it, or bare system calls. Afterwards the thread is put back exactly as
+ * it was: general registers, extended FPU/SSE/AVX state, signal mask, and
+ * the system call it was blocked in, which resumes as the kernel would
+ * resume it after a signal (restarted, or continued through
+ * restart_syscall for sleeps).
  *
- * Only the chosen thread is stopped, and only while its registers are
- * swapped (microseconds); the call itself runs at full speed. The thread's
- * general registers, its extended FPU/SSE/AVX state and its interrupted
- * system call (which the kernel restarts as if nothing happened) are
- * restored exactly; a signal that arrives meanwhile is held and delivered
- * after the restore.
+ * Signals: during a call the thread's mask blocks everything but the
+ * synchronous faults, so a signal sent to it meanwhile stays pending and
+ * is delivered once the mask is restored; none is lost or reordered by
+ * rfbpf.
+ *
+ * rfbpf dying mid-call (SIGKILL, OOM): a function call returns into
+ * rfbpf's page (stub_page.h), which stops at a marker system call for
+ * rfbpf; with no tracer any more, the page's code restores the thread by
+ * itself from the block rfbpf saved there before the call began. Bare
+ * system calls have no such net: they are used only to create that page,
+ * once per process, and take microseconds.
  */
 #ifndef RFBPF_REMOTE_CALL_H
 #define RFBPF_REMOTE_CALL_H
@@ -21,38 +27,56 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/user.h>
 
-struct remote_call {
-	uint64_t fn;		/* address of the function in the target */
-	long syscall_nr;	/* or, with fn == 0, this system call */
-	uint64_t args[6];	/* rdi, rsi, rdx, rcx (r10 for syscalls), r8,
-				 * r9 */
-	const void *stack_arg;	/* copied to [rsp+8] at entry (by-value */
-	size_t stack_len;	/*  struct class MEMORY), or NULL */
-	int stack_arg_ptr;	/* >0: args[n-1] = the copy's address (to pass
-				 * a path to a system call) */
-	int find_ms;		/* how long to look for a safe thread */
-	int call_ms;		/* after this long, say the call is slow */
-	void (*idle)(void *);	/* called while waiting (drain buffers) */
-	bool verbose;		/* say which thread, and for how long */
-	void *idle_ctx;
-	pid_t traced_tid;	/* a thread the caller already traces, stopped
-				 * at a safe system-call entry: use it as is */
+#define REMOTE_XSTATE_MAX 16384
+
+/* A thread rfbpf holds in a ptrace stop, and how to put it back. */
+struct held_thread {
+	pid_t pid, tid;
+	struct user_regs_struct regs;	/* as found */
+	uint64_t sigmask;		/* as found */
+	size_t xstate_len;
+	/* the XSAVE area (PTRACE_GETREGSET NT_X86_XSTATE), as found */
+	unsigned char xstate[REMOTE_XSTATE_MAX] __attribute__((aligned(64)));
+	/* The system call to run when it resumes: the one it was blocked in
+	 * (restarted), restart_syscall, or -1 for none. */
+	long resume_nr;
+	uint64_t syscall_insn;	/* a `syscall` instruction in the target */
+	int held_signal;	/* a signal that stopped it, to deliver */
+	const char *how;	/* for -v: how it was caught */
 };
 
-/*
- * Runs the call in pid; *ret receives rax. Returns 0, or -errno with a
- * one-line reason in err (-ESRCH: the process is gone; -ETIMEDOUT: no
- * thread was blocked in a system call within find_ms).
- */
-int remote_call(pid_t pid, const struct remote_call *c, uint64_t *ret,
-		char *err, size_t errlen);
+/* Reads the thread's state into h (it must be in a ptrace stop). */
+int remote_save(struct held_thread *h);
 
-/* For a thread the caller traces, stopped at a system-call entry: is it a
- * safe point (not the dynamic loader, not memory management)? */
-bool remote_safe_syscall_entry(pid_t pid, pid_t tid);
-/* A signal held back during calls on a traced thread (0 if none): the
- * caller delivers it when it lets the thread go. */
-int remote_take_held_signal(void);
+/* Once rfbpf's page exists: saves h's state in it and makes every later
+ * system call go through the page's own `syscall`, so that from now on a
+ * dying rfbpf leaves h to restore itself. Returns 0 or -errno. */
+int remote_protect(struct held_thread *h, uint64_t page_addr);
+
+/* Called while waiting on the target (to drain the ring buffer). */
+void remote_set_idle(void (*fn)(void *), void *ctx);
+
+/* Runs system call nr with args on h. mem (mem_len bytes) is copied below
+ * the thread's stack and, if mem_arg > 0, passed as argument mem_arg
+ * (1-based). *ret receives the raw result (-errno on failure). */
+int remote_syscall(struct held_thread *h, long nr, const uint64_t args[6],
+		   const void *mem, size_t mem_len, int mem_arg, int64_t *ret,
+		   char *err, size_t errlen);
+
+/* Calls fn(args...) on h, returning through rfbpf's page at page_addr.
+ * stack_arg (a by-value struct of class MEMORY) is copied to [rsp+8] at
+ * entry. *ret receives rax. call_ms: after this long, say it is slow (it
+ * is never abandoned: the thread must come back through the page). */
+int remote_call_function(struct held_thread *h, uint64_t page_addr,
+			 uint64_t fn, const uint64_t args[6],
+			 const void *stack_arg, size_t stack_len,
+			 int call_ms, uint64_t *ret, char *err,
+			 size_t errlen);
+
+/* Puts h back as it was found and leaves it in a syscall-entry stop from
+ * which any resume (continue, detach) runs it on. Returns 0 or -errno. */
+int remote_restore(struct held_thread *h);
 
 #endif

@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
-#include "remote_call.h"
+#include <fcntl.h>
 #include "session.h"
 #include "session_gpu.h"
 #include "target.h"
@@ -117,35 +117,52 @@ static void drain(void *ctx)
 		ring_buffer__consume(s->rb);
 }
 
+/* The BPF side of safe points (safe_point.h), for activation.c. */
+static int arm_safe_point(void *ctx, int sig, const pid_t *tids, int nr)
+{
+	struct session *s = ctx;
+
+	return probes_arm_safe_point(&s->probes, s->pid, s->act.lib,
+				     s->act.entry_off, sig, tids, nr);
+}
+
+static void disarm_safe_point(void *ctx)
+{
+	struct session *s = ctx;
+
+	probes_disarm_safe_point(&s->probes);
+}
+
 int session_open_ring(struct session *s)
 {
 	s->rb = ring_buffer__new(probes_events_fd(&s->probes), handle_event,
 				 s, NULL);
-	/* From now on every ptrace call into the target keeps reading. */
-	s->act.idle = s->stubs.idle = drain;
-	s->act.idle_ctx = s->stubs.idle_ctx = s;
+	/* From now on every wait on the target keeps reading. */
+	remote_set_idle(drain, s);
 	s->act.verbose = s->opt->verbose;
+	s->safe_point = (struct safe_point_probe){
+		.arm = arm_safe_point, .disarm = disarm_safe_point, .ctx = s,
+	};
+	s->act.probe = &s->safe_point;
 	return s->rb ? 0 : -errno;
 }
 
-/* Optimized path: map the callback stubs and probe them. */
-static int prepare_stubs(struct session *s, uint64_t *start, uint64_t *end,
-			 char *err, size_t len)
+/* Optimized path: probe the page's callback stubs and let them enter
+ * their probes. */
+static int probe_stubs(struct session *s, uint64_t *start, uint64_t *end,
+		       char *err, size_t len)
 {
-	int ret = stubs_map(&s->stubs, s->pid, err, len);
+	int ret = probes_attach_callbacks(&s->probes, s->pid,
+					  s->act.page.path, STUB_START_PROBE,
+					  STUB_END_PROBE, s->opt->verbose);
 
+	if (!ret)
+		ret = stub_page_set_on(s->pid, &s->act.page, true);
 	if (ret)
-		return ret;
-	ret = probes_attach_callbacks(&s->probes, s->pid, s->stubs.path,
-				      STUB_START_OFFSET, STUB_END_OFFSET,
-				      s->opt->verbose);
-	if (ret) {
-		snprintf(err, len, "cannot probe the callback stubs: %s",
-			 strerror(-ret));
-		return ret;	/* the caller unmaps them */
-	}
-	*start = s->stubs.addr + STUB_START_OFFSET;
-	*end = s->stubs.addr + STUB_END_OFFSET;
+		return snprintf(err, len, "cannot probe the callback stubs: "
+				"%s", strerror(-ret)), ret;
+	*start = s->act.page.addr + STUB_START_OFFSET;
+	*end = s->act.page.addr + STUB_END_OFFSET;
 	return 0;
 }
 
@@ -155,17 +172,18 @@ int session_activate(struct session *s, const char *lib, char *err,
 	uint64_t start = 0, end = 0;
 	int ret = activation_prepare(&s->act, lib, err, len);
 
-	if (!ret && s->use_stubs)
-		ret = prepare_stubs(s, &start, &end, err, len);
 	if (!ret)
-		ret = activation_start(&s->act, s->opt->sample_prob,
-				       s->opt->scopes, start, end, err, len);
+		ret = activation_begin(&s->act, err, len);
+	if (ret)
+		return ret;
+	if (s->use_stubs)
+		ret = probe_stubs(s, &start, &end, err, len);
+	if (!ret)
+		ret = activation_register(&s->act, s->opt->sample_prob,
+					  s->opt->scopes, start, end, err, len);
+	activation_finish(&s->act);
 	if (ret) {
-		char ignored[256];
-
-		if (s->stubs.addr)
-			stubs_unmap(&s->stubs, s->pid, ignored,
-				    sizeof(ignored));
+		stub_page_set_on(s->pid, &s->act.page, false);
 		return ret;
 	}
 	s->trace.sample_prob = s->opt->sample_prob;
@@ -173,54 +191,32 @@ int session_activate(struct session *s, const char *lib, char *err,
 	return 0;
 }
 
-/* Ops that ran rfbpf's start callback and have not run its end callback
- * yet: they still hold the callback stubs' addresses. */
-static int64_t ops_holding_stubs(struct session *s)
-{
-	struct counts c = {};
-
-	probes_read_counters(&s->probes, &c);
-	return (int64_t)(c.bpf_hits[RF_V_CALLBACK] - c.bpf_hits[RF_V_END]);
-}
-
-/* After the callback is removed, unmap the stubs once no op can still call
- * them (an op that started with our callback calls its end later), waiting
- * up to 2 s; otherwise leave the harmless page mapped and say so. */
-static void release_stubs(struct session *s)
-{
-	char err[512];
-	double end = monotonic_s() + 2;
-	int64_t holding;
-
-	while ((holding = ops_holding_stubs(s)) > 0 && monotonic_s() < end &&
-	       target_alive(s->pid)) {
-		drain(s);
-		usleep(1000);
-	}
-	if (holding > 0 && target_alive(s->pid)) {
-		fprintf(stderr, "rfbpf: warning: %lld ops that started while "
-			"traced are still running in process %d; its 4 KiB of "
-			"callback stubs stay mapped (harmless)\n",
-			(long long)holding, s->pid);
-		return;
-	}
-	if (stubs_unmap(&s->stubs, s->pid, err, sizeof(err)))
-		fprintf(stderr, "rfbpf: warning: cannot unmap the callback "
-			"stubs from process %d: %s\n", s->pid, err);
-}
+/* A detach is retried for this long: every op a busy job dispatches is a
+ * chance, and so is every wait of an idle one. */
+#define DETACH_FIND_MS 10000
 
 void session_deactivate(struct session *s)
 {
 	char err[512];
 
+	s->act.find.find_ms = DETACH_FIND_MS;
+	s->act.find.cancel = NULL;
 	if (activation_stop(&s->act, err, sizeof(err))) {
-		fprintf(stderr, "rfbpf: warning: could not remove the "
-			"RecordFunction callback from process %d (%s); run "
-			"rfbpf --deactivate -p %d\n", s->pid, err, s->pid);
-		return;		/* the stubs are still in use */
+		status_clear(&s->status);
+		fprintf(stderr, "rfbpf: error: the RecordFunction callback is "
+			"still registered in process %d (%s): it keeps paying "
+			"for RecordFunction until you run rfbpf --deactivate "
+			"-p %d\n", s->pid, err, s->pid);
+		s->detach_failed = true;
 	}
-	if (s->stubs.addr)
-		release_stubs(s);
+}
+
+/* After the probes are gone: the page's stubs no longer enter them (ops
+ * that started under the callback may still call the end stub). */
+static void quiet_stubs(struct session *s)
+{
+	if (s->act.page.addr && target_alive(s->pid))
+		stub_page_set_on(s->pid, &s->act.page, false);
 }
 
 /* Probes a library the command mapped that was not probed before exec. */
@@ -275,84 +271,59 @@ void session_check_launched_lib(struct session *s)
 	}
 }
 
-/* The command ended while rfbpf traced it: waitpid gave its status. */
-static void record_exit(struct session *s, pid_t r, int st)
+/* The command ended while rfbpf waited on it: waitpid gave its status. */
+static void record_exit(struct session *s, int st)
 {
 	s->child_exited = true;
-	s->child_code = r != s->pid ? 127 : WIFEXITED(st) ? WEXITSTATUS(st) :
-			128 + WTERMSIG(st);
+	s->child_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* Waits for the next stop of the traced command. Returns the wait status,
- * or -1 once it has exited. Blocking: before the callback is registered no
- * events flow, and each stop must be cheap. */
-static int wait_traced_command(struct session *s)
+/* Launch mode: stop waiting for the command's first op once it exited, or
+ * once rfbpf was told twice to stop (the first Ctrl-C is the command's). */
+static bool launch_cancelled(void *ctx)
 {
-	int st;
-	pid_t r;
+	struct session *s = ctx;
 
-	do
-		r = waitpid(s->pid, &st, __WALL);
-	while (r < 0 && errno == EINTR);
-	if (r == s->pid && WIFSTOPPED(st))
-		return st;
-	record_exit(s, r, st);
-	return -1;
+	return stop_signals > 1 || !target_alive(s->pid);
 }
 
-/* Lets the command run (stopping it at every system call of Python's
- * start-up would cost seconds) until it maps libtorch_cpu, checking every
- * millisecond and passing on any signal meanwhile. Returns false if it
- * exited or rfbpf was told to stop first. */
+/* Waits until the command has mapped libtorch_cpu's code (not only
+ * reserved its address range), holding the file open: path becomes
+ * /proc/self/fd/N, valid whatever the loader does to the mappings next.
+ * Returns false if the command exited or rfbpf was told to stop first. */
 static bool wait_for_torch(struct session *s, char *path, size_t len)
 {
-	int st;
+	char err[512], mapped[PATH_MAX];
+	bool prepared = false;
+	uint64_t addr;
+	int fd = -1;
 
-	while (target_find_libtorch(s->pid, path, len)) {
-		pid_t r = waitpid(s->pid, &st, __WALL | WNOHANG);
-
-		if (r == s->pid && WIFSTOPPED(st)) {
-			ptrace(PTRACE_CONT, s->pid, 0, (void *)(long)
-			       ((st >> 16) == 0 ? WSTOPSIG(st) : 0));
-		} else if (r == s->pid || (r < 0 && errno == ECHILD)) {
-			record_exit(s, r, st);
-			return false;
-		} else if (stop_signals) {
-			ptrace(PTRACE_DETACH, s->pid, 0, 0);
-			return false;
-		}
-		usleep(1000);
-	}
-	return true;
-}
-
-/* Runs the command's main thread from system call to system call until it
- * enters one that is a safe point (the loader's calls are not). Returns
- * false if it exited on the way. */
-static bool run_to_safe_point(struct session *s)
-{
-	struct __ptrace_syscall_info info;
-	int st, sig = 0;
-
-	if (ptrace(PTRACE_INTERRUPT, s->pid, 0, 0))
-		return false;
 	for (;;) {
-		st = wait_traced_command(s);
-		if (st < 0)
-			return false;
-		if (WSTOPSIG(st) != (SIGTRAP | 0x80)) {
-			/* A signal for the command: pass it on. Our own
-			 * interrupt and group stops carry none. */
-			sig = (st >> 16) == 0 ? WSTOPSIG(st) : 0;
-		} else if (ptrace(PTRACE_GET_SYSCALL_INFO, s->pid,
-				  sizeof(info), &info) > 0 &&
-			   info.op == PTRACE_SYSCALL_INFO_ENTRY &&
-			   remote_safe_syscall_entry(s->pid, s->pid)) {
-			return true;
+		if (fd < 0 && !target_find_libtorch(s->pid, mapped,
+						    sizeof(mapped)) &&
+		    (fd = open(mapped, O_RDONLY | O_CLOEXEC)) >= 0) {
+			snprintf(path, len, "/proc/self/fd/%d", fd);
+			target_mapped_name(mapped, s->trace.library,
+					   sizeof(s->trace.library));
 		}
-		if (ptrace(PTRACE_SYSCALL, s->pid, 0, (void *)(long)sig))
+		if (fd >= 0 && !prepared) {
+			if (activation_prepare(&s->act, path, err,
+					       sizeof(err))) {
+				fprintf(stderr, "rfbpf: warning: %s\n", err);
+				return false;
+			}
+			prepared = true;
+		}
+		if (prepared && !target_addr_of_offset(s->pid, path,
+						       s->act.add_off, &addr))
+			return true;
+		if (launch_reap(&s->launch, false, &s->child_code)) {
+			s->child_exited = true;
 			return false;
-		sig = 0;
+		}
+		if (stop_signals > 1)
+			return false;
+		usleep(1000);
 	}
 }
 
@@ -360,26 +331,24 @@ void session_launch_activate(struct session *s)
 {
 	char path[PATH_MAX], err[512];
 
-	if (!wait_for_torch(s, path, sizeof(path)) || !run_to_safe_point(s))
+	if (!wait_for_torch(s, path, sizeof(path)))
 		return;
-	/* The loader maps the library in several steps: name the mapping as
-	 * it is now that it is done. */
-	if (target_find_libtorch(s->pid, path, sizeof(path))) {
-		ptrace(PTRACE_DETACH, s->pid, 0, 0);
-		return;		/* unmapped again: the async path will see */
-	}
-	s->act.traced_tid = s->stubs.traced_tid = s->pid;
 	s->activation_pending = false;
 	s->lib_checked = true;
 	if (!s->use_stubs)
 		probe_late_library(s, path);
-	if (session_activate(s, path, err, sizeof(err)))
-		fprintf(stderr, "rfbpf: warning: cannot switch RecordFunction "
-			"on: %s; tracing only what the command's own callbacks "
-			"record\n", err);
-	s->act.traced_tid = s->stubs.traced_tid = 0;
-	ptrace(PTRACE_DETACH, s->pid, 0,
-	       (void *)(long)remote_take_held_signal());
+	s->act.find.find_ms = 0;	/* until its first op, however late */
+	s->act.find.cancel = launch_cancelled;
+	s->act.find.cancel_ctx = s;
+	if (session_activate(s, path, err, sizeof(err))) {
+		if (s->act.find.leader_reaped)
+			record_exit(s, s->act.find.leader_status);
+		else if (target_alive(s->pid))
+			fprintf(stderr, "rfbpf: warning: cannot switch "
+				"RecordFunction on: %s; tracing only what the "
+				"command's own callbacks record\n", err);
+	}
+	s->act.find.cancel = NULL;
 }
 
 static bool target_gone(struct session *s)
@@ -398,8 +367,9 @@ static bool target_gone(struct session *s)
 }
 
 /* In launch mode the first Ctrl-C reaches the command too (same process
- * group): keep tracing until it exits. SIGTERM sent to rfbpf alone is
- * passed on. A second signal stops tracing at once. */
+ * group), which decides what it means: keep tracing until it exits. rfbpf
+ * never signals the command itself. A second signal stops tracing at once
+ * (the command runs on; rfbpf waits for it and passes on its status). */
 static bool should_stop(struct session *s, int *signals_seen)
 {
 	if (stop_signals == *signals_seen)
@@ -407,7 +377,9 @@ static bool should_stop(struct session *s, int *signals_seen)
 	*signals_seen = stop_signals;
 	if (!s->launched || stop_signals > 1)
 		return true;
-	kill(s->pid, SIGTERM);
+	status_clear(&s->status);
+	fprintf(stderr, "rfbpf: tracing until the command exits (signal "
+		"again to stop tracing now)\n");
 	return false;
 }
 
@@ -452,6 +424,7 @@ void session_run(struct session *s)
 	for (int i = s->probes.nr_links - 1; i >= 0; i--)
 		bpf_link__destroy(s->probes.links[i]);
 	s->probes.nr_links = 0;
+	quiet_stubs(s);
 	while (ring_buffer__consume(s->rb) > 0)
 		;
 	probes_read_counters(&s->probes, &s->trace.counts);

@@ -11,7 +11,6 @@
 #include <signal.h>
 #include <stdbool.h>
 #include "activation.h"
-#include "callback_stubs.h"
 #include "cli.h"
 #include "gpu_agent.h"
 #include "launch.h"
@@ -35,8 +34,9 @@ struct session {
 	int pidfd;		/* attach mode: readable when the target exits */
 	bool lib_checked;	/* launch mode: the mapped library was checked */
 	struct activation act;	/* the callback registered in the target */
-	bool use_stubs;		/* optimized probes on callback stubs */
-	struct callback_stubs stubs;
+	bool use_stubs;		/* optimized probes on rfbpf's page's stubs */
+	struct safe_point_probe safe_point;	/* BPF side of safe points */
+	bool detach_failed;	/* the callback could not be removed */
 	bool activation_pending;/* launch mode: register once torch loads */
 	struct status status;
 	double start_s;
@@ -60,11 +60,11 @@ void session_run(struct session *s);
 /* Launch mode: once the command maps a libtorch_cpu rfbpf did not probe
  * before exec, resolve and probe it too; and switch RecordFunction on. */
 void session_check_launched_lib(struct session *s);
-/* Launch mode: the command's main thread is seized before exec. Once it
- * maps libtorch_cpu (checked every millisecond; the rest of `import
- * torch` takes far longer), follow it from one system call to the next to
- * the first safe point, register the callback right there (so it is on
- * before `import torch` returns), then let the thread go. */
+/* Launch mode: once the command maps libtorch_cpu (checked every
+ * millisecond; the rest of `import torch` takes far longer), register the
+ * callback at the first op any of its threads dispatches (safe_point.h),
+ * so that op and every later one is traced; or at a thread waiting in a
+ * system call, if the command waits before its first op. */
 void session_launch_activate(struct session *s);
 /* Registers the callback in the target (-p mode, or launch mode once
  * torch is loaded). Returns 0 or -errno with a one-line reason in err. */

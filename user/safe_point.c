@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <dirent.h>
+#include <errno.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "safe_point.h"
+
+#define MAX_THREADS 4096
+/* How long the op-entry point is preferred before a blocked thread is
+ * taken instead. */
+#define PREFER_PROBE_MS 100
+/* A thread that left its system call as it was interrupted is looked at
+ * again after this long. */
+#define RETRY_MS 20
+
+struct seized {
+	pid_t tid;
+	bool interrupted;	/* PTRACE_INTERRUPT sent, stop not seen */
+	double tried_ms;	/* last look at its system call */
+};
+
+static struct seized threads[MAX_THREADS];
+static int nr_threads;
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int fail(char *err, size_t len, int ret, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+	return ret;
+}
+
+/* A /proc/PID/status mask line (SigCgt, SigBlk...) of the process or of
+ * one of its threads. */
+static uint64_t status_mask(pid_t pid, pid_t tid, const char *key)
+{
+	char path[96], line[256];
+	unsigned long long m = 0;
+	size_t klen = strlen(key);
+	FILE *f;
+
+	if (tid)
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid,
+			 tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, klen) && line[klen] == ':')
+			sscanf(line + klen + 1, "%llx", &m);
+	fclose(f);
+	return m;
+}
+
+/* A signal whose default action is to ignore it and that the job does not
+ * catch: if rfbpf dies before swallowing it, the job never notices. */
+static int choose_signal(pid_t pid)
+{
+	static const int candidates[] = { SIGURG, SIGWINCH, SIGCHLD };
+	uint64_t caught = status_mask(pid, 0, "SigCgt");
+
+	for (size_t i = 0; i < sizeof(candidates) / sizeof(*candidates); i++)
+		if (!(caught & (1ull << (candidates[i] - 1))))
+			return candidates[i];
+	return 0;
+}
+
+static bool fd_is_wait_source(pid_t pid, uint64_t fd)
+{
+	char path[96], link[128];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%llu", pid,
+		 (unsigned long long)fd);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0)
+		return false;
+	link[n] = 0;
+	return !strncmp(link, "pipe:", 5) || !strncmp(link, "socket:", 7) ||
+	       !strncmp(link, "/dev/pts/", 9) || !strcmp(link, "/dev/tty") ||
+	       !strcmp(link, "anon_inode:[eventfd]");
+}
+
+bool safe_point_blocking_call_ok(pid_t pid, long nr, const uint64_t *args)
+{
+	switch (nr) {
+	case SYS_futex: {
+		int op = args[1] & FUTEX_CMD_MASK;
+
+		return op == FUTEX_WAIT || op == FUTEX_WAIT_BITSET;
+	}
+	case SYS_poll: case SYS_ppoll: case SYS_select: case SYS_pselect6:
+	case SYS_epoll_wait: case SYS_epoll_pwait:
+#ifdef SYS_epoll_pwait2
+	case SYS_epoll_pwait2:
+#endif
+	case SYS_nanosleep: case SYS_clock_nanosleep:
+	case SYS_wait4: case SYS_waitid: case SYS_pause:
+		return true;
+	case SYS_read: case SYS_readv: case SYS_recvfrom: case SYS_recvmsg:
+	case SYS_accept: case SYS_accept4:
+		return fd_is_wait_source(pid, args[0]);
+	default:
+		return false;
+	}
+}
+
+/* The system call tid is blocked in, from /proc (no stop needed): its
+ * number and arguments, or -1 (running, or in user space). */
+static long blocked_in(pid_t pid, pid_t tid, uint64_t args[6])
+{
+	char path[96], buf[256];
+	unsigned long long a[6];
+	long nr;
+	FILE *f;
+	int n;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", pid, tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	n = fgets(buf, sizeof(buf), f) ? sscanf(buf, "%ld %llx %llx %llx "
+		"%llx %llx %llx", &nr, &a[0], &a[1], &a[2], &a[3], &a[4],
+		&a[5]) : 0;
+	fclose(f);
+	if (n != 7)
+		return -1;
+	for (int i = 0; i < 6; i++)
+		args[i] = a[i];
+	return nr;
+}
+
+/* Seizes every thread of pid (none is stopped). Returns how many, or
+ * -EPERM. */
+static int seize_all(pid_t pid)
+{
+	char path[64];
+	struct dirent *d;
+	DIR *dir;
+
+	nr_threads = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = opendir(path);
+	if (!dir)
+		return -ESRCH;
+	while ((d = readdir(dir)) && nr_threads < MAX_THREADS) {
+		pid_t tid = atoi(d->d_name);
+
+		if (tid <= 0)
+			continue;
+		if (ptrace(PTRACE_SEIZE, tid, 0,
+			   (void *)PTRACE_O_TRACESYSGOOD)) {
+			if (errno == EPERM) {
+				closedir(dir);
+				return -EPERM;
+			}
+			continue;	/* it exited meanwhile */
+		}
+		threads[nr_threads++] = (struct seized){ .tid = tid };
+	}
+	closedir(dir);
+	return nr_threads;
+}
+
+static void forget(int i)
+{
+	threads[i] = threads[--nr_threads];
+}
+
+/* Was this stop the op-entry signal? (Sent by BPF: SI_KERNEL.) */
+static bool from_probe(pid_t tid, int sig, int want)
+{
+	siginfo_t si;
+
+	return sig == want && !ptrace(PTRACE_GETSIGINFO, tid, 0, &si) &&
+	       si.si_code == SI_KERNEL;
+}
+
+/* Lets a seized thread go at its current stop, delivering sig. */
+static void let_go(pid_t tid, int sig)
+{
+	ptrace(PTRACE_DETACH, tid, 0, (void *)(long)sig);
+}
+
+/* Waits (briefly) for a seized, running thread to stop, and detaches it,
+ * passing on any signal it stopped for except our own. */
+static void release_running(pid_t tid, int our_sig)
+{
+	double end = now_ms() + 1000;
+	int st;
+
+	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0))
+		return;
+	for (;;) {
+		pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
+
+		if (r == tid && WIFSTOPPED(st)) {
+			int sig = (st >> 16) == 0 ? WSTOPSIG(st) : 0;
+
+			let_go(tid, from_probe(tid, sig, our_sig) ? 0 : sig);
+			return;
+		}
+		if ((r < 0 && errno != EINTR) || r == tid || now_ms() > end)
+			return;		/* gone (or never stops: leave it) */
+		usleep(50);
+	}
+}
+
+static void release_others(pid_t keep, int our_sig)
+{
+	for (int i = 0; i < nr_threads; i++)
+		if (threads[i].tid != keep)
+			release_running(threads[i].tid, our_sig);
+	nr_threads = 0;
+}
+
+/* Point 2: interrupt threads blocked in an allowed wait. */
+static void interrupt_waiting(pid_t pid)
+{
+	double now = now_ms();
+	uint64_t args[6];
+
+	for (int i = 0; i < nr_threads; i++) {
+		struct seized *t = &threads[i];
+		long nr;
+
+		if (t->interrupted || now - t->tried_ms < RETRY_MS)
+			continue;
+		t->tried_ms = now;
+		nr = blocked_in(pid, t->tid, args);
+		if (nr >= 0 && safe_point_blocking_call_ok(pid, nr, args) &&
+		    !ptrace(PTRACE_INTERRUPT, t->tid, 0, 0))
+			t->interrupted = true;
+	}
+}
+
+/* Is the interrupted thread still inside an allowed wait? */
+static bool still_waiting(pid_t pid, struct held_thread *h)
+{
+	uint64_t args[6] = { h->regs.rdi, h->regs.rsi, h->regs.rdx,
+			     h->regs.r10, h->regs.r8, h->regs.r9 };
+	long rax = (long)h->regs.rax;
+
+	return (long)h->regs.orig_rax >= 0 &&
+	       (rax == -EINTR || (rax <= -512 && rax >= -516)) &&
+	       safe_point_blocking_call_ok(pid, (long)h->regs.orig_rax, args);
+}
+
+/* Takes back what remote_save changed (the mask) on a thread not held. */
+static void resume_unheld(struct held_thread *h, bool saved)
+{
+	if (saved)
+		ptrace(PTRACE_SETSIGMASK, h->tid, (void *)sizeof(h->sigmask),
+		       &h->sigmask);
+	ptrace(PTRACE_CONT, h->tid, 0, 0);
+}
+
+/* One stop of a seized thread. Returns true when it is held. */
+static bool on_stop(pid_t pid, struct seized *t, int st, int sig,
+		    const struct safe_point_probe *probe,
+		    struct held_thread *h)
+{
+	int stopsig = WSTOPSIG(st);
+	bool saved;
+
+	if ((st >> 16) == 0 && !from_probe(t->tid, stopsig, sig)) {
+		/* Someone else's signal: deliver it now, untouched. */
+		ptrace(PTRACE_CONT, t->tid, 0, (void *)(long)stopsig);
+		return false;
+	}
+	if ((st >> 16) == 0) {			/* the op-entry signal */
+		h->tid = t->tid;
+		saved = !remote_save(h);
+		/* Right after the function's first instruction? (A signal
+		 * blocked at the probe arrives later, elsewhere: swallowed.) */
+		if (saved && probe && h->regs.rip > probe->addr &&
+		    h->regs.rip <= probe->addr + 16) {
+			h->how = "at the op-entry point";
+			return true;
+		}
+		resume_unheld(h, saved);
+		return false;
+	}
+	if ((st >> 16) == PTRACE_EVENT_STOP && t->interrupted &&
+	    stopsig == SIGTRAP) {		/* our interrupt */
+		t->interrupted = false;
+		h->tid = t->tid;
+		saved = !remote_save(h);
+		if (saved && still_waiting(pid, h)) {
+			h->how = "blocked in a system call";
+			return true;
+		}
+		resume_unheld(h, saved);
+		return false;
+	}
+	if ((st >> 16) == PTRACE_EVENT_STOP && stopsig != SIGTRAP)
+		ptrace(PTRACE_LISTEN, t->tid, 0, 0);	/* a group stop */
+	else
+		ptrace(PTRACE_CONT, t->tid, 0, 0);
+	return false;
+}
+
+/* Arms the op-entry probe for the seized threads that do not block sig. */
+static int arm_probe(pid_t pid, const struct safe_point_probe *probe,
+		     int sig)
+{
+	static pid_t tids[MAX_THREADS];
+	int n = 0;
+
+	for (int i = 0; i < nr_threads; i++)
+		if (!(status_mask(pid, threads[i].tid, "SigBlk") &
+		      (1ull << (sig - 1))))
+			tids[n++] = threads[i].tid;
+	return n ? probe->arm(probe->ctx, sig, tids, n) : -ENOENT;
+}
+
+int safe_point_hold(pid_t pid, struct safe_point_opts *o,
+		    struct held_thread *h, char *err, size_t len)
+{
+	const struct safe_point_probe *probe = o->probe;
+	double start = now_ms();
+	int sig = probe ? choose_signal(pid) : 0;
+	bool armed = false, held = false;
+	int n, res = 0;
+
+	memset(h, 0, sizeof(*h));
+	h->pid = pid;
+	h->resume_nr = -1;
+	n = seize_all(pid);
+	if (n == -EPERM)
+		return fail(err, len, -EPERM, "cannot ptrace process %d: a "
+			    "debugger is attached, or CAP_SYS_PTRACE is "
+			    "missing", pid);
+	if (n <= 0)
+		return fail(err, len, -ESRCH, "process %d exited", pid);
+	if (probe && sig)
+		armed = !arm_probe(pid, probe, sig);
+	while (!held) {
+		double now = now_ms();
+
+		if (!armed || now - start >= PREFER_PROBE_MS)
+			interrupt_waiting(pid);
+		for (int i = 0; i < nr_threads && !held; i++) {
+			int st;
+			pid_t r = waitpid(threads[i].tid, &st,
+					  __WALL | WNOHANG);
+
+			if (r != threads[i].tid)
+				continue;
+			if (!WIFSTOPPED(st)) {	/* the thread exited */
+				if (r == pid) {
+					o->leader_reaped = true;
+					o->leader_status = st;
+				}
+				forget(i--);
+				continue;
+			}
+			held = on_stop(pid, &threads[i], st, sig, probe, h);
+		}
+		if (held)
+			break;
+		if (!nr_threads || o->leader_reaped) {
+			res = fail(err, len, -ESRCH, "process %d exited", pid);
+			break;
+		}
+		if (o->cancel && o->cancel(o->cancel_ctx)) {
+			res = fail(err, len, -ECANCELED, "stopped");
+			break;
+		}
+		if (o->find_ms > 0 && now - start > o->find_ms) {
+			res = fail(err, len, -ETIMEDOUT, "no thread of process "
+				   "%d reached a safe point within %d ms (no op "
+				   "dispatched%s, no thread waiting in a system "
+				   "call)", pid, o->find_ms, sig ? "" :
+				   ": it catches SIGURG, SIGWINCH and SIGCHLD");
+			break;
+		}
+		usleep(100);
+	}
+	if (armed)
+		probe->disarm(probe->ctx);
+	release_others(held ? h->tid : 0, sig);
+	if (held && o->verbose)
+		fprintf(stderr, "rfbpf: holding thread %d %s (after %.1f ms)\n",
+			h->tid, h->how, now_ms() - start);
+	return res;
+}
+
+void safe_point_release(struct held_thread *h)
+{
+	let_go(h->tid, h->held_signal);
+}

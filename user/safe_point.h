@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Catching one thread of the target at a point where running
+ * at::addGlobalCallback or at::removeCallback on it cannot deadlock or
+ * corrupt anything: the thread holds no allocator lock, no dynamic-loader
+ * lock, and is not half-way through fork(). Two kinds of point qualify.
+ *
+ * 1. The entry of at::getStepCallbacksUnlessEmpty, which the dispatcher
+ *    calls at the start of every op, before anything of the op runs. A
+ *    thread there is running PyTorch's own code between two ops: no
+ *    malloc frame is below it (malloc never dispatches an op), no loader
+ *    frame (torch dispatches no op from a library constructor: checked on
+ *    1.13, where `import torch` dispatches none at all), and whatever
+ *    locks the caller holds are its own, never RecordFunction's (the
+ *    callback registry's mutex is held only inside add/removeCallback,
+ *    which dispatch nothing). Busy jobs pass there thousands of times a
+ *    second, so attach and detach take milliseconds even when no thread
+ *    ever makes a system call.
+ *    How a thread is stopped there without a breakpoint in its text (a
+ *    breakpoint left behind by a killed rfbpf would kill the job): a BPF
+ *    uprobe on that entry sends the thread a signal whose default action
+ *    is to ignore it (SIGURG, else SIGWINCH, else SIGCHLD, whichever the
+ *    job does not catch), once, to one thread rfbpf has seized with
+ *    ptrace. rfbpf sees the signal as a ptrace stop right after the
+ *    function's first instruction and swallows it. If rfbpf dies first,
+ *    the signal is ignored by the job.
+ * 2. A thread blocked in a system call from an allow-list of waits: futex
+ *    waits, poll/select/epoll waits, sleeps, waiting for a child, and
+ *    reads or accepts on pipes, sockets and terminals. A thread waiting
+ *    there is between two steps of its own work. Never clone or fork
+ *    (glibc's fork holds every malloc arena lock across clone), never
+ *    memory management, never a file read (it may come from the loader).
+ *    Used when no thread passes point 1 within 100 ms: a job whose
+ *    threads all wait (a server between requests, a script in sleep()).
+ *
+ * Only the chosen thread stays stopped; the others are seized without
+ * stopping them (so that the signal reaches rfbpf, not the job) and let go
+ * as soon as one is held.
+ */
+#ifndef RFBPF_SAFE_POINT_H
+#define RFBPF_SAFE_POINT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "remote_call.h"
+
+/* The BPF side of point 1 (user/probes.c). */
+struct safe_point_probe {
+	/* Attach the uprobe on the op-entry function and let it signal one
+	 * of these threads once with sig. Returns 0 or -errno. */
+	int (*arm)(void *ctx, int sig, const pid_t *tids, int nr);
+	void (*disarm)(void *ctx);
+	void *ctx;
+	uint64_t addr;		/* the function's address in the target */
+};
+
+struct safe_point_opts {
+	int find_ms;		/* give up after this long (<= 0: never) */
+	/* Stop looking (rfbpf was told to stop, the command exited). */
+	bool (*cancel)(void *ctx);
+	void *cancel_ctx;
+	const struct safe_point_probe *probe;	/* NULL: point 2 only */
+	bool verbose;
+	/* Launch mode: rfbpf is the job's parent, and a wait on the main
+	 * thread may reap the job itself; its status lands here. */
+	bool leader_reaped;
+	int leader_status;
+};
+
+/* Finds a thread of pid at a safe point and holds it stopped, its state
+ * saved (remote_save). Returns 0, or -errno with a one-line reason:
+ * -ETIMEDOUT (none within find_ms), -ECANCELED, -ESRCH (it exited),
+ * -EPERM (cannot ptrace it). */
+int safe_point_hold(pid_t pid, struct safe_point_opts *o,
+		    struct held_thread *h, char *err, size_t len);
+/* Lets the held thread go (after remote_restore), with any signal it
+ * received meanwhile. */
+void safe_point_release(struct held_thread *h);
+
+/* Is this system call, with these arguments, a wait the allow-list of
+ * point 2 accepts? (fds are looked up in /proc/PID/fd.) */
+bool safe_point_blocking_call_ok(pid_t pid, long nr, const uint64_t *args);
+
+#endif
