@@ -282,7 +282,8 @@ int activation_stop(struct activation *a, char *err, size_t len)
 			   len);
 		activation_finish(a);
 	}
-	if (!ret) {
+	if (!ret || !target_alive(a->pid)) {	/* gone: nothing to undo */
+		ret = 0;
 		clear_state(a);
 		a->handle = 0;
 	}

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -27,6 +28,11 @@ int launch_prepare(struct launch *l, char **argv)
 		return e;
 	}
 	if (l->pid == 0) {
+		/* rfbpf's handlers only count signals: a Ctrl-C before exec
+		 * must end the command as it would end it untraced. */
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
 		close(go[1]);
 		close(err[0]);
 		if (read(go[0], &c, 1) != 1)
@@ -51,7 +57,7 @@ int launch_release(struct launch *l)
 	ssize_t n;
 
 	if (write(l->go_fd, &c, 1) != 1)
-		e = errno;
+		e = errno;	/* EPIPE: the command died before exec */
 	close(l->go_fd);
 	l->go_fd = -1;
 	/* EOF (exec closed the CLOEXEC pipe) means the command is running. */

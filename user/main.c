@@ -371,10 +371,13 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGHUP, on_signal);
+	signal(SIGPIPE, SIG_IGN);	/* a closed pipe is an error, not death */
 	setup(&s, &opt);
 
 	if (s.launched) {
 		ret = launch_release(&s.launch);
+		if (ret == -EPIPE && launch_reap(&s.launch, true, &ret))
+			return ret;	/* a signal ended it before exec */
 		if (ret)
 			die_setup(&s, "cannot run %s: %s", opt.command[0],
 				  strerror(-ret));

@@ -2,8 +2,9 @@
 /*
  * How a call is made (x86-64), on a thread already held in a ptrace stop:
  *
- * 1. remote_save: registers, XSAVE area and signal mask as found; then the
- *    mask is set to block every signal but the synchronous faults.
+ * 1. remote_save: registers, XSAVE area and signal mask as found. Each
+ *    time rip is pointed at code of ours, the mask is set to block every
+ *    signal but the synchronous faults (never before: see redirect()).
  * 2. The saved state is written to the page's block (stub_page.h) in the
  *    form the thread must resume in: a system call it was blocked in is
  *    re-issued (rip - 2, rax = its number, or restart_syscall after a
@@ -136,7 +137,6 @@ static uint64_t find_syscall_insn(pid_t pid)
 int remote_save(struct held_thread *h)
 {
 	struct iovec iov = { h->xstate, sizeof(h->xstate) };
-	uint64_t mask = call_mask();
 	long rax, orig;
 	uint16_t insn = 0;
 
@@ -162,12 +162,19 @@ int remote_save(struct held_thread *h)
 		h->syscall_insn = h->regs.rip - 2;
 	else
 		h->syscall_insn = find_syscall_insn(h->pid);
-	if (!h->syscall_insn)
-		return -ENOEXEC;
-	/* From here on, signals for this thread wait until it is put back. */
-	if (ptrace(PTRACE_SETSIGMASK, h->tid, (void *)sizeof(mask), &mask))
-		return -errno;
-	return 0;
+	return h->syscall_insn ? 0 : -ENOEXEC;
+}
+
+/* Points h at code of ours with regs: from here until it is put back,
+ * signals for it wait. The mask changes only together with rip, so that
+ * a thread let go by a dying rfbpf either never saw the change or passes
+ * through the page, which undoes it. */
+static int redirect(struct held_thread *h, const struct user_regs_struct *r)
+{
+	uint64_t mask = call_mask();
+
+	return ptrace(PTRACE_SETSIGMASK, h->tid, (void *)sizeof(mask), &mask) ||
+	       ptrace(PTRACE_SETREGS, h->tid, 0, r) ? -errno : 0;
 }
 
 /* The state the thread resumes in, written to the page so that the page
@@ -306,7 +313,7 @@ int remote_syscall(struct held_thread *h, long nr, const uint64_t args[6],
 	r.orig_rax = -1;
 	r.rdi = a[0]; r.rsi = a[1]; r.rdx = a[2];
 	r.r10 = a[3]; r.r8 = a[4]; r.r9 = a[5];
-	if (ptrace(PTRACE_SETREGS, h->tid, 0, &r))
+	if (redirect(h, &r))
 		return fail(err, errlen, -errno, "cannot set registers: %s",
 			    strerror(errno));
 	for (;;) {
@@ -354,7 +361,7 @@ int remote_call_function(struct held_thread *h, uint64_t page_addr,
 	r.rcx = args[3]; r.r8 = args[4]; r.r9 = args[5];
 	r.rax = 0;
 	r.orig_rax = -1;
-	if (ptrace(PTRACE_SETREGS, h->tid, 0, &r))
+	if (redirect(h, &r))
 		return fail(err, errlen, -errno, "cannot start the call: %s",
 			    strerror(errno));
 	for (;;) {
@@ -390,7 +397,7 @@ static int to_entry_stop(struct held_thread *h)
 	r.rip = h->syscall_insn;
 	r.rax = SYS_getpid;
 	r.orig_rax = -1;
-	if (ptrace(PTRACE_SETREGS, h->tid, 0, &r))
+	if (redirect(h, &r))
 		return -ESRCH;
 	do {
 		k = next_stop(h, 2000, "putting the thread back", &info);

@@ -177,21 +177,24 @@ def test_second_rfbpf_on_one_process_is_refused():
         t.kill()
 
 
-BUSY = """
+# Torch imported, but the loop dispatches no op and makes no system call
+# (time.time() is the vDSO): no thread ever reaches a safe point.
+SPIN = """
 import sys, time, torch
 print("ready", flush=True)
-x = torch.ones(4)
+x = 0.0
 end = time.time() + float(sys.argv[1])
 while time.time() < end:
     x = (x + 1) * 0.5
-print("done", float(x.sum()), flush=True)
+print("done", round(x, 3), flush=True)
 """
 
 
 def test_busy_target_without_a_safe_point_fails_cleanly():
-    """One thread, always in user code: no safe point, so a clear error
-    within a bounded time, and the target unchanged."""
-    p = subprocess.Popen([PYTHON, "-c", BUSY, "8"], stdout=subprocess.PIPE,
+    """One thread, always in pure Python: no op, no wait, so no safe
+    point; a clear error within a bounded time, and the target unchanged.
+    (A loop of ops is attached: tests/e2e/test_safety.py.)"""
+    p = subprocess.Popen([PYTHON, "-c", SPIN, "8"], stdout=subprocess.PIPE,
                          text=True)
     try:
         assert p.stdout.readline().strip() == "ready"
@@ -203,7 +206,7 @@ def test_busy_target_without_a_safe_point_fails_cleanly():
         assert "safe point" in r.stderr and "nothing was changed" in r.stderr
         assert not os.path.exists(STATE.format(p.pid))
         out, _ = p.communicate(timeout=60)
-        assert p.returncode == 0 and out == "done 4.0\n"
+        assert p.returncode == 0 and out == "done 1.0\n"
     finally:
         p.kill()
 
@@ -279,7 +282,8 @@ def test_interrupted_system_calls_and_signal_state_are_restored():
         time.sleep(0.5)
         rc, _, err = stop(r)
         assert rc == 0, err
-        assert "registered" in seen and err.count("rfbpf: called") == 2
+        assert "registered" in seen
+        assert (seen + err).count("blocked in a system call") == 2
         assert signal_state(p.pid) == before
         out, _ = p.communicate("hello\n", timeout=60)
         line, slept, selected, total = out.split()
@@ -290,7 +294,7 @@ def test_interrupted_system_calls_and_signal_state_are_restored():
 
 
 def test_target_exiting_during_activation_fails_cleanly():
-    p = subprocess.Popen([PYTHON, "-c", BUSY, "30"], stdout=subprocess.PIPE,
+    p = subprocess.Popen([PYTHON, "-c", SPIN, "30"], stdout=subprocess.PIPE,
                          text=True)
     try:
         assert p.stdout.readline().strip() == "ready"
@@ -335,25 +339,43 @@ def test_unknown_build_is_refused_and_untouched(tmp_path):
         p.kill()
 
 
-def stub_mapped(pid):
+def stub_page(pid):
+    """rfbpf's page in pid: (address, its `on` byte), or None."""
     with open(f"/proc/{pid}/maps") as f:
-        return "rfbpf-callback-stubs" in f.read()
+        for line in f:
+            if "/memfd:rfbpf-page " in line:
+                addr = int(line.split("-")[0], 16)
+                with open(f"/proc/{pid}/mem", "rb") as m:
+                    m.seek(addr + 4096)
+                    return addr, m.read(1)[0]
+    return None
 
 
-def test_callback_stubs_are_mapped_while_tracing_and_gone_after(tmp_path):
-    expected = untraced("--steps", "300", phases=2)
-    t = Phased("--steps", "300", "--phases", "2")
+def test_callback_stubs_stay_mapped_and_switched_off_after(tmp_path):
+    """The page is mapped on the first attach and kept (an op begun under
+    the callback may still enter it); after detach its stubs skip their
+    probes, no callback is left, and a second attach uses the same page."""
+    expected = untraced("--steps", "300", phases=3)
+    t = Phased("--steps", "300", "--phases", "3")
     try:
+        assert stub_page(t.pid) is None
         p, seen = start_rfbpf(["-q", "--probes", "callback", "-p",
                                str(t.pid)])
         assert "callback stubs" in seen
-        assert stub_mapped(t.pid)
+        page = stub_page(t.pid)
+        assert page and page[1] == 1
         t.phase()
         rc, table, err = stop(p)
         assert rc == 0, err
         assert "aten::relu" in table
-        assert not stub_mapped(t.pid)
+        assert stub_page(t.pid) == (page[0], 0)
         assert passive_count(t, tmp_path, "after.json") == 0
+        p, seen = start_rfbpf(["-q", "-v", "--probes", "callback", "-p",
+                               str(t.pid)])
+        assert f"found rfbpf's page at {page[0]:#x}" in seen, seen
+        t.phase()
+        rc, table, err = stop(p)
+        assert rc == 0 and "aten::relu" in table, err
         assert t.finish() == 0 and t.lines == expected
     finally:
         t.kill()
