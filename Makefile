@@ -34,7 +34,7 @@ LOGIC_SRCS := user/u64map.c user/names.c user/trace.c user/stacks.c \
 LOADER_SRCS := $(LOGIC_SRCS) user/cli.c user/privileges.c user/probes.c \
 	user/launch.c user/status.c user/remote_call.c user/safe_point.c \
 	user/stub_page.c user/activation.c user/gpu_agent.c \
-	user/session.c user/session_gpu.c user/main.c
+	user/session.c user/session_gpu.c user/session_children.c user/main.c
 
 ifeq ($(V),1)
 Q :=
@@ -83,13 +83,16 @@ $(OUT):
 	$(Q)mkdir -p $@
 
 # Unit tests: pure logic, no BPF, fast. One binary per tests/unit/test_*.c.
+# rfbpf's page and the code that catches threads run in-process too.
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,\
 	$(wildcard tests/unit/test_*.c))
+UNIT_EXTRA := user/stub_page.S user/safe_point.c user/remote_call.c
 $(OUT)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(LOGIC_SRCS) \
-		$(wildcard user/*.h) | $(OUT)
+		$(UNIT_EXTRA) $(wildcard user/*.h) | $(OUT)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -Itests/unit $< $(LOGIC_SRCS) $(LDLIBS) -ldl -o $@
+	$(Q)$(CC) $(CFLAGS) -Itests/unit $< $(LOGIC_SRCS) $(UNIT_EXTRA) \
+		$(LDLIBS) -ldl -o $@
 
 unit: $(UNIT_TESTS) tests/fixtures
 	$(Q)tests/run-unit.sh $(UNIT_TESTS)

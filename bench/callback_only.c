@@ -5,8 +5,8 @@
  * PyTorch process:
  *
  *   (default)        rfbpf's callback registered with rfbpf's own code
- *                    (user/activation.c), start/end on rfbpf's stubs
- *                    (user/callback_stubs.c), and no uprobe: what
+ *                    (user/activation.c), start/end on rfbpf's page's
+ *                    stubs (user/stub_page.h), and no uprobe: what
  *                    PyTorch's RecordFunction machinery costs per op;
  *   --empty-probes   the same plus uprobes on both stubs running an empty
  *                    BPF program: adds the uprobe (optimized path) itself.
@@ -26,7 +26,6 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "activation.h"
-#include "callback_stubs.h"
 #include "empty.skel.h"
 #include "target.h"
 
@@ -35,7 +34,7 @@
 static int attach_empty(struct empty_bpf **skel, struct bpf_link *links[2],
 			pid_t pid, const char *path)
 {
-	const size_t offs[2] = { STUB_START_OFFSET, STUB_END_OFFSET };
+	const size_t offs[2] = { STUB_START_PROBE, STUB_END_PROBE };
 
 	*skel = empty_bpf__open_and_load();
 	if (!*skel)
@@ -52,8 +51,7 @@ static int attach_empty(struct empty_bpf **skel, struct bpf_link *links[2],
 
 int main(int argc, char **argv)
 {
-	struct activation act = { .lock_fd = -1 };
-	struct callback_stubs st = { .own_fd = -1 };
+	static struct activation act = { .lock_fd = -1 };
 	struct bpf_link *links[2] = { NULL, NULL };
 	struct empty_bpf *skel = NULL;
 	char lib[PATH_MAX], err[512], line[16];
@@ -64,34 +62,42 @@ int main(int argc, char **argv)
 		return fprintf(stderr, "usage: %s PID [--empty-probes]\n",
 			       argv[0]), 2;
 	pid = atoi(argv[1]);
+	/* No safe-point probe here (no rfbpf BPF object): the bench target
+	 * waits on stdin, a safe point of the other kind. */
 	if (target_find_libtorch(pid, lib, sizeof(lib)) ||
 	    activation_lock(&act, pid, err, sizeof(err)) ||
-	    activation_prepare(&act, lib, err, sizeof(err)) ||
-	    stubs_map(&st, pid, err, sizeof(err)))
+	    activation_prepare(&act, lib, err, sizeof(err)))
 		goto out;
-	if (argc > 2 && attach_empty(&skel, links, pid, st.path)) {
+	act.find.find_ms = 3000;
+	if (activation_begin(&act, err, sizeof(err)))
+		goto out;
+	if (argc > 2 && attach_empty(&skel, links, pid, act.page.path)) {
 		snprintf(err, sizeof(err), "cannot attach the empty program");
+		activation_finish(&act);
 		goto out;
 	}
-	if (activation_start(&act, 1.0, ALL_SCOPES,
-			     st.addr + STUB_START_OFFSET,
-			     st.addr + STUB_END_OFFSET, err, sizeof(err)))
+	stub_page_set_on(pid, &act.page, true);
+	ret = activation_register(&act, 1.0, ALL_SCOPES,
+				  act.page.addr + STUB_START_OFFSET,
+				  act.page.addr + STUB_END_OFFSET, err,
+				  sizeof(err)) ? 1 : 0;
+	activation_finish(&act);
+	if (ret)
 		goto out;
+	ret = 1;
 	printf("active\n");
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
 		line[0] = 0;
+	act.find.find_ms = 10000;
 	ret = activation_stop(&act, err, sizeof(err)) ? 1 : 0;
+	stub_page_set_on(pid, &act.page, false);
 out:
 	if (ret)
 		fprintf(stderr, "callback_only: %s\n", err);
 	for (int i = 0; i < 2; i++)
 		bpf_link__destroy(links[i]);
 	empty_bpf__destroy(skel);
-	/* Ops that started under the callback still call the end stub: a
-	 * bench target is about to exit, so the page is simply left. */
-	if (st.own_fd >= 0)
-		close(st.own_fd);
 	activation_unlock(&act);
 	return ret;
 }

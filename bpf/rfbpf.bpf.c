@@ -84,11 +84,23 @@ static __always_inline void count(__u32 slot)
 		*v += 1;
 }
 
+/* --children: the target's child processes rfbpf traces too (their tgid,
+ * as rfbpf sees it), added by the loader as it finds them. */
+volatile bool follow_children = false;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} traced_children SEC(".maps");
+
 /* Returns the tgid/tid pair, as rfbpf sees them, if this thread belongs
- * to the target, else 0. */
+ * to the target (or a child it traces), else 0. */
 static __always_inline __u64 target_thread(void)
 {
 	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid;
 
 	if (pidns_ino) {
 		struct bpf_pidns_info ns;
@@ -98,7 +110,9 @@ static __always_inline __u64 target_thread(void)
 			return 0;	/* not visible from rfbpf's namespace */
 		id = (__u64)ns.tgid << 32 | ns.pid;
 	}
-	if (targ_tgid && (__u32)(id >> 32) != targ_tgid)
+	tgid = id >> 32;
+	if (targ_tgid && tgid != targ_tgid &&
+	    !(follow_children && bpf_map_lookup_elem(&traced_children, &tgid)))
 		return 0;
 	return id;
 }
@@ -554,6 +568,30 @@ int thread_exit(void *ctx)
 	fill_hdr(&e->hdr, id, RF_EV_THREAD_EXIT, 0, 0);
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	submit(e);
+	return 0;
+}
+
+/* --children: a traced process forked a new process. The loader is woken
+ * at once to find it (in /proc, with the ids it sees) and probe it, so
+ * that little of the child's work goes untraced. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(process_fork, struct task_struct *parent,
+	     struct task_struct *child)
+{
+	struct rf_event_hdr *e;
+	__u64 id = target_thread();
+
+	if (!id || child->pid != child->tgid)	/* not a new process */
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(RF_CNT_DROPS);
+		return 0;
+	}
+	/* The child's pid as the kernel sees it: rfbpf's, unless rfbpf runs
+	 * in a PID namespace of its own (then the loader looks in /proc). */
+	fill_hdr(e, id, RF_EV_FORK, 0, pidns_ino ? 0 : (__u64)child->pid);
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

@@ -45,6 +45,8 @@ enum rf_event_kind {
 	RF_EV_THREAD_EXIT = 3,	/* a thread of the target exited */
 	RF_EV_GPU_LAUNCH = 4,	/* CUPTI agent: a kernel launch API returned */
 	RF_EV_GPU_ACTIVITY = 5,	/* CUPTI agent: a kernel/copy/set completed */
+	RF_EV_FORK = 6,		/* --children: a traced process forked one
+				 * (header only: the loader finds the child) */
 };
 
 /*

@@ -27,6 +27,7 @@ static const char doc[] =
 "  sudo rfbpf -p 1234 --tree-sample 0.05 -o t.json  # 5% of whole trees\n"
 "  sudo rfbpf -p 1234 --scopes function,user_scope\n"
 "  sudo rfbpf -p 1234 -o t.json --gpu-folded g.txt  # with CUPTI agent\n"
+"  sudo rfbpf --children -o t.json -- python3 train.py  # + DataLoader workers\n"
 "  sudo rfbpf --deactivate -p 1234     # remove what a killed rfbpf left\n"
 "  sudo rfbpf --sort total --top 20 -- python3 train.py\n"
 "  sudo rfbpf --lib /opt/venv/lib/python3.11/site-packages/torch/lib/"
@@ -36,7 +37,8 @@ static const char args_doc[] = "-p PID | -- COMMAND [ARGS...]";
 
 enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_RINGBUF, OPT_SAMPLE, OPT_SCOPES, OPT_NO_ACTIVATE, OPT_DEACTIVATE,
-       OPT_TREE_SAMPLE, OPT_PROBES, OPT_GPU_FOLDED, OPT_NO_GPU };
+       OPT_TREE_SAMPLE, OPT_PROBES, OPT_GPU_FOLDED, OPT_NO_GPU,
+       OPT_CHILDREN };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -84,6 +86,10 @@ static const struct argp_option options[] = {
 	  "docs/BENCHMARKS.md); entry: "
 	  "uprobes on RecordFunction::before/end; auto (default): callback "
 	  "when the kernel optimizes NOP uprobes and rfbpf activates", 0 },
+	{ "children", OPT_CHILDREN, NULL, 0,
+	  "Also trace the target's child processes (forked DataLoader "
+	  "workers), each from the moment rfbpf finds it, milliseconds after "
+	  "its fork", 0 },
 	{ "no-activate", OPT_NO_ACTIVATE, NULL, 0,
 	  "Do not switch RecordFunction on: see only what the target's own "
 	  "callbacks (e.g. torch.profiler) make it record", 0 },
@@ -226,6 +232,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			    "callback", arg);
 		break;
 	case OPT_NO_ACTIVATE: opt->activate = false; break;
+	case OPT_CHILDREN: opt->children = true; break;
 	case OPT_DEACTIVATE: opt->deactivate = true; break;
 	case 'q': opt->quiet = true; break;
 	case 'v': opt->verbose = true; break;
@@ -241,6 +248,9 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			bad("%snothing to trace: give -p PID or -- COMMAND", "");
 		if (opt->deactivate && !opt->pid)
 			bad("%s--deactivate needs -p PID", "");
+		if (opt->children && !opt->activate)
+			bad("%s--children needs activation (drop --no-activate)",
+			    "");
 		if (!opt->activate && opt->probes == PROBES_CALLBACK)
 			bad("%s--probes callback needs activation (drop "
 			    "--no-activate)", "");

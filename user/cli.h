@@ -30,6 +30,7 @@ struct options {
 	unsigned scopes;	/* --scopes, bit per at::RecordScope */
 	enum probe_path probes;	/* --probes */
 	bool quiet;		/* -q: no live status line */
+	bool children;		/* --children: trace child processes too */
 };
 
 /* Parses argv; on a bad value prints one line and exits with status 2. */

@@ -26,7 +26,8 @@ static void write_op(FILE *f, const struct trace *t, const struct op *o)
 	json_string(f, scope_category(o->scope));
 	fputs(",\"name\":", f);
 	json_string(f, names_get(&t->names, o->name));
-	fprintf(f, ",\"pid\":%u,\"tid\":%u,\"ts\":", t->pid, o->tid);
+	fprintf(f, ",\"pid\":%u,\"tid\":%u,\"ts\":", trace_pid_of(t, o->tid),
+		o->tid);
 	json_us(f, o->start_ns);
 	fputs(",\"dur\":", f);
 	json_us(f, op_duration(o));
@@ -49,12 +50,23 @@ static void write_metadata_events(FILE *f, const struct trace *t)
 	fputs("}}", f);
 	for (size_t i = 0; i < t->nr_threads; i++) {
 		const struct thread *th = &t->threads[i];
-		char name[48];
+		uint32_t pid = th->pid ? th->pid : t->pid;
+		char name[64];
 
+		/* A child process's main thread names its process. */
+		if (pid != t->pid && th->tid == pid) {
+			snprintf(name, sizeof(name), "%s (child of %u)",
+				 th->comm[0] ? th->comm : "process", t->pid);
+			fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"process_name\""
+				",\"pid\":%u,\"tid\":0,\"args\":{\"name\":",
+				pid);
+			json_string(f, name);
+			fputs("}}", f);
+		}
 		snprintf(name, sizeof(name), "%s [%u]",
 			 th->comm[0] ? th->comm : "thread", th->tid);
 		fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\","
-			"\"pid\":%u,\"tid\":%u,\"args\":{\"name\":", t->pid,
+			"\"pid\":%u,\"tid\":%u,\"args\":{\"name\":", pid,
 			th->tid);
 		json_string(f, name);
 		fputs("}}", f);

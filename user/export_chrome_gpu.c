@@ -116,7 +116,8 @@ static void write_flow(FILE *f, const struct trace *t,
 	const struct gpu_launch *l = &t->gpu.launches[a->launch];
 
 	fprintf(f, ",\n{\"ph\":\"s\",\"cat\":\"ac2g\",\"name\":\"ac2g\","
-		"\"id\":%zu,\"pid\":%u,\"tid\":%u,\"ts\":", id, t->pid, l->tid);
+		"\"id\":%zu,\"pid\":%u,\"tid\":%u,\"ts\":", id,
+		trace_pid_of(t, l->tid), l->tid);
 	json_us(f, l->ts_ns);
 	fprintf(f, ",\"args\":{\"correlation\":%u}}", l->correlation_id);
 	fprintf(f, ",\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"ac2g\","

@@ -26,6 +26,7 @@
 #include "export_folded.h"
 #include "privileges.h"
 #include "session.h"
+#include "session_children.h"
 #include "session_gpu.h"
 #include "table.h"
 #include "target.h"
@@ -219,6 +220,11 @@ static void attach_libraries(struct session *s, const struct libraries *libs)
 				  libs->path[i], strerror(-n));
 		if (n > 0 && !s->trace.library[0])
 			describe_path(s, libs->path[i]);
+		if (n > 0 && !s->child_lib[0]) {	/* --children */
+			snprintf(s->child_lib, sizeof(s->child_lib), "%s",
+				 libs->path[i]);
+			s->child_syms = libs->syms[i];
+		}
 	}
 }
 
@@ -289,6 +295,8 @@ static void setup(struct session *s, struct options *opt)
 	if (session_open_ring(s))
 		die_setup(s, "cannot read the ring buffer: %s",
 			  strerror(errno));
+	if (opt->children)
+		session_children_start(s);
 	if (!s->launched && opt->activate && session_gpu_agent_activation(s))
 		fprintf(stderr, "rfbpf: the job's CUPTI agent switched "
 			"RecordFunction on (RFBPF_SAMPLE): no ptrace needed\n");
@@ -342,10 +350,16 @@ static int deactivate_leftover(struct session *s, const struct options *opt)
 	target_comm(s->pid, s->trace.process_name,
 		    sizeof(s->trace.process_name));
 	library_of_target(s, path, sizeof(path));
+	/* The op-entry safe point needs rfbpf's BPF object; without it only
+	 * a waiting thread will do. */
+	if (!probes_load(&s->probes, s->pid, 1, false, 1.0, why, sizeof(why)))
+		session_init_safe_point(s);
+	s->act.find.find_ms = 10000;
 	if (activation_prepare(&s->act, path, why, sizeof(why)) ||
 	    activation_remove_leftover(&s->act, &found, why, sizeof(why)))
 		die_setup(s, "%s", why);
 	activation_unlock(&s->act);
+	probes_destroy(&s->probes);
 	printf("rfbpf: %s\n", found ? "removed the RecordFunction callback "
 	       "a previous rfbpf left" : "no callback left by rfbpf found");
 	return 0;
@@ -394,6 +408,13 @@ int main(int argc, char **argv)
 	status_init(&s.status, opt.quiet);
 
 	session_run(&s);
+	if (s.trace.activated && !s.trace.counts.events &&
+	    monotonic_s() - s.start_s > 0.5)
+		fprintf(stderr, "rfbpf: warning: RecordFunction was on in "
+			"process %d but no op was recorded: it ran none while "
+			"traced, or its threads are not visible from rfbpf's "
+			"PID namespace (run rfbpf in the job's container or on "
+			"the host)\n", s.pid);
 	ret = write_outputs(&s);
 	ring_buffer__free(s.rb);
 	probes_destroy(&s.probes);

@@ -197,6 +197,71 @@ void probes_disarm_safe_point(struct probes *p)
 	p->safe_point = NULL;
 }
 
+int probes_follow_children(struct probes *p, bool wake_on_fork)
+{
+	struct bpf_link *l;
+
+	p->skel->bss->follow_children = true;
+	if (!wake_on_fork)
+		return 0;
+	if (p->nr_links == (int)(sizeof(p->links) / sizeof(p->links[0])))
+		return -E2BIG;
+	l = bpf_program__attach(p->skel->progs.process_fork);
+	if (!l)
+		return -errno;
+	p->links[p->nr_links++] = l;
+	return 0;
+}
+
+int probes_trace_child(struct probes *p, pid_t child, bool on)
+{
+	int fd = bpf_map__fd(p->skel->maps.traced_children);
+	__u32 key = child;
+	__u8 one = 1;
+
+	if (on)
+		return bpf_map_update_elem(fd, &key, &one, BPF_ANY) ? -errno : 0;
+	bpf_map_delete_elem(fd, &key);
+	return 0;
+}
+
+int probes_attach_child(struct probes *p, pid_t child, const char *path,
+			const struct torch_symbols *syms, uint64_t start_off,
+			uint64_t end_off, struct bpf_link **links, int max)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts);
+	struct bpf_program *prog[RF_V_NR];
+	uint64_t off[RF_V_NR];
+	int n = 0;
+
+	if (!syms) {
+		prog[n] = p->skel->progs.callback_start;
+		off[n++] = start_off;
+		prog[n] = p->skel->progs.callback_end;
+		off[n++] = end_off;
+	} else {
+		for (unsigned v = 0; v < RF_V_NR; v++)
+			if (syms->offset[v] && program_of(p->skel, v)) {
+				prog[n] = program_of(p->skel, v);
+				off[n++] = syms->offset[v];
+			}
+	}
+	for (int i = 0; i < n; i++) {
+		if (i == max)
+			return -E2BIG;
+		links[i] = bpf_program__attach_uprobe_opts(prog[i], child, path,
+							   off[i], &opts);
+		if (!links[i]) {
+			int e = -errno;
+
+			while (i--)
+				bpf_link__destroy(links[i]);
+			return e;
+		}
+	}
+	return n;
+}
+
 bool probes_has_lib(const struct probes *p, const char *path)
 {
 	struct stat st;

@@ -53,6 +53,18 @@ int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
 int probes_arm_safe_point(struct probes *p, pid_t pid, const char *lib,
 			  uint64_t off, int sig, const pid_t *tids, int nr);
 void probes_disarm_safe_point(struct probes *p);
+/* BPF keeps the events of the children probes_trace_child() names; with
+ * wake_on_fork, a traced process forking one wakes the loader. */
+int probes_follow_children(struct probes *p, bool wake_on_fork);
+/* Adds (on) or removes a child process whose events BPF then keeps. */
+int probes_trace_child(struct probes *p, pid_t child, bool on);
+/* A traced child's own uprobes, for its pid only, into links[] (at most
+ * max): on the page's child probes (path, start_off, end_off) when syms is
+ * NULL, else on the library's before()/end() entries. Returns how many
+ * or -errno. */
+int probes_attach_child(struct probes *p, pid_t child, const char *path,
+			const struct torch_symbols *syms, uint64_t start_off,
+			uint64_t end_off, struct bpf_link **links, int max);
 /* Whether the library at path (by inode) is already probed. */
 bool probes_has_lib(const struct probes *p, const char *path);
 int probes_events_fd(const struct probes *p);

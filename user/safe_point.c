@@ -332,7 +332,7 @@ static int arm_probe(pid_t pid, const struct safe_point_probe *probe,
 		if (!(status_mask(pid, threads[i].tid, "SigBlk") &
 		      (1ull << (sig - 1))))
 			tids[n++] = threads[i].tid;
-	return n ? probe->arm(probe->ctx, sig, tids, n) : -ENOENT;
+	return n ? probe->arm(probe->ctx, pid, sig, tids, n) : -ENOENT;
 }
 
 int safe_point_hold(pid_t pid, struct safe_point_opts *o,

@@ -48,9 +48,9 @@
 
 /* The BPF side of point 1 (user/probes.c). */
 struct safe_point_probe {
-	/* Attach the uprobe on the op-entry function and let it signal one
-	 * of these threads once with sig. Returns 0 or -errno. */
-	int (*arm)(void *ctx, int sig, const pid_t *tids, int nr);
+	/* Attach the uprobe on the op-entry function in pid and let it
+	 * signal one of these threads once with sig. Returns 0 or -errno. */
+	int (*arm)(void *ctx, pid_t pid, int sig, const pid_t *tids, int nr);
 	void (*disarm)(void *ctx);
 	void *ctx;
 	uint64_t addr;		/* the function's address in the target */

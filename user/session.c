@@ -10,6 +10,7 @@
 #include <bpf/libbpf.h>
 #include <fcntl.h>
 #include "session.h"
+#include "session_children.h"
 #include "session_gpu.h"
 #include "target.h"
 
@@ -31,14 +32,17 @@ static uint64_t monotonic_ns(void)
 	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-/* A thread seen for the first time: name it while it is alive. */
-static void name_new_thread(struct session *s, uint32_t tid)
+/* A thread seen for the first time: name it while it is alive. It may be
+ * a thread of a child process (--children). */
+static void name_new_thread(struct session *s, uint32_t pid, uint32_t tid)
 {
 	bool created;
 	struct thread *th = trace_thread(&s->trace, tid, &created);
 
-	if (th && created)
-		target_thread_comm(s->pid, tid, th->comm, sizeof(th->comm));
+	if (th && created) {
+		th->pid = pid;
+		target_thread_comm(pid, tid, th->comm, sizeof(th->comm));
+	}
 }
 
 static int handle_event(void *ctx, void *data, size_t size)
@@ -57,12 +61,12 @@ static int handle_event(void *ctx, void *data, size_t size)
 			return 0;
 		if (hdr.name_len >= RF_NAME_MAX)
 			hdr.name_len = RF_NAME_MAX - 1;
-		name_new_thread(s, h->tid);
+		name_new_thread(s, h->pid, h->tid);
 		stacks_before(&s->trace, &hdr, e->name, e->seq);
 		break;
 	}
 	case RF_EV_END:
-		name_new_thread(s, h->tid);
+		name_new_thread(s, h->pid, h->tid);
 		stacks_end(&s->trace, h);
 		break;
 	case RF_EV_THREAD_EXIT: {
@@ -85,7 +89,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 		if (size < sizeof(*e))
 			return 0;
 		t->counts.events++;
-		name_new_thread(s, h->tid);
+		name_new_thread(s, h->pid, h->tid);
 		op = stacks_open_op(t, h->tid, h->rf_addr);
 		/* BPF tracks only ops opened after GPU tagging began (the
 		 * agent may load mid-run); the loader knows older ones. */
@@ -97,6 +101,9 @@ static int handle_event(void *ctx, void *data, size_t size)
 		gpu_evict(&t->gpu, h->ts_ns);
 		break;
 	}
+	case RF_EV_FORK:		/* --children: probe it now */
+		session_children_forked(s, (pid_t)h->rf_addr);
+		break;
 	case RF_EV_GPU_ACTIVITY:
 		if (size < sizeof(struct rf_gpu_activity_event))
 			return 0;
@@ -117,12 +124,17 @@ static void drain(void *ctx)
 		ring_buffer__consume(s->rb);
 }
 
+/* A running job reaches a safe point within milliseconds (its next op or
+ * its next wait); one that does neither for this long gets a clear error. */
+#define ATTACH_FIND_MS 3000
+
 /* The BPF side of safe points (safe_point.h), for activation.c. */
-static int arm_safe_point(void *ctx, int sig, const pid_t *tids, int nr)
+static int arm_safe_point(void *ctx, pid_t pid, int sig, const pid_t *tids,
+			  int nr)
 {
 	struct session *s = ctx;
 
-	return probes_arm_safe_point(&s->probes, s->pid, s->act.lib,
+	return probes_arm_safe_point(&s->probes, pid, s->act.lib,
 				     s->act.entry_off, sig, tids, nr);
 }
 
@@ -133,17 +145,23 @@ static void disarm_safe_point(void *ctx)
 	probes_disarm_safe_point(&s->probes);
 }
 
+void session_init_safe_point(struct session *s)
+{
+	s->act.verbose = s->opt->verbose;
+	s->safe_point = (struct safe_point_probe){
+		.arm = arm_safe_point, .disarm = disarm_safe_point, .ctx = s,
+	};
+	s->act.probe = &s->safe_point;
+	s->act.find.find_ms = ATTACH_FIND_MS;
+}
+
 int session_open_ring(struct session *s)
 {
 	s->rb = ring_buffer__new(probes_events_fd(&s->probes), handle_event,
 				 s, NULL);
 	/* From now on every wait on the target keeps reading. */
 	remote_set_idle(drain, s);
-	s->act.verbose = s->opt->verbose;
-	s->safe_point = (struct safe_point_probe){
-		.arm = arm_safe_point, .disarm = disarm_safe_point, .ctx = s,
-	};
-	s->act.probe = &s->safe_point;
+	session_init_safe_point(s);
 	return s->rb ? 0 : -errno;
 }
 
@@ -166,6 +184,17 @@ static int probe_stubs(struct session *s, uint64_t *start, uint64_t *end,
 	return 0;
 }
 
+/* Now, in the unit of process start times (clock ticks after boot). */
+static unsigned long long boot_ticks(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (unsigned long long)ts.tv_sec * sysconf(_SC_CLK_TCK) +
+	       (unsigned long long)ts.tv_nsec * sysconf(_SC_CLK_TCK) /
+	       1000000000ull;
+}
+
 int session_activate(struct session *s, const char *lib, char *err,
 		     size_t len)
 {
@@ -178,6 +207,7 @@ int session_activate(struct session *s, const char *lib, char *err,
 		return ret;
 	if (s->use_stubs)
 		ret = probe_stubs(s, &start, &end, err, len);
+	s->activated_ticks = boot_ticks();
 	if (!ret)
 		ret = activation_register(&s->act, s->opt->sample_prob,
 					  s->opt->scopes, start, end, err, len);
@@ -197,11 +227,15 @@ int session_activate(struct session *s, const char *lib, char *err,
 
 void session_deactivate(struct session *s)
 {
+	uint64_t handle = s->act.handle;
 	char err[512];
 
 	s->act.find.find_ms = DETACH_FIND_MS;
 	s->act.find.cancel = NULL;
-	if (activation_stop(&s->act, err, sizeof(err))) {
+	if (!activation_stop(&s->act, err, sizeof(err))) {
+		/* No new child gets it now: take it from those that did. */
+		session_children_detach(s, handle);
+	} else {
 		status_clear(&s->status);
 		fprintf(stderr, "rfbpf: error: the RecordFunction callback is "
 			"still registered in process %d (%s): it keeps paying "
@@ -234,6 +268,10 @@ static void probe_late_library(struct session *s, const char *path)
 			"symbols rfbpf supports; nothing will be traced\n",
 			path);
 		return;
+	}
+	if (!s->child_lib[0]) {		/* --children */
+		snprintf(s->child_lib, sizeof(s->child_lib), "%s", path);
+		s->child_syms = syms;
 	}
 	if (probes_attach_lib(&s->probes, s->pid, path, &syms,
 			      s->opt->verbose) < 0) {
@@ -404,6 +442,7 @@ void session_run(struct session *s)
 		if (s->launched)
 			session_check_launched_lib(s);
 		session_gpu_poll(s, monotonic_s());
+		session_children_poll(s, monotonic_s());
 		now = monotonic_s() - s->start_s;
 		memset(&bpf, 0, sizeof(bpf));
 		if (s->status.enabled)

@@ -20,6 +20,16 @@
 #include "trace.h"
 
 struct ring_buffer;
+struct bpf_link;
+
+#define SESSION_MAX_CHILDREN 256
+
+/* A child process of the target traced with --children. */
+struct child_proc {
+	pid_t pid;
+	int nr_links;
+	struct bpf_link *links[RF_V_NR];
+};
 
 struct session {
 	const struct options *opt;
@@ -37,6 +47,16 @@ struct session {
 	bool use_stubs;		/* optimized probes on rfbpf's page's stubs */
 	struct safe_point_probe safe_point;	/* BPF side of safe points */
 	bool detach_failed;	/* the callback could not be removed */
+	/* When the callback was registered (clock ticks after boot, as
+	 * process start times): children forked since have it. */
+	unsigned long long activated_ticks;
+	struct child_proc children[SESSION_MAX_CHILDREN];	/* --children */
+	int nr_children;
+	uint64_t children_traced, children_skipped;
+	bool fork_seen;		/* BPF saw a traced process fork */
+	double children_scanned_s;
+	char child_lib[PATH_MAX];	/* entry probes for children: the */
+	struct torch_symbols child_syms;	/* library and its symbols */
 	bool activation_pending;/* launch mode: register once torch loads */
 	struct status status;
 	double start_s;
@@ -52,6 +72,9 @@ struct session {
 extern volatile sig_atomic_t stop_signals;
 
 double monotonic_s(void);
+/* Lets activation stop threads at the op-entry safe point (the BPF
+ * object must be loaded). */
+void session_init_safe_point(struct session *s);
 /* Creates the ring buffer reader. Returns 0 or -errno. */
 int session_open_ring(struct session *s);
 /* Polls until a stop condition, then drains, detaches and closes every

@@ -31,6 +31,17 @@ static int push(struct thread *th, uint32_t op)
 	return 0;
 }
 
+/*
+ * The key of an open op: its RecordFunction's address, which is unique
+ * only within one process. A parent and the children it forked
+ * (--children) share their address space's layout, so the process goes
+ * into the key's top bits, which user addresses (below 2^47) leave free.
+ */
+static uint64_t op_key(uint32_t pid, uint64_t rf_addr)
+{
+	return rf_addr ^ ((uint64_t)(pid & 0xffff) << 48);
+}
+
 static void close_op(struct trace *t, uint32_t i, uint64_t ts, uint32_t why)
 {
 	struct op *o = &t->ops[i];
@@ -78,7 +89,7 @@ void stacks_before(struct trace *t, const struct rf_event_hdr *h,
 {
 	struct thread *th;
 	struct op *o;
-	uint64_t *prev;
+	uint64_t *prev, key;
 	uint32_t id;
 
 	t->counts.events++;
@@ -92,7 +103,8 @@ void stacks_before(struct trace *t, const struct rf_event_hdr *h,
 
 	/* The address is still open: that object died without end() (it can
 	 * only happen if an end event was lost). Close the old op. */
-	prev = u64map_get(&t->open, h->rf_addr);
+	key = op_key(h->pid, h->rf_addr);
+	prev = u64map_get(&t->open, key);
 	if (prev) {
 		struct op *old = &t->ops[*prev];
 		struct thread *oth = trace_thread(t, old->tid, NULL);
@@ -119,7 +131,7 @@ void stacks_before(struct trace *t, const struct rf_event_hdr *h,
 	}
 	memset(o, 0, sizeof(*o));
 	o->start_ns = h->ts_ns;
-	o->rf_addr = h->rf_addr;
+	o->rf_addr = key;
 	o->seq = seq;
 	o->tid = h->tid;
 	o->name = id;
@@ -132,7 +144,7 @@ void stacks_before(struct trace *t, const struct rf_event_hdr *h,
 		o->flags |= OP_NAME_TRUNCATED;
 	if (h->flags & RF_F_NAME_FAULT)
 		o->flags |= OP_NAME_FAULT;
-	if (!u64map_put(&t->open, h->rf_addr, t->nr_ops)) {
+	if (!u64map_put(&t->open, key, t->nr_ops)) {
 		th->depth--;
 		t->counts.oom++;
 		return;
@@ -167,7 +179,8 @@ static void remove_from_middle(struct trace *t, struct thread *th,
 void stacks_end(struct trace *t, const struct rf_event_hdr *h)
 {
 	struct thread *ender = trace_thread(t, h->tid, NULL);
-	uint64_t *idx = u64map_get(&t->open, h->rf_addr);
+	uint64_t key = op_key(h->pid, h->rf_addr);
+	uint64_t *idx = u64map_get(&t->open, key);
 	struct thread *owner;
 	uint32_t i, d;
 
@@ -179,14 +192,14 @@ void stacks_end(struct trace *t, const struct rf_event_hdr *h)
 		return;
 	}
 	if (!idx) {
-		if (ended_recently(ender, h->rf_addr))
+		if (ended_recently(ender, key))
 			t->counts.repeated_ends++;
 		else
 			t->counts.unmatched_ends++;
 		return;
 	}
 	i = *idx;
-	ender->recent_ends[ender->recent_next++ % RECENT_ENDS] = h->rf_addr;
+	ender->recent_ends[ender->recent_next++ % RECENT_ENDS] = key;
 	owner = trace_thread(t, t->ops[i].tid, NULL);
 	for (d = 0; d < owner->depth && owner->stack[d] != i; d++)
 		;
@@ -239,7 +252,8 @@ void stacks_detach(struct trace *t, uint64_t ts_ns)
 
 int32_t stacks_open_op(const struct trace *t, uint32_t tid, uint64_t rf_addr)
 {
-	const uint64_t *idx = rf_addr ? u64map_get(&t->open, rf_addr) : NULL;
+	const uint64_t *idx = rf_addr ? u64map_get(&t->open,
+		op_key(trace_pid_of(t, tid), rf_addr)) : NULL;
 
 	if (!idx || t->ops[*idx].tid != tid)
 		return -1;

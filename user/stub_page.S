@@ -10,8 +10,9 @@
 
 #define AT(off)	.Lpage + (off)(%rip)
 #define NOP5	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
-/* je +5, spelled out so that every offset is known when assembling */
-#define JE_OVER_NOP5	.byte 0x74, 0x05
+/* je 1f, over the nop5 and the 2-byte jmp or the ret after it: spelled
+ * out so that the probe offsets are known when assembling */
+#define JE_OVER_NOP5	je 1f
 
 	.section .rodata.rfbpf_stub_page, "a"
 	.p2align 12
@@ -20,12 +21,20 @@ stub_page_code:
 .Lpage:
 
 /* StartCallback: returns std::unique_ptr<ObserverContext> through the
- * hidden slot in rdi (NULL: no context); the RecordFunction is in rsi. */
+ * hidden slot in rdi (NULL: no context); the RecordFunction is in rsi.
+ * The traced process enters the nop5; a child rfbpf traces (--children)
+ * enters the push instead, a probe the kernel emulates without rewriting
+ * it into a call (the child has no trampoline of its own to call). */
 	.org STUB_START_OFFSET, 0xcc
 	cmpb $0, AT(STUB_ON)
 	JE_OVER_NOP5
 	NOP5
-	movq $0, (%rdi)
+	jmp 2f
+1:	cmpb $0, AT(STUB_CHILD_ON)
+	je 2f
+	pushq %rbp			/* STUB_START_CHILD_PROBE */
+	popq %rbp
+2:	movq $0, (%rdi)
 	movq %rdi, %rax
 	ret
 
@@ -35,6 +44,11 @@ stub_page_code:
 	JE_OVER_NOP5
 	NOP5
 	ret
+1:	cmpb $0, AT(STUB_CHILD_ON)
+	je 2f
+	pushq %rbp			/* STUB_END_CHILD_PROBE */
+	popq %rbp
+2:	ret
 
 /* Every remote call returns here with its result in rax. */
 	.org STUB_RETURN_OFFSET, 0xcc

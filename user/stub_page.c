@@ -148,6 +148,21 @@ int stub_page_set_on(pid_t pid, const struct stub_page *p, bool on)
 	return p->addr ? page_io(pid, p->addr + STUB_ON, &v, 1, true) : 0;
 }
 
+int stub_page_set_child_on(pid_t child, const struct stub_page *p, bool on)
+{
+	unsigned char v = on;
+
+	return p->addr ? page_io(child, p->addr + STUB_CHILD_ON, &v, 1, true) :
+	       -ENOENT;
+}
+
+int stub_page_mark_in_child(pid_t child, const struct stub_page *p)
+{
+	return p->addr ? page_io(child, p->addr + STUB_MAGIC,
+				 (void *)STUB_MAGIC_TEXT,
+				 sizeof(STUB_MAGIC_TEXT), true) : -ENOENT;
+}
+
 int stub_page_last_result(pid_t pid, const struct stub_page *p,
 			  uint64_t *result)
 {

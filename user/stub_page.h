@@ -7,8 +7,9 @@
  * /proc/PID/maps and its magic, and uses it again.
  *
  *   code page (a memfd, read+exec, so uprobes can be placed on it):
- *     start callback  cmpb $0, on; je 1f; nop5 (probed); 1: *rdi = 0; ret
- *     end callback    cmpb $0, on; je 1f; nop5 (probed); 1: ret
+ *     start callback  if (on) nop5 (probed); else if (child_on) push
+ *                     (probed in children, --children); *rdi = 0; ret
+ *     end callback    the same, then ret
  *     return          the address every remote call returns to: it stops
  *                     at a marker system call, where rfbpf puts the thread
  *                     back; if rfbpf died mid-call, it puts the thread
@@ -21,6 +22,8 @@
  * into a call into its [uprobes-trampoline] mapping, which a child does
  * not inherit. A forked child (a DataLoader worker) that entered the nop5
  * would jump into nothing. Its copy of `on` is zero, so it skips the nop5.
+ * With --children rfbpf sets the child's own `child_on` and probes the
+ * child's push, which the kernel emulates and never rewrites.
  *
  * This header is shared with stub_page.S (plain #defines only).
  */
@@ -32,19 +35,22 @@
 #define STUB_MAP_SIZE		(STUB_PAGE_SIZE * (1 + STUB_DATA_PAGES))
 #define STUB_MEMFD_NAME		"rfbpf-page"
 
-/* Code page offsets. */
+/* Code page offsets (checked by tests/unit/test_stub_page.c). */
 #define STUB_START_OFFSET	0x00	/* the start callback */
 #define STUB_START_PROBE	0x09	/* its nop5 */
-#define STUB_END_OFFSET		0x20	/* the end callback */
-#define STUB_END_PROBE		0x29	/* its nop5 */
-#define STUB_RETURN_OFFSET	0x40	/* remote calls return here */
+#define STUB_START_CHILD_PROBE	0x19	/* its push, in traced children */
+#define STUB_END_OFFSET		0x40	/* the end callback */
+#define STUB_END_PROBE		0x49	/* its nop5 */
+#define STUB_END_CHILD_PROBE	0x58	/* its push, in traced children */
+#define STUB_RETURN_OFFSET	0x80	/* remote calls return here */
 /* rip at the marker system call's entry stop: right after its syscall */
-#define STUB_MARKER_END		0x51
+#define STUB_MARKER_END		0x91
 
 /* Data offsets, from the start of the mapping (the data follows the code
  * page). */
 #define STUB_DATA		STUB_PAGE_SIZE
 #define STUB_ON			(STUB_DATA + 0x000)	/* u8: tracing on */
+#define STUB_CHILD_ON		(STUB_DATA + 0x001)	/* u8: in a child */
 #define STUB_RESULT		(STUB_DATA + 0x008)	/* u64: last call's rax */
 #define STUB_MASK		(STUB_DATA + 0x010)	/* u64: signal mask */
 #define STUB_RFLAGS		(STUB_DATA + 0x018)
@@ -101,6 +107,13 @@ int stub_page_create(struct held_thread *h, struct stub_page *p, char *err,
 /* Sets the page's `on` byte: the callbacks enter their probes only while
  * it is set. */
 int stub_page_set_on(pid_t pid, const struct stub_page *p, bool on);
+/* The same for a forked child's `child_on` (its page is at the same
+ * address as its parent's). */
+int stub_page_set_child_on(pid_t child, const struct stub_page *p, bool on);
+/* A forked child's copy of the page lost its data (WIPEONFORK): mark it
+ * again, so that a call into the child finds the page instead of mapping
+ * another. */
+int stub_page_mark_in_child(pid_t child, const struct stub_page *p);
 /* The result of the last call made through the page (a call rfbpf did not
  * see return, after a crash). */
 int stub_page_last_result(pid_t pid, const struct stub_page *p,

@@ -101,16 +101,32 @@ static void print_header(FILE *f, bool sampled, bool gpu)
 	fputc('\n', f);
 }
 
+/* Child processes (--children) whose ops are in the trace: each one's
+ * main thread is a thread whose tid is its pid. */
+static size_t child_processes(const struct trace *t)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->nr_threads; i++)
+		n += t->threads[i].pid && t->threads[i].pid != t->pid &&
+		     t->threads[i].tid == t->threads[i].pid;
+	return n;
+}
+
 static void print_footer(FILE *f, const struct trace *t,
 			 const struct aggregate *a)
 {
 	const struct counts *c = &t->counts;
-	char total[24], losses[768];
+	char total[24], losses[768], children[64] = "";
+	size_t nr_children = child_processes(t);
 
+	if (nr_children)
+		snprintf(children, sizeof(children), " and %zu child "
+			 "process%s", nr_children, nr_children > 1 ? "es" : "");
 	format_duration(a->self_ns, total, sizeof(total));
 	fprintf(f, "Self time total: %s; %zu ops; %zu threads seen in PID %u "
-		"(%s)\n", total, t->nr_ops, t->nr_threads, t->pid,
-		t->process_name);
+		"(%s)%s\n", total, t->nr_ops, t->nr_threads, t->pid,
+		t->process_name, children);
 	fprintf(f, "Events: %llu (", (unsigned long long)c->events);
 	for (unsigned v = 0; v < RF_V_NR_BEFORE; v++)
 		if (c->before[v] || c->bpf_hits[v])

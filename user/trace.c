@@ -35,6 +35,13 @@ long trace_thread_index(const struct trace *t, uint32_t tid)
 	return i ? (long)*i : -1;
 }
 
+uint32_t trace_pid_of(const struct trace *t, uint32_t tid)
+{
+	long i = trace_thread_index(t, tid);
+
+	return i >= 0 && t->threads[i].pid ? t->threads[i].pid : t->pid;
+}
+
 struct thread *trace_thread(struct trace *t, uint32_t tid, bool *created)
 {
 	long i = trace_thread_index(t, tid);

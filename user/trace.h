@@ -48,6 +48,8 @@ struct op {
 
 struct thread {
 	uint32_t tid;
+	uint32_t pid;		/* its process: the target, or a child of it
+				 * (--children); 0 if unknown (the target) */
 	char comm[16];
 	uint32_t *stack;	/* indexes into trace.ops, bottom first */
 	uint32_t depth, cap;
@@ -100,6 +102,8 @@ struct trace {
 };
 
 void trace_init(struct trace *t, uint32_t pid);
+/* The process a thread belongs to (the target's pid if unknown). */
+uint32_t trace_pid_of(const struct trace *t, uint32_t tid);
 void trace_free(struct trace *t);
 /* The thread with this tid, created on first sight (NULL on ENOMEM). */
 struct thread *trace_thread(struct trace *t, uint32_t tid, bool *created);

@@ -394,3 +394,64 @@ def test_inside_a_pid_namespace(tmp_path):
     assert "aten::add" in r.stdout
     m = re.search(r"(\d+) ops; 1 threads seen in PID (\d+)", r.stdout)
     assert m and int(m.group(1)) > 1000 and int(m.group(2)) < 100, r.stdout
+
+
+def test_children_traced_with_children_option(tmp_path):
+    """--children: the DataLoader's workers (forked every epoch) are traced
+    too. aten::sin runs only in them (the dataset's transform); each
+    worker is its own process in the trace; the losses are untouched."""
+    args = [DATALOADER, "--epochs", "3", "--workers", "2"]
+    untraced = run([PYTHON, *args])
+    out = tmp_path / "t.json"
+    traced = run([RFBPF, "-q", "--children", "--top", "0", "-o", str(out),
+                  "--", PYTHON, *args])
+    assert traced.returncode == 0, traced.stderr
+    assert [l for l in traced.stdout.splitlines()
+            if l.startswith("epoch")] == untraced.stdout.splitlines()
+    assert "aten::sin" in traced.stdout
+    assert "and 6 child processes" in traced.stdout, traced.stdout
+    assert "unmatched ends 0; repeated ends 0; async ends 0" in traced.stdout
+    with open(out) as f:
+        trace = __import__("json").load(f)
+    sin_pids = {e["pid"] for e in trace["traceEvents"]
+                if e.get("name") == "aten::sin"}
+    names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e.get("name") == "process_name"}
+    assert len(sin_pids) == 6 and all("child of" in names[p]
+                                      for p in sin_pids), names
+    plain = run([RFBPF, "-q", "--top", "0", "--", PYTHON, *args])
+    assert plain.returncode == 0 and "aten::sin" not in plain.stdout
+
+
+def test_detach_removes_the_callback_from_forked_children(tmp_path):
+    """Persistent DataLoader workers forked while rfbpf traced the parent
+    inherited its callback; after rfbpf stops, they no longer run
+    RecordFunction (a passive rfbpf on a worker sees no op)."""
+    args = [DATALOADER, "--epochs", "4", "--workers", "2", "--persistent",
+            "--pause-after", "2", "--wait"]
+    untraced = run([PYTHON, *args], input="go\ngo\n")
+    p = subprocess.Popen([PYTHON, *args], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        r, _ = start_rfbpf(["-q", "-p", str(p.pid)])
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        lines = [p.stdout.readline() for _ in range(3)]
+        assert lines[2].startswith("paused"), lines
+        workers = [int(w) for w in lines[2].split()[1:]]
+        rc, table, err = stop(r)
+        assert rc == 0, err
+        out = tmp_path / "worker.json"
+        passive, _ = start_rfbpf(["-q", "--no-activate", "-p",
+                                  str(workers[0]), "-o", str(out)])
+        rest, _ = p.communicate("go\n", timeout=300)
+        rc, _, err = stop(passive)
+        assert p.returncode == 0
+        assert "".join(lines[:2]) + rest == "".join(
+            l + "\n" for l in untraced.stdout.splitlines()
+            if not l.startswith(("ready", "paused")))
+        assert '"ph":"X"' not in out.read_text().replace(" ", ""), \
+            "the worker still runs RecordFunction"
+    finally:
+        p.kill()

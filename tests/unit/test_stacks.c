@@ -53,6 +53,35 @@ static uint64_t nr_flagged(const struct trace *t, uint32_t flag)
 	return n;
 }
 
+/* A parent and the child it forked (--children) have RecordFunctions at
+ * the same addresses: their ops must not pair with each other. */
+TEST(same_address_in_two_processes)
+{
+	struct rf_event_hdr b = { .ts_ns = 10, .rf_addr = 0x7ffd1000,
+				  .pid = 1, .tid = 1, .kind = RF_EV_BEFORE,
+				  .name_len = 1 };
+	struct rf_event_hdr e = { .rf_addr = 0x7ffd1000, .kind = RF_EV_END };
+	struct trace t;
+
+	trace_init(&t, 1);
+	stacks_before(&t, &b, "p", 1);
+	b.pid = b.tid = 2;		/* the child, same address */
+	b.ts_ns = 20;
+	stacks_before(&t, &b, "c", 1);
+	e.pid = e.tid = 1;
+	e.ts_ns = 30;
+	stacks_end(&t, &e);
+	e.pid = e.tid = 2;
+	e.ts_ns = 40;
+	stacks_end(&t, &e);
+	CHECK_EQ_U64(t.nr_ops, 2);
+	CHECK_EQ_U64(t.counts.replaced + t.counts.async_ends +
+		     t.counts.unmatched_ends, 0);
+	CHECK_EQ_U64(t.ops[0].end_ns, 30);
+	CHECK_EQ_U64(t.ops[1].end_ns, 40);
+	trace_free(&t);
+}
+
 TEST(plain_nesting)
 {
 	struct trace t;

@@ -34,6 +34,11 @@ def main():
     ap.add_argument("--samples", type=int, default=256)
     ap.add_argument("--wait", action="store_true",
                     help="print 'ready' and wait for a line before training")
+    ap.add_argument("--persistent", action="store_true",
+                    help="keep the workers from epoch to epoch")
+    ap.add_argument("--pause-after", type=int, default=0,
+                    help="after this many epochs print 'paused' (with the "
+                    "workers' pids) and wait for a line")
     args = ap.parse_args()
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
@@ -41,6 +46,7 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     loader = DataLoader(Squares(args.samples), batch_size=32, shuffle=False,
                         num_workers=args.workers,
+                        persistent_workers=args.persistent,
                         multiprocessing_context="fork" if args.workers
                         else None)
     if args.wait:
@@ -55,6 +61,10 @@ def main():
             opt.step()
             total += loss.item()
         print(f"epoch {epoch} loss {total!r}", flush=True)
+        if args.pause_after and epoch + 1 == args.pause_after:
+            pids = [w.pid for w in loader._iterator._workers]
+            print("paused", *pids, flush=True)
+            sys.stdin.readline()
 
 
 if __name__ == "__main__":
