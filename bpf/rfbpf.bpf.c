@@ -159,15 +159,84 @@ static __always_inline bool tracking_ops(void)
 	return tree_sample || gpu_tagging;
 }
 
+/*
+ * An op that ends on another thread than the one it began on (async ops:
+ * futures, RPC) would stay on its first thread's stack for ever: that
+ * thread's trees would never end (--tree-sample would keep or skip all of
+ * them) and its GPU launches would be tagged with it. The end is noted
+ * here, and each thread drops such ops from its own stack the next time
+ * it opens an op after one happened (a global count says when).
+ */
+struct async_end_key {
+	__u64 rf;
+	__u32 tgid;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct async_end_key);
+	__type(value, __u8);
+} ended_elsewhere SEC(".maps");
+
+volatile __u64 async_ends = 0;
+
+static __always_inline void note_ended_elsewhere(__u64 rf, __u32 tgid)
+{
+	struct async_end_key k = { .rf = rf, .tgid = tgid };
+	__u8 one = 1;
+
+	bpf_map_update_elem(&ended_elsewhere, &k, &one, BPF_ANY);
+	__sync_fetch_and_add(&async_ends, 1);
+}
+
+struct drop_ctx {
+	struct rf_thread_state *st;
+	__u32 tgid;
+	__u32 kept;
+};
+
+static long drop_one(__u32 i, void *data)
+{
+	struct drop_ctx *c = data;
+	struct rf_thread_state *st = c->st;
+	struct async_end_key k = { .tgid = c->tgid };
+
+	if (i >= st->depth)
+		return 1;
+	k.rf = st->stack[i & (RF_TREE_MAX_DEPTH - 1)];
+	if (!bpf_map_delete_elem(&ended_elsewhere, &k))
+		return 0;	/* it ended elsewhere: drop it */
+	st->stack[c->kept & (RF_TREE_MAX_DEPTH - 1)] = k.rf;
+	c->kept++;
+	return 0;
+}
+
+/* bpf_loop: the verifier checks the body once, not 64 times per caller. */
+static __always_inline void drop_ended_elsewhere(struct rf_thread_state *st,
+						 __u32 tgid)
+{
+	struct drop_ctx c = { .st = st, .tgid = tgid };
+	__u64 now = async_ends;
+
+	if (st->seen_async_ends == now)
+		return;
+	st->seen_async_ends = now;
+	bpf_loop(RF_TREE_MAX_DEPTH, drop_one, &c, 0);
+	st->depth = c.kept;
+}
+
 /* before(): pushes the op; with --tree-sample, says whether its tree is
  * kept (decided when a tree opens at depth 0). */
-static __always_inline bool op_opened(__u64 rf)
+static __always_inline bool op_opened(__u64 rf, __u32 tgid)
 {
 	struct rf_thread_state *st = thread_state(true);
 	__u32 d;
 
 	if (!st)
 		return true;	/* map full: record rather than lose */
+	drop_ended_elsewhere(st, tgid);
 	if (tree_sample && st->depth == 0) {
 		count(RF_CNT_TREES_SEEN);
 		if (st->skip == 0) {
@@ -190,14 +259,22 @@ static __always_inline bool op_opened(__u64 rf)
 }
 
 /* end(): pops the op (and any left open above it) if it is on this
- * thread's stack. Ends of unknown ops follow the current tree's fate. */
-static __always_inline bool op_closed(__u64 rf)
+ * thread's stack. Ends of unknown ops follow the current tree's fate on
+ * the entry path, where most are of RecordFunctions that never began. On
+ * the callback path every end is of an op that began, so an unknown one
+ * began on another thread. */
+static __always_inline bool op_closed(__u64 rf, __u32 tgid,
+				      bool began_somewhere)
 {
 	struct rf_thread_state *st = thread_state(false);
+	bool found = false;
 	__u32 keep;
 
-	if (!st)	/* no before() seen on this thread */
-		return !tree_sample;
+	if (!st) {	/* no before() seen on this thread */
+		if (began_somewhere)
+			note_ended_elsewhere(rf, tgid);
+		return began_somewhere || !tree_sample;
+	}
 	keep = !tree_sample || st->keep;
 	for (int i = 0; i < RF_TREE_MAX_DEPTH; i++) {
 		int j = (int)st->depth - 1 - i;
@@ -206,8 +283,16 @@ static __always_inline bool op_closed(__u64 rf)
 			break;
 		if (st->stack[j & (RF_TREE_MAX_DEPTH - 1)] == rf) {
 			st->depth = j;
+			found = true;
 			break;
 		}
+	}
+	/* An op that began on another thread: its tree's fate is unknown
+	 * here, so its end goes to the loader, which pairs it if its
+	 * before() was kept (and counts it unmatched if not). */
+	if (!found && began_somewhere) {
+		note_ended_elsewhere(rf, tgid);
+		return true;
 	}
 	return keep;
 }
@@ -306,7 +391,7 @@ begin_before_of(struct pt_regs *ctx, __u8 variant, void *rf, bool read_scope)
 	if (!id)
 		return NULL;
 	count(variant);
-	if (tracking_ops() && !op_opened((__u64)rf))
+	if (tracking_ops() && !op_opened((__u64)rf, id >> 32))
 		return NULL;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -516,7 +601,7 @@ int BPF_KPROBE(callback_start, void *ret_slot, void *rf)
 	return 0;
 }
 
-static __always_inline int emit_end(void *rf)
+static __always_inline int emit_end(void *rf, bool began_somewhere)
 {
 	struct rf_end_event *e;
 	__u64 id = target_thread();
@@ -524,7 +609,7 @@ static __always_inline int emit_end(void *rf)
 	if (!id)
 		return 0;
 	count(RF_V_END);
-	if (tracking_ops() && !op_closed((__u64)rf))
+	if (tracking_ops() && !op_closed((__u64)rf, id >> 32, began_somewhere))
 		return 0;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -540,13 +625,13 @@ static __always_inline int emit_end(void *rf)
 SEC("uprobe")
 int BPF_KPROBE(callback_end, void *rf)
 {
-	return emit_end(rf);
+	return emit_end(rf, true);
 }
 
 SEC("uprobe")
 int BPF_KPROBE(end, void *rf)
 {
-	return emit_end(rf);
+	return emit_end(rf, false);
 }
 
 /* A thread of the target exits: the loader closes whatever it left open.

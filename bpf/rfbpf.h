@@ -96,6 +96,8 @@ struct rf_thread_state {
 	__u32 skip;		/* trees still to skip */
 	__u32 keep;		/* the current tree is kept */
 	__u32 ready;		/* skip has been drawn */
+	__u64 seen_async_ends;	/* async_ends when the stack was last
+				 * cleared of ops ended elsewhere */
 	__u64 stack[RF_TREE_MAX_DEPTH];
 };
 

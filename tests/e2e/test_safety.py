@@ -24,6 +24,8 @@ import os, sys, torch
 x = torch.ones(4)
 print("ready", flush=True)
 sys.stdin.readline()
+for _ in range(1000):       # the parent's probes are hit (and optimized)
+    x = x + 1
 codes = []
 for i in range(3):
     pid = os.fork()
@@ -33,8 +35,6 @@ for i in range(3):
             y = (y + 1) * 0.5
         os._exit(0 if float(y.sum()) == 8.0 else 1)
     codes.append(os.waitpid(pid, 0)[1])
-for _ in range(1000):
-    x = x + 1
 print("children", codes, float(x.sum()), flush=True)
 """
 
@@ -453,5 +453,47 @@ def test_detach_removes_the_callback_from_forked_children(tmp_path):
             if not l.startswith(("ready", "paused")))
         assert '"ph":"X"' not in out.read_text().replace(" ", ""), \
             "the worker still runs RecordFunction"
+    finally:
+        p.kill()
+
+
+def test_op_ended_on_another_thread_does_not_freeze_tree_sampling():
+    """A record_function scope whose end runs on the thread that completes
+    its future: BPF drops it from the first thread's stack, so that
+    thread's trees keep ending and being sampled (before, one such op
+    froze them: every later tree kept, or every one skipped)."""
+    code = """
+import sys, threading, torch
+from torch.autograd.profiler import record_function
+x = torch.ones(8)
+print("ready", flush=True)
+sys.stdin.readline()
+for i in range(400):
+    fut = torch.futures.Future()
+    with record_function("async_scope") as rf:
+        done = rf._call_end_callbacks_on_future(fut)
+    t = threading.Thread(target=lambda: fut.set_result(x))
+    t.start(); t.join()
+    done.wait()
+    for _ in range(3):
+        with record_function("step"):
+            torch.mul(x, 2)
+print("done", flush=True)
+"""
+    p = start(code)
+    try:
+        r, _ = start_rfbpf(["-q", "--probes", "callback", "--tree-sample",
+                            "0.5", "-p", str(p.pid)])
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == "done\n"
+        rc, table, err = stop(r)
+        assert rc == 0, err
+        m = re.search(r"kept (\d+) of (\d+) top-level op trees", table)
+        kept, seen = int(m.group(1)), int(m.group(2))
+        assert seen >= 1600, table      # 400 async scopes, 1200 steps
+        assert 0.4 < kept / seen < 0.6, table
+        assert "truncated ops 0" in table, table
+        assert re.search(r"async ends [1-9]", table), table
     finally:
         p.kill()
