@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -95,19 +96,10 @@ int activation_prepare(struct activation *a, const char *lib, char *err,
 /* Seccomp mode of the target: 0 none, 1 strict, 2 filter. */
 static int seccomp_mode(pid_t pid)
 {
-	char path[64], line[128];
-	int mode = 0;
-	FILE *f;
+	char val[16];
 
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Seccomp: %d", &mode) == 1)
-			break;
-	fclose(f);
-	return mode;
+	return target_status(pid, 0, "Seccomp", val, sizeof(val)) ? atoi(val) :
+	       0;
 }
 
 int activation_begin(struct activation *a, char *err, size_t len)

@@ -50,7 +50,7 @@
 #define ERESTARTNOHAND 514
 #define ERESTART_RESTARTBLOCK 516
 
-static double now_ms(void)
+double remote_now_ms(void)
 {
 	struct timespec ts;
 
@@ -58,7 +58,7 @@ static double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static int fail(char *err, size_t len, int ret, const char *fmt, ...)
+int remote_fail(char *err, size_t len, int ret, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -236,7 +236,7 @@ void remote_set_idle(void (*fn)(void *), void *ctx)
  * is drained meanwhile). Returns the status, or -ESRCH. */
 static int wait_stop(pid_t tid, int slow_ms, const char *what)
 {
-	double warn = now_ms() + slow_ms;
+	double warn = remote_now_ms() + slow_ms;
 	int st;
 
 	for (;;) {
@@ -246,7 +246,7 @@ static int wait_stop(pid_t tid, int slow_ms, const char *what)
 			return WIFSTOPPED(st) ? st : -ESRCH;
 		if (r < 0 && errno != EINTR)
 			return -ESRCH;
-		if (slow_ms > 0 && now_ms() > warn) {
+		if (slow_ms > 0 && remote_now_ms() > warn) {
 			fprintf(stderr, "rfbpf: %s in the target has not "
 				"returned after %d ms; still waiting\n", what,
 				slow_ms);
@@ -304,8 +304,9 @@ int remote_syscall(struct held_thread *h, long nr, const uint64_t args[6],
 
 	memcpy(a, args, sizeof(a));
 	if (mem && (e = write_mem(h->tid, sp, mem, mem_len)))
-		return fail(err, errlen, e, "cannot write to the target's "
-			    "stack: %s", strerror(-e));
+		return remote_fail(err, errlen, e,
+				   "cannot write to the target's stack: %s",
+				   strerror(-e));
 	if (mem && mem_arg > 0)
 		a[mem_arg - 1] = sp;
 	r.rip = h->syscall_insn;
@@ -314,15 +315,17 @@ int remote_syscall(struct held_thread *h, long nr, const uint64_t args[6],
 	r.rdi = a[0]; r.rsi = a[1]; r.rdx = a[2];
 	r.r10 = a[3]; r.r8 = a[4]; r.r9 = a[5];
 	if (redirect(h, &r))
-		return fail(err, errlen, -errno, "cannot set registers: %s",
-			    strerror(errno));
+		return remote_fail(err, errlen, -errno,
+				   "cannot set registers: %s",
+				   strerror(errno));
 	for (;;) {
 		k = next_stop(h, 2000, "a system call", &info);
 		if (k < 0)
-			return fail(err, errlen, -ESRCH, "the thread exited");
+			return remote_fail(err, errlen, -ESRCH,
+					   "the thread exited");
 		if (k == STOP_FAULT)
-			return fail(err, errlen, -EFAULT, "system call %ld "
-				    "faulted", nr);
+			return remote_fail(err, errlen, -EFAULT,
+					   "system call %ld faulted", nr);
 		if (k == STOP_ENTRY && (long)info.entry.nr == nr &&
 		    info.instruction_pointer == h->syscall_insn + 2)
 			entered = true;
@@ -346,15 +349,18 @@ int remote_call_function(struct held_thread *h, uint64_t page_addr,
 	int k, e;
 
 	if ((e = write_block(h, page_addr)))
-		return fail(err, errlen, e, "cannot save the thread's state "
-			    "in rfbpf's page: %s", strerror(-e));
+		return remote_fail(err, errlen, e,
+				   "cannot save the thread's state "
+				   "in rfbpf's page: %s", strerror(-e));
 	if (stack_arg && (e = write_mem(h->tid, sp, stack_arg, stack_len)))
-		return fail(err, errlen, e, "cannot write the call frame: %s",
-			    strerror(-e));
+		return remote_fail(err, errlen, e,
+				   "cannot write the call frame: %s",
+				   strerror(-e));
 	sp -= 8;
 	if ((e = write_mem(h->tid, sp, &back, sizeof(back))))
-		return fail(err, errlen, e, "cannot write the call frame: %s",
-			    strerror(-e));
+		return remote_fail(err, errlen, e,
+				   "cannot write the call frame: %s",
+				   strerror(-e));
 	r.rsp = sp;
 	r.rip = fn;
 	r.rdi = args[0]; r.rsi = args[1]; r.rdx = args[2];
@@ -362,17 +368,20 @@ int remote_call_function(struct held_thread *h, uint64_t page_addr,
 	r.rax = 0;
 	r.orig_rax = -1;
 	if (redirect(h, &r))
-		return fail(err, errlen, -errno, "cannot start the call: %s",
-			    strerror(errno));
+		return remote_fail(err, errlen, -errno,
+				   "cannot start the call: %s",
+				   strerror(errno));
 	for (;;) {
 		k = next_stop(h, call_ms, "the call", &info);
 		if (k < 0)
-			return fail(err, errlen, -ESRCH, "the thread exited "
-				    "during the call");
+			return remote_fail(err, errlen, -ESRCH,
+					   "the thread exited "
+					   "during the call");
 		if (k == STOP_FAULT) {
 			ptrace(PTRACE_GETREGS, h->tid, 0, &r);
-			return fail(err, errlen, -EFAULT, "the called function "
-				    "faulted at 0x%llx", r.rip);
+			return remote_fail(err, errlen, -EFAULT,
+					   "the called function "
+					   "faulted at 0x%llx", r.rip);
 		}
 		if (k == STOP_ENTRY &&
 		    info.instruction_pointer == page_addr + STUB_MARKER_END)

@@ -47,6 +47,12 @@ struct held_thread {
 	const char *how;	/* for -v: how it was caught */
 };
 
+/* For this file and safe_point.c: CLOCK_MONOTONIC in ms, and a one-line
+ * reason into err that returns ret. */
+double remote_now_ms(void);
+int remote_fail(char *err, size_t len, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 /* Reads the thread's state into h (it must be in a ptrace stop). */
 int remote_save(struct held_thread *h);
 

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "safe_point.h"
+#include "target.h"
 
 #define MAX_THREADS 4096
 /* How long the op-entry point is preferred before a blocked thread is
@@ -31,46 +31,14 @@ struct seized {
 static struct seized threads[MAX_THREADS];
 static int nr_threads;
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int fail(char *err, size_t len, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-	return ret;
-}
-
-/* A /proc/PID/status mask line (SigCgt, SigBlk...) of the process or of
- * one of its threads. */
+/* A signal mask line of /proc/PID/status (SigCgt, SigBlk...), of the
+ * process or of one of its threads. */
 static uint64_t status_mask(pid_t pid, pid_t tid, const char *key)
 {
-	char path[96], line[256];
-	unsigned long long m = 0;
-	size_t klen = strlen(key);
-	FILE *f;
+	char val[64];
 
-	if (tid)
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid,
-			 tid);
-	else
-		snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, klen) && line[klen] == ':')
-			sscanf(line + klen + 1, "%llx", &m);
-	fclose(f);
-	return m;
+	return target_status(pid, tid, key, val, sizeof(val)) ?
+	       strtoull(val, NULL, 16) : 0;
 }
 
 /* A signal whose default action is to ignore it and that the job does not
@@ -207,7 +175,7 @@ static void let_go(pid_t tid, int sig)
  * passing on any signal it stopped for except our own. */
 static void release_running(pid_t tid, int our_sig)
 {
-	double end = now_ms() + 1000;
+	double end = remote_now_ms() + 1000;
 	int st;
 
 	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0))
@@ -221,7 +189,8 @@ static void release_running(pid_t tid, int our_sig)
 			let_go(tid, from_probe(tid, sig, our_sig) ? 0 : sig);
 			return;
 		}
-		if ((r < 0 && errno != EINTR) || r == tid || now_ms() > end)
+		if ((r < 0 && errno != EINTR) || r == tid ||
+		    remote_now_ms() > end)
 			return;		/* gone (or never stops: leave it) */
 		usleep(50);
 	}
@@ -238,7 +207,7 @@ static void release_others(pid_t keep, int our_sig)
 /* Point 2: interrupt threads blocked in an allowed wait. */
 static void interrupt_waiting(pid_t pid)
 {
-	double now = now_ms();
+	double now = remote_now_ms();
 	uint64_t args[6];
 
 	for (int i = 0; i < nr_threads; i++) {
@@ -339,7 +308,7 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 		    struct held_thread *h, char *err, size_t len)
 {
 	const struct safe_point_probe *probe = o->probe;
-	double start = now_ms();
+	double start = remote_now_ms();
 	int sig = probe ? choose_signal(pid) : 0;
 	bool armed = false, held = false;
 	int n, res = 0;
@@ -349,15 +318,16 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 	h->resume_nr = -1;
 	n = seize_all(pid);
 	if (n == -EPERM)
-		return fail(err, len, -EPERM, "cannot ptrace process %d: a "
-			    "debugger is attached, or CAP_SYS_PTRACE is "
-			    "missing", pid);
+		return remote_fail(err, len, -EPERM,
+				   "cannot ptrace process %d: a "
+				   "debugger is attached, or CAP_SYS_PTRACE is "
+				   "missing", pid);
 	if (n <= 0)
-		return fail(err, len, -ESRCH, "process %d exited", pid);
+		return remote_fail(err, len, -ESRCH, "process %d exited", pid);
 	if (probe && sig)
 		armed = !arm_probe(pid, probe, sig);
 	while (!held) {
-		double now = now_ms();
+		double now = remote_now_ms();
 
 		if (!armed || now - start >= PREFER_PROBE_MS)
 			interrupt_waiting(pid);
@@ -381,19 +351,21 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 		if (held)
 			break;
 		if (!nr_threads || o->leader_reaped) {
-			res = fail(err, len, -ESRCH, "process %d exited", pid);
+			res = remote_fail(err, len, -ESRCH, "process %d exited"
+					  , pid);
 			break;
 		}
 		if (o->cancel && o->cancel(o->cancel_ctx)) {
-			res = fail(err, len, -ECANCELED, "stopped");
+			res = remote_fail(err, len, -ECANCELED, "stopped");
 			break;
 		}
 		if (o->find_ms > 0 && now - start > o->find_ms) {
-			res = fail(err, len, -ETIMEDOUT, "no thread of process "
-				   "%d reached a safe point within %d ms (no op "
-				   "dispatched%s, no thread waiting in a system "
-				   "call)", pid, o->find_ms, sig ? "" :
-				   ": it catches SIGURG, SIGWINCH and SIGCHLD");
+			res = remote_fail(err, len, -ETIMEDOUT,
+				"no thread of process %d reached a safe point "
+				"within %d ms (no op dispatched%s, no thread "
+				"waiting in a system call)", pid, o->find_ms,
+				sig ? "" : ": it catches SIGURG, SIGWINCH and "
+				"SIGCHLD");
 			break;
 		}
 		usleep(100);
@@ -403,7 +375,7 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 	release_others(held ? h->tid : 0, sig);
 	if (held && o->verbose)
 		fprintf(stderr, "rfbpf: holding thread %d %s (after %.1f ms)\n",
-			h->tid, h->how, now_ms() - start);
+			h->tid, h->how, remote_now_ms() - start);
 	return res;
 }
 

@@ -179,3 +179,31 @@ void target_mapped_name(const char *map_files_path, char *buf, size_t len)
 
 	buf[n > 0 ? n : 0] = 0;
 }
+
+bool target_status(pid_t pid, pid_t tid, const char *key, char *val,
+		   size_t len)
+{
+	char path[96], line[256];
+	size_t klen = strlen(key);
+	bool found = false;
+	FILE *f;
+
+	if (tid)
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid,
+			 tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, key, klen) || line[klen] != ':')
+			continue;
+		snprintf(val, len, "%s", line + klen + 1 +
+			 strspn(line + klen + 1, " \t"));
+		val[strcspn(val, "\n")] = 0;
+		found = true;
+	}
+	fclose(f);
+	return found;
+}
