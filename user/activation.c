@@ -129,6 +129,7 @@ int activation_begin(struct activation *a, char *err, size_t len)
 	if (ret)
 		return ret;
 	a->holding = true;
+	a->held_since_ms = remote_now_ms();
 	if (!have_page)
 		ret = stub_page_create(&a->held, &a->page, err, len);
 	if (!ret && (ret = remote_protect(&a->held, a->page.addr)))
@@ -153,6 +154,9 @@ void activation_finish(struct activation *a)
 			strerror(errno));
 	safe_point_release(&a->held);
 	a->holding = false;
+	if (a->verbose)
+		fprintf(stderr, "rfbpf: thread %d of process %d held %.2f ms\n",
+			a->held.tid, a->pid, remote_now_ms() - a->held_since_ms);
 }
 
 static int call(struct activation *a, uint64_t off, uint64_t arg,

@@ -43,6 +43,7 @@ struct activation {
 	struct safe_point_opts find;	/* how to look for a safe point */
 	bool verbose;
 	bool holding;		/* a thread is held (begin .. finish) */
+	double held_since_ms;
 	struct held_thread held;
 };
 

@@ -199,13 +199,26 @@ int session_activate(struct session *s, const char *lib, char *err,
 		     size_t len)
 {
 	uint64_t start = 0, end = 0;
+	bool probed = false;
 	int ret = activation_prepare(&s->act, lib, err, len);
 
+	/* Attaching uprobes takes milliseconds (tens on a loaded machine):
+	 * not while a thread of the job is held. A first attach maps the page
+	 * in a hold of its own; launch mode does it all at the command's
+	 * first op, which must not run untraced. */
+	if (!ret && s->use_stubs && !s->launched &&
+	    stub_page_find(s->pid, &s->act.page) &&
+	    !(ret = activation_begin(&s->act, err, len)))
+		activation_finish(&s->act);
+	if (!ret && s->use_stubs && s->act.page.addr) {
+		ret = probe_stubs(s, &start, &end, err, len);
+		probed = true;
+	}
 	if (!ret)
 		ret = activation_begin(&s->act, err, len);
 	if (ret)
 		return ret;
-	if (s->use_stubs)
+	if (s->use_stubs && !probed)
 		ret = probe_stubs(s, &start, &end, err, len);
 	s->activated_ticks = boot_ticks();
 	if (!ret)

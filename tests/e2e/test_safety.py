@@ -497,3 +497,58 @@ print("done", flush=True)
         assert re.search(r"async ends [1-9]", table), table
     finally:
         p.kill()
+
+
+SECCOMP_EXEC = r"""
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+/* Runs argv[1..] under a filter that kills the process on memfd_create. */
+int main(int argc, char **argv)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_memfd_create, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+
+	if (argc < 2 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+		return 126;
+	execv(argv[1], argv + 1);
+	return 127;
+}
+"""
+
+
+def test_seccomp_filtered_job_is_refused_and_untouched(tmp_path):
+    """A job whose seccomp filter kills it on memfd_create (which mapping
+    rfbpf's page needs): one line, a non-zero exit, and the job runs on
+    unchanged."""
+    src, exe = tmp_path / "seccomp_exec.c", tmp_path / "seccomp_exec"
+    src.write_text(SECCOMP_EXEC)
+    assert run(["gcc", "-O1", "-o", str(exe), str(src)]).returncode == 0
+    code = ("import sys, torch\nx = torch.ones(2)\nprint('ready', "
+            "flush=True)\nsys.stdin.readline()\nprint(float((x + 1).sum()),"
+            " flush=True)\n")
+    p = subprocess.Popen([str(exe), PYTHON, "-c", code],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        r = run([RFBPF, "-q", "-p", str(p.pid)])
+        assert r.returncode != 0
+        assert r.stderr.count("\n") == 1 and "seccomp" in r.stderr, r.stderr
+        assert not os.path.exists(f"/run/rfbpf/{p.pid}.state")
+        with open(f"/proc/{p.pid}/maps") as f:
+            assert "rfbpf-page" not in f.read()
+        out, _ = p.communicate("go\n", timeout=60)
+        assert p.returncode == 0 and out == "4.0\n"
+    finally:
+        p.kill()
