@@ -764,6 +764,7 @@ int BPF_KPROBE(gpu_activity, const struct rf_gpu_activity *arg)
  * sees it as a ptrace stop there and swallows it.
  */
 volatile __u32 stop_signal = 0;
+volatile bool stop_every_thread = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -785,10 +786,13 @@ int safe_point(struct pt_regs *ctx)
 	__u64 id = target_thread();
 	__u32 tid = (__u32)id, zero = 0;
 
-	if (!id || !bpf_map_lookup_elem(&stoppable, &tid))
+	if (!id)
 		return 0;
-	/* Deleting is atomic: exactly one thread wins the token. */
-	if (bpf_map_delete_elem(&stop_token, &zero))
+	/* Deleting is atomic: exactly one thread wins the token, or, once
+	 * every thread is to stop, each thread its own entry, once. */
+	if (stop_every_thread ? bpf_map_delete_elem(&stoppable, &tid) :
+	    !bpf_map_lookup_elem(&stoppable, &tid) ||
+	    bpf_map_delete_elem(&stop_token, &zero))
 		return 0;
 	bpf_send_signal_thread(stop_signal);
 	return 0;

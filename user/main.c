@@ -44,9 +44,11 @@ static int libbpf_print_fn(enum libbpf_print_level level, const char *fmt,
 	return vfprintf(stderr, fmt, args);
 }
 
+static volatile sig_atomic_t last_signal;
+
 static void on_signal(int sig)
 {
-	(void)sig;
+	last_signal = sig;
 	stop_signals++;
 }
 
@@ -389,6 +391,13 @@ int main(int argc, char **argv)
 	setup(&s, &opt);
 
 	if (s.launched) {
+		/* Told to stop before the command ran (the same Ctrl-C reached
+		 * the held child with rfbpf's handler, which only counts): it
+		 * never starts, as if the signal had ended it. */
+		if (stop_signals) {
+			launch_abort(&s.launch);
+			return 128 + last_signal;
+		}
 		ret = launch_release(&s.launch);
 		if (ret == -EPIPE && launch_reap(&s.launch, true, &ret))
 			return ret;	/* a signal ended it before exec */

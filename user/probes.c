@@ -186,12 +186,27 @@ int probes_arm_safe_point(struct probes *p, pid_t pid, const char *lib,
 	return p->safe_point ? 0 : -errno;
 }
 
+int probes_allow_stop(struct probes *p, pid_t tid)
+{
+	__u32 key = tid;
+	__u8 one = 1;
+
+	return bpf_map_update_elem(bpf_map__fd(p->skel->maps.stoppable), &key,
+				   &one, BPF_ANY) ? -errno : 0;
+}
+
+void probes_stop_every_thread(struct probes *p)
+{
+	p->skel->bss->stop_every_thread = true;
+}
+
 void probes_disarm_safe_point(struct probes *p)
 {
 	__u32 zero = 0;
 
 	if (!p->skel)
 		return;
+	p->skel->bss->stop_every_thread = false;
 	bpf_map_delete_elem(bpf_map__fd(p->skel->maps.stop_token), &zero);
 	bpf_link__destroy(p->safe_point);
 	p->safe_point = NULL;

@@ -52,6 +52,8 @@ int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
  * that signals one of tids once with sig. */
 int probes_arm_safe_point(struct probes *p, pid_t pid, const char *lib,
 			  uint64_t off, int sig, const pid_t *tids, int nr);
+int probes_allow_stop(struct probes *p, pid_t tid);
+void probes_stop_every_thread(struct probes *p);
 void probes_disarm_safe_point(struct probes *p);
 /* BPF keeps the events of the children probes_trace_child() names; with
  * wake_on_fork, a traced process forking one wakes the loader. */

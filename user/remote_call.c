@@ -232,6 +232,12 @@ void remote_set_idle(void (*fn)(void *), void *ctx)
 	idle_ctx = ctx;
 }
 
+void remote_idle(void)
+{
+	if (idle_fn)
+		idle_fn(idle_ctx);
+}
+
 /* Waits for the next stop of tid (polling, so the caller's ring buffer
  * is drained meanwhile). Returns the status, or -ESRCH. */
 static int wait_stop(pid_t tid, int slow_ms, const char *what)
@@ -252,8 +258,7 @@ static int wait_stop(pid_t tid, int slow_ms, const char *what)
 				slow_ms);
 			slow_ms = 0;
 		}
-		if (idle_fn)
-			idle_fn(idle_ctx);
+		remote_idle();
 		usleep(50);
 	}
 }

@@ -63,6 +63,7 @@ int remote_protect(struct held_thread *h, uint64_t page_addr);
 
 /* Called while waiting on the target (to drain the ring buffer). */
 void remote_set_idle(void (*fn)(void *), void *ctx);
+void remote_idle(void);
 
 /* Runs system call nr with args on h. mem (mem_len bytes) is copied below
  * the thread's stack and, if mem_arg > 0, passed as argument mem_arg

@@ -21,6 +21,8 @@
 /* A thread that left its system call as it was interrupted is looked at
  * again after this long. */
 #define RETRY_MS 20
+/* New threads are looked for this often. */
+#define RESEIZE_MS 5
 
 struct seized {
 	pid_t tid;
@@ -30,6 +32,16 @@ struct seized {
 
 static struct seized threads[MAX_THREADS];
 static int nr_threads;
+
+static const char AT_OP_ENTRY[] = "at the op-entry point";
+
+/* park_others: the other seized threads, and the probe that stops them,
+ * until the held thread is let go. */
+static struct parking {
+	bool on;
+	const struct safe_point_probe *probe;
+	int sig;
+} parking;
 
 /* A signal mask line of /proc/PID/status (SigCgt, SigBlk...), of the
  * process or of one of its threads. */
@@ -119,15 +131,30 @@ static long blocked_in(pid_t pid, pid_t tid, uint64_t args[6])
 	return nr;
 }
 
-/* Seizes every thread of pid (none is stopped). Returns how many, or
- * -EPERM. */
-static int seize_all(pid_t pid)
+static bool is_seized(pid_t tid)
+{
+	for (int i = 0; i < nr_threads; i++)
+		if (threads[i].tid == tid)
+			return true;
+	return false;
+}
+
+static bool blocks(pid_t pid, pid_t tid, int sig)
+{
+	return status_mask(pid, tid, "SigBlk") & (1ull << (sig - 1));
+}
+
+/* Seizes the threads of pid not seized yet (none is stopped); with the
+ * probe armed, lets it signal them too. Threads keep appearing (a job's
+ * first op may run on a thread it starts after rfbpf began to look).
+ * Returns how many are seized, or -EPERM. */
+static int seize_new(pid_t pid, const struct safe_point_probe *probe,
+		     int sig)
 {
 	char path[64];
 	struct dirent *d;
 	DIR *dir;
 
-	nr_threads = 0;
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
 	dir = opendir(path);
 	if (!dir)
@@ -135,7 +162,7 @@ static int seize_all(pid_t pid)
 	while ((d = readdir(dir)) && nr_threads < MAX_THREADS) {
 		pid_t tid = atoi(d->d_name);
 
-		if (tid <= 0)
+		if (tid <= 0 || is_seized(tid))
 			continue;
 		if (ptrace(PTRACE_SEIZE, tid, 0,
 			   (void *)PTRACE_O_TRACESYSGOOD)) {
@@ -146,6 +173,8 @@ static int seize_all(pid_t pid)
 			continue;	/* it exited meanwhile */
 		}
 		threads[nr_threads++] = (struct seized){ .tid = tid };
+		if (probe && !blocks(pid, tid, sig))
+			probe->allow(probe->ctx, tid);
 	}
 	closedir(dir);
 	return nr_threads;
@@ -171,56 +200,67 @@ static void let_go(pid_t tid, int sig)
 	ptrace(PTRACE_DETACH, tid, 0, (void *)(long)sig);
 }
 
-/* Waits (briefly) for a seized, running thread to stop, and detaches it,
- * passing on any signal it stopped for except our own. */
-static void release_running(pid_t tid, int our_sig)
-{
-	double end = remote_now_ms() + 1000;
-	int st;
-
-	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0))
-		return;
-	for (;;) {
-		pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
-
-		if (r == tid && WIFSTOPPED(st)) {
-			int sig = (st >> 16) == 0 ? WSTOPSIG(st) : 0;
-
-			let_go(tid, from_probe(tid, sig, our_sig) ? 0 : sig);
-			return;
-		}
-		if ((r < 0 && errno != EINTR) || r == tid ||
-		    remote_now_ms() > end)
-			return;		/* gone (or never stops: leave it) */
-		usleep(50);
-	}
-}
-
+/* Lets every seized thread but keep go: all are interrupted at once and
+ * detached as each stops, passing on any signal one stopped for except
+ * our own, so that none stays stopped longer than the slowest. */
 static void release_others(pid_t keep, int our_sig)
 {
-	for (int i = 0; i < nr_threads; i++)
-		if (threads[i].tid != keep)
-			release_running(threads[i].tid, our_sig);
-	nr_threads = 0;
+	double end = remote_now_ms() + 1000;
+	int left = 0;
+
+	for (int i = 0; i < nr_threads; i++) {
+		threads[i].interrupted = threads[i].tid != keep &&
+			!ptrace(PTRACE_INTERRUPT, threads[i].tid, 0, 0);
+		left += threads[i].interrupted;
+	}
+	while (left && remote_now_ms() < end) {
+		for (int i = 0; i < nr_threads; i++) {
+			pid_t tid = threads[i].tid, r;
+			int st, sig;
+
+			if (!threads[i].interrupted)
+				continue;
+			r = waitpid(tid, &st, __WALL | WNOHANG);
+			if (r == 0 || (r < 0 && errno == EINTR))
+				continue;
+			if (r == tid && WIFSTOPPED(st)) {
+				sig = (st >> 16) == 0 ? WSTOPSIG(st) : 0;
+				let_go(tid, from_probe(tid, sig, our_sig) ?
+				       0 : sig);
+			}
+			threads[i].interrupted = false;	/* or gone */
+			left--;
+		}
+		if (left)
+			usleep(50);
+	}
+	nr_threads = 0;		/* one that never stopped stays seized
+				 * until rfbpf exits: the kernel lets it go */
 }
 
-/* Point 2: interrupt threads blocked in an allowed wait. */
+/* Point 2: interrupt one thread blocked in an allowed wait (one at a
+ * time: every thread stopped is a thread delayed). */
 static void interrupt_waiting(pid_t pid)
 {
 	double now = remote_now_ms();
 	uint64_t args[6];
 
+	for (int i = 0; i < nr_threads; i++)
+		if (threads[i].interrupted)
+			return;		/* its stop is on the way */
 	for (int i = 0; i < nr_threads; i++) {
 		struct seized *t = &threads[i];
 		long nr;
 
-		if (t->interrupted || now - t->tried_ms < RETRY_MS)
+		if (now - t->tried_ms < RETRY_MS)
 			continue;
 		t->tried_ms = now;
 		nr = blocked_in(pid, t->tid, args);
 		if (nr >= 0 && safe_point_blocking_call_ok(pid, nr, args) &&
-		    !ptrace(PTRACE_INTERRUPT, t->tid, 0, 0))
+		    !ptrace(PTRACE_INTERRUPT, t->tid, 0, 0)) {
 			t->interrupted = true;
+			return;
+		}
 	}
 }
 
@@ -265,7 +305,7 @@ static bool on_stop(pid_t pid, struct seized *t, int st, int sig,
 		 * blocked at the probe arrives later, elsewhere: swallowed.) */
 		if (saved && probe && h->regs.rip > probe->addr &&
 		    h->regs.rip <= probe->addr + 16) {
-			h->how = "at the op-entry point";
+			h->how = AT_OP_ENTRY;
 			return true;
 		}
 		resume_unheld(h, saved);
@@ -298,8 +338,7 @@ static int arm_probe(pid_t pid, const struct safe_point_probe *probe,
 	int n = 0;
 
 	for (int i = 0; i < nr_threads; i++)
-		if (!(status_mask(pid, threads[i].tid, "SigBlk") &
-		      (1ull << (sig - 1))))
+		if (!blocks(pid, threads[i].tid, sig))
 			tids[n++] = threads[i].tid;
 	return n ? probe->arm(probe->ctx, pid, sig, tids, n) : -ENOENT;
 }
@@ -310,13 +349,15 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 	const struct safe_point_probe *probe = o->probe;
 	double start = remote_now_ms();
 	int sig = probe ? choose_signal(pid) : 0;
-	bool armed = false, held = false;
+	bool armed = false, held = false, waits;
+	double seized_ms = start;
 	int n, res = 0;
 
 	memset(h, 0, sizeof(*h));
 	h->pid = pid;
 	h->resume_nr = -1;
-	n = seize_all(pid);
+	nr_threads = 0;
+	n = seize_new(pid, NULL, 0);
 	if (n == -EPERM)
 		return remote_fail(err, len, -EPERM,
 				   "cannot ptrace process %d: a "
@@ -326,10 +367,17 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 		return remote_fail(err, len, -ESRCH, "process %d exited", pid);
 	if (probe && sig)
 		armed = !arm_probe(pid, probe, sig);
+	/* Without the op-entry point, waits will have to do. */
+	waits = !o->ops_only || !armed;
 	while (!held) {
 		double now = remote_now_ms();
 
-		if (!armed || now - start >= PREFER_PROBE_MS)
+		if (now - seized_ms >= RESEIZE_MS) {
+			seized_ms = now;
+			seize_new(pid, armed ? probe : NULL, sig);
+		}
+
+		if (waits && (!armed || now - start >= PREFER_PROBE_MS))
 			interrupt_waiting(pid);
 		for (int i = 0; i < nr_threads && !held; i++) {
 			int st;
@@ -368,11 +416,23 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 				"SIGCHLD");
 			break;
 		}
+		remote_idle();
 		usleep(100);
 	}
-	if (armed)
-		probe->disarm(probe->ctx);
-	release_others(held ? h->tid : 0, sig);
+	if (held && armed && o->park_others && h->how == AT_OP_ENTRY) {
+		/* Every other thread that reaches an op now stops there too,
+		 * until the call is made (safe_point_release). */
+		parking = (struct parking){ true, probe, sig };
+		probe->stop_all(probe->ctx);
+	} else {
+		/* Others first: removing a uprobe takes the kernel tens of
+		 * ms, and a thread stopped in a timed wait would lose that
+		 * time. A signal the probe sends meanwhile is swallowed, or
+		 * ignored by the job. */
+		release_others(held ? h->tid : 0, sig);
+		if (armed)
+			probe->disarm(probe->ctx);
+	}
 	if (held && o->verbose)
 		fprintf(stderr, "rfbpf: holding thread %d %s (after %.1f ms)\n",
 			h->tid, h->how, remote_now_ms() - start);
@@ -382,4 +442,9 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 void safe_point_release(struct held_thread *h)
 {
 	let_go(h->tid, h->held_signal);
+	if (!parking.on)
+		return;
+	release_others(h->tid, parking.sig);
+	parking.probe->disarm(parking.probe->ctx);
+	parking.on = false;
 }

@@ -51,6 +51,11 @@ struct safe_point_probe {
 	/* Attach the uprobe on the op-entry function in pid and let it
 	 * signal one of these threads once with sig. Returns 0 or -errno. */
 	int (*arm)(void *ctx, pid_t pid, int sig, const pid_t *tids, int nr);
+	/* Let it signal one more thread, seized since. */
+	int (*allow)(void *ctx, pid_t tid);
+	/* From now on, signal every seized thread that passes (once each),
+	 * not only the first. */
+	void (*stop_all)(void *ctx);
 	void (*disarm)(void *ctx);
 	void *ctx;
 	uint64_t addr;		/* the function's address in the target */
@@ -62,6 +67,14 @@ struct safe_point_opts {
 	bool (*cancel)(void *ctx);
 	void *cancel_ctx;
 	const struct safe_point_probe *probe;	/* NULL: point 2 only */
+	/* Point 1 only (launch mode: a thread waiting during `import torch`
+	 * may be waiting inside the dynamic loader). */
+	bool ops_only;
+	/* With a thread held at the op-entry point, stop every other thread
+	 * there too until safe_point_release (launch mode: the callback must
+	 * be in place before any thread's first op, not only the held
+	 * one's). Others are let go as soon as one is held otherwise. */
+	bool park_others;
 	bool verbose;
 	/* Launch mode: rfbpf is the job's parent, and a wait on the main
 	 * thread may reap the job itself; its status lands here. */
@@ -76,7 +89,7 @@ struct safe_point_opts {
 int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 		    struct held_thread *h, char *err, size_t len);
 /* Lets the held thread go (after remote_restore), with any signal it
- * received meanwhile. */
+ * received meanwhile, and the threads parked with it. */
 void safe_point_release(struct held_thread *h);
 
 /* Is this system call, with these arguments, a wait the allow-list of

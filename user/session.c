@@ -115,13 +115,20 @@ static int handle_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-/* While a ptrace call waits on the target, keep reading events. */
+/* While rfbpf waits on the target, keep reading events. In launch mode
+ * it waits for the command's first op, however late: keep the CUPTI
+ * agent's lease meanwhile, since the job may wait for it (its threads
+ * then stop at their first ops together, see park_others). With -p the
+ * lease waits for the callback: ops the lease let go before it would be
+ * missed. */
 static void drain(void *ctx)
 {
 	struct session *s = ctx;
 
 	if (s->rb)
 		ring_buffer__consume(s->rb);
+	if (s->act.find.park_others && !s->act.holding)
+		session_gpu_poll(s, monotonic_s());
 }
 
 /* A running job reaches a safe point within milliseconds (its next op or
@@ -138,6 +145,20 @@ static int arm_safe_point(void *ctx, pid_t pid, int sig, const pid_t *tids,
 				     s->act.entry_off, sig, tids, nr);
 }
 
+static int allow_safe_point(void *ctx, pid_t tid)
+{
+	struct session *s = ctx;
+
+	return probes_allow_stop(&s->probes, tid);
+}
+
+static void stop_all_at_safe_point(void *ctx)
+{
+	struct session *s = ctx;
+
+	probes_stop_every_thread(&s->probes);
+}
+
 static void disarm_safe_point(void *ctx)
 {
 	struct session *s = ctx;
@@ -149,7 +170,9 @@ void session_init_safe_point(struct session *s)
 {
 	s->act.verbose = s->opt->verbose;
 	s->safe_point = (struct safe_point_probe){
-		.arm = arm_safe_point, .disarm = disarm_safe_point, .ctx = s,
+		.arm = arm_safe_point, .allow = allow_safe_point,
+		.stop_all = stop_all_at_safe_point,
+		.disarm = disarm_safe_point, .ctx = s,
 	};
 	s->act.probe = &s->safe_point;
 	s->act.find.find_ms = ATTACH_FIND_MS;
@@ -335,7 +358,9 @@ static bool launch_cancelled(void *ctx)
 {
 	struct session *s = ctx;
 
-	return stop_signals > 1 || !target_alive(s->pid);
+	return stop_signals > 1 || !target_alive(s->pid) ||
+	       (s->opt->duration_s &&
+		monotonic_s() - s->launch_s >= s->opt->duration_s);
 }
 
 /* Waits until the command has mapped libtorch_cpu's code (not only
@@ -382,6 +407,7 @@ void session_launch_activate(struct session *s)
 {
 	char path[PATH_MAX], err[512];
 
+	s->launch_s = monotonic_s();
 	if (!wait_for_torch(s, path, sizeof(path)))
 		return;
 	s->activation_pending = false;
@@ -389,17 +415,21 @@ void session_launch_activate(struct session *s)
 	if (!s->use_stubs)
 		probe_late_library(s, path);
 	s->act.find.find_ms = 0;	/* until its first op, however late */
+	s->act.find.ops_only = true;
+	s->act.find.park_others = true;
 	s->act.find.cancel = launch_cancelled;
 	s->act.find.cancel_ctx = s;
 	if (session_activate(s, path, err, sizeof(err))) {
 		if (s->act.find.leader_reaped)
 			record_exit(s, s->act.find.leader_status);
-		else if (target_alive(s->pid))
+		if (target_alive(s->pid) || s->opt->verbose)
 			fprintf(stderr, "rfbpf: warning: cannot switch "
 				"RecordFunction on: %s; tracing only what the "
 				"command's own callbacks record\n", err);
 	}
 	s->act.find.cancel = NULL;
+	s->act.find.ops_only = false;
+	s->act.find.park_others = false;
 }
 
 static bool target_gone(struct session *s)

@@ -60,6 +60,7 @@ struct session {
 	bool activation_pending;/* launch mode: register once torch loads */
 	struct status status;
 	double start_s;
+	double launch_s;	/* launch mode: when rfbpf began to wait */
 	struct gpu_agent gpu;	/* the CUPTI agent, when the target has it */
 	bool gpu_attached;	/* its probes are attached, lease held */
 	bool gpu_given_up;	/* it failed to attach: do not retry */

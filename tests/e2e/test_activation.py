@@ -283,7 +283,8 @@ def test_interrupted_system_calls_and_signal_state_are_restored():
         rc, _, err = stop(r)
         assert rc == 0, err
         assert "registered" in seen
-        assert err.count("blocked in a system call") == 2, err
+        # A first attach maps rfbpf's page in a stop of its own.
+        assert err.count("blocked in a system call") == 3, err
         assert signal_state(p.pid) == before
         out, _ = p.communicate("hello\n", timeout=60)
         line, slept, selected, total = out.split()
