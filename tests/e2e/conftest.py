@@ -273,6 +273,18 @@ def stop(p, sig=signal.SIGINT, timeout=120):
     return p.returncode, out, p.stderr.read()
 
 
+def refused(pid):
+    """rfbpf -p pid must refuse: a non-zero exit, one line on stderr
+    (returned), and nothing recorded or mapped in the target."""
+    r = run([RFBPF, "-q", "-p", str(pid)])
+    assert r.returncode != 0
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert not os.path.exists(f"/run/rfbpf/{pid}.state")
+    with open(f"/proc/{pid}/maps") as f:
+        assert "rfbpf-page" not in f.read()
+    return r.stderr
+
+
 def untraced_output(*args):
     r = run([PYTHON, WORKLOAD, *args])
     assert r.returncode == 0, r.stderr
