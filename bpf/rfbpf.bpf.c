@@ -90,6 +90,7 @@ volatile bool follow_children = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);	/* memory only when used */
 	__uint(max_entries, 4096);
 	__type(key, __u32);
 	__type(value, __u8);
@@ -768,6 +769,7 @@ volatile bool stop_every_thread = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);	/* memory only when used */
 	__uint(max_entries, 4096);
 	__type(key, __u32);		/* tid, as rfbpf sees it */
 	__type(value, __u8);
