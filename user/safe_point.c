@@ -276,15 +276,6 @@ static bool still_waiting(pid_t pid, struct held_thread *h)
 	       safe_point_blocking_call_ok(pid, (long)h->regs.orig_rax, args);
 }
 
-/* Takes back what remote_save changed (the mask) on a thread not held. */
-static void resume_unheld(struct held_thread *h, bool saved)
-{
-	if (saved)
-		ptrace(PTRACE_SETSIGMASK, h->tid, (void *)sizeof(h->sigmask),
-		       &h->sigmask);
-	ptrace(PTRACE_CONT, h->tid, 0, 0);
-}
-
 /* One stop of a seized thread. Returns true when it is held. */
 static bool on_stop(pid_t pid, struct seized *t, int st, int sig,
 		    const struct safe_point_probe *probe,
@@ -308,7 +299,7 @@ static bool on_stop(pid_t pid, struct seized *t, int st, int sig,
 			h->how = AT_OP_ENTRY;
 			return true;
 		}
-		resume_unheld(h, saved);
+		ptrace(PTRACE_CONT, t->tid, 0, 0);	/* swallowed */
 		return false;
 	}
 	if ((st >> 16) == PTRACE_EVENT_STOP && t->interrupted &&
@@ -320,7 +311,7 @@ static bool on_stop(pid_t pid, struct seized *t, int st, int sig,
 			h->how = "blocked in a system call";
 			return true;
 		}
-		resume_unheld(h, saved);
+		ptrace(PTRACE_CONT, t->tid, 0, 0);	/* it left the wait */
 		return false;
 	}
 	if ((st >> 16) == PTRACE_EVENT_STOP && stopsig != SIGTRAP)
