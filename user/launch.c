@@ -87,6 +87,12 @@ bool launch_reap(struct launch *l, bool block, int *code)
 	do
 		r = waitpid(l->pid, &status, block ? 0 : WNOHANG);
 	while (r < 0 && errno == EINTR);
+	if (r < 0 && errno == ECHILD) {
+		/* Reaped by a wait of rfbpf's ptrace code: it kept the
+		 * status (remote_reaped), or it is unknown (-1). */
+		*code = -1;
+		return true;
+	}
 	if (r != l->pid)
 		return false;
 	if (WIFEXITED(status))

@@ -24,7 +24,8 @@ int launch_release(struct launch *l);
 /* Setup failed: the child exits without running anything; reaped. */
 void launch_abort(struct launch *l);
 /* Non-blocking (block=false) or blocking wait; returns true once the child
- * has exited, with its exit code (128+signal when killed) in *code. */
+ * has exited, with its exit code (128+signal when killed) in *code, or -1
+ * if another wait of rfbpf's took its status. */
 bool launch_reap(struct launch *l, bool block, int *code);
 
 #endif

@@ -428,9 +428,7 @@ int main(int argc, char **argv)
 	ring_buffer__free(s.rb);
 	probes_destroy(&s.probes);
 	if (s.launched) {
-		if (!s.child_exited)
-			s.child_exited = launch_reap(&s.launch, true,
-						     &s.child_code);
+		session_reap_command(&s, true);
 		ret = s.child_code;
 	}
 	if (s.detach_failed && !ret)

@@ -223,6 +223,28 @@ int remote_protect(struct held_thread *h, uint64_t page_addr)
 	return e;
 }
 
+/* A wait on a thread of the target may see the whole process exit; if
+ * the process is rfbpf's child (launch mode), that wait took its exit
+ * status, which launch mode needs. */
+static pid_t reaped_pid;
+static int reaped_status;
+
+void remote_note_exit(pid_t pid, pid_t tid, int status)
+{
+	if (tid == pid) {
+		reaped_pid = pid;
+		reaped_status = status;
+	}
+}
+
+bool remote_reaped(pid_t pid, int *status)
+{
+	if (reaped_pid != pid)
+		return false;
+	*status = reaped_status;
+	return true;
+}
+
 static void (*idle_fn)(void *);
 static void *idle_ctx;
 
@@ -240,7 +262,7 @@ void remote_idle(void)
 
 /* Waits for the next stop of tid (polling, so the caller's ring buffer
  * is drained meanwhile). Returns the status, or -ESRCH. */
-static int wait_stop(pid_t tid, int slow_ms, const char *what)
+static int wait_stop(pid_t pid, pid_t tid, int slow_ms, const char *what)
 {
 	double warn = remote_now_ms() + slow_ms;
 	int st;
@@ -248,6 +270,8 @@ static int wait_stop(pid_t tid, int slow_ms, const char *what)
 	for (;;) {
 		pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
 
+		if (r == tid && !WIFSTOPPED(st))
+			remote_note_exit(pid, tid, st);
 		if (r == tid)
 			return WIFSTOPPED(st) ? st : -ESRCH;
 		if (r < 0 && errno != EINTR)
@@ -275,7 +299,7 @@ static int next_stop(struct held_thread *h, int slow_ms, const char *what,
 
 	if (ptrace(PTRACE_SYSCALL, h->tid, 0, 0))
 		return -ESRCH;
-	st = wait_stop(h->tid, slow_ms, what);
+	st = wait_stop(h->pid, h->tid, slow_ms, what);
 	if (st < 0)
 		return st;
 	if (WSTOPSIG(st) == (SIGTRAP | 0x80)) {

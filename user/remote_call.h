@@ -53,6 +53,12 @@ double remote_now_ms(void);
 int remote_fail(char *err, size_t len, int ret, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* A wait of rfbpf's on thread tid saw process pid exit (status): noted,
+ * since in launch mode that wait took the child's exit status. */
+void remote_note_exit(pid_t pid, pid_t tid, int status);
+/* The status such a wait took, if one did. */
+bool remote_reaped(pid_t pid, int *status);
+
 /* Reads the thread's state into h (it must be in a ptrace stop). */
 int remote_save(struct held_thread *h);
 

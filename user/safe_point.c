@@ -203,7 +203,7 @@ static void let_go(pid_t tid, int sig)
 /* Lets every seized thread but keep go: all are interrupted at once and
  * detached as each stops, passing on any signal one stopped for except
  * our own, so that none stays stopped longer than the slowest. */
-static void release_others(pid_t keep, int our_sig)
+static void release_others(pid_t pid, pid_t keep, int our_sig)
 {
 	double end = remote_now_ms() + 1000;
 	int left = 0;
@@ -227,6 +227,8 @@ static void release_others(pid_t keep, int our_sig)
 				sig = (st >> 16) == 0 ? WSTOPSIG(st) : 0;
 				let_go(tid, from_probe(tid, sig, our_sig) ?
 				       0 : sig);
+			} else if (r == tid) {
+				remote_note_exit(pid, tid, st);
 			}
 			threads[i].interrupted = false;	/* or gone */
 			left--;
@@ -378,10 +380,7 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 			if (r != threads[i].tid)
 				continue;
 			if (!WIFSTOPPED(st)) {	/* the thread exited */
-				if (r == pid) {
-					o->leader_reaped = true;
-					o->leader_status = st;
-				}
+				remote_note_exit(pid, r, st);
 				forget(i--);
 				continue;
 			}
@@ -389,7 +388,7 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 		}
 		if (held)
 			break;
-		if (!nr_threads || o->leader_reaped) {
+		if (!nr_threads || remote_reaped(pid, &(int){ 0 })) {
 			res = remote_fail(err, len, -ESRCH, "process %d exited"
 					  , pid);
 			break;
@@ -420,7 +419,7 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 		 * ms, and a thread stopped in a timed wait would lose that
 		 * time. A signal the probe sends meanwhile is swallowed, or
 		 * ignored by the job. */
-		release_others(held ? h->tid : 0, sig);
+		release_others(pid, held ? h->tid : 0, sig);
 		if (armed)
 			probe->disarm(probe->ctx);
 	}
@@ -435,7 +434,7 @@ void safe_point_release(struct held_thread *h)
 	let_go(h->tid, h->held_signal);
 	if (!parking.on)
 		return;
-	release_others(h->tid, parking.sig);
+	release_others(h->pid, h->tid, parking.sig);
 	parking.probe->disarm(parking.probe->ctx);
 	parking.on = false;
 }

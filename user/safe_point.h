@@ -76,14 +76,11 @@ struct safe_point_opts {
 	 * one's). Others are let go as soon as one is held otherwise. */
 	bool park_others;
 	bool verbose;
-	/* Launch mode: rfbpf is the job's parent, and a wait on the main
-	 * thread may reap the job itself; its status lands here. */
-	bool leader_reaped;
-	int leader_status;
 };
 
 /* Finds a thread of pid at a safe point and holds it stopped, its state
- * saved (remote_save). Returns 0, or -errno with a one-line reason:
+ * saved (remote_save). A wait here that sees the process exit notes its
+ * status (remote_reaped). Returns 0, or -errno with a one-line reason:
  * -ETIMEDOUT (none within find_ms), -ECANCELED, -ESRCH (it exited),
  * -EPERM (cannot ptrace it). */
 int safe_point_hold(pid_t pid, struct safe_point_opts *o,

@@ -345,11 +345,27 @@ void session_check_launched_lib(struct session *s)
 	}
 }
 
-/* The command ended while rfbpf waited on it: waitpid gave its status. */
-static void record_exit(struct session *s, int st)
+bool session_reap_command(struct session *s, bool block)
 {
+	int st;
+
+	if (s->child_exited)
+		return true;
+	if (!launch_reap(&s->launch, block, &s->child_code))
+		return false;
 	s->child_exited = true;
-	s->child_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	if (s->child_code >= 0)
+		return true;
+	/* A wait on its threads took the status (remote_call.h). */
+	if (remote_reaped(s->pid, &st)) {
+		s->child_code = WIFEXITED(st) ? WEXITSTATUS(st) :
+				128 + WTERMSIG(st);
+	} else {
+		fprintf(stderr, "rfbpf: warning: the command's exit status "
+			"was lost; exiting with 1\n");
+		s->child_code = 1;
+	}
+	return true;
 }
 
 /* Launch mode: stop waiting for the command's first op once it exited, or
@@ -393,10 +409,8 @@ static bool wait_for_torch(struct session *s, char *path, size_t len)
 		if (prepared && !target_addr_of_offset(s->pid, path,
 						       s->act.add_off, &addr))
 			return true;
-		if (launch_reap(&s->launch, false, &s->child_code)) {
-			s->child_exited = true;
+		if (session_reap_command(s, false))
 			return false;
-		}
 		if (stop_signals > 1)
 			return false;
 		usleep(1000);
@@ -420,8 +434,6 @@ void session_launch_activate(struct session *s)
 	s->act.find.cancel = launch_cancelled;
 	s->act.find.cancel_ctx = s;
 	if (session_activate(s, path, err, sizeof(err))) {
-		if (s->act.find.leader_reaped)
-			record_exit(s, s->act.find.leader_status);
 		if (target_alive(s->pid) || s->opt->verbose)
 			fprintf(stderr, "rfbpf: warning: cannot switch "
 				"RecordFunction on: %s; tracing only what the "
@@ -436,12 +448,8 @@ static bool target_gone(struct session *s)
 {
 	struct pollfd pfd = { .fd = s->pidfd, .events = POLLIN };
 
-	if (s->launched) {
-		if (!s->child_exited)
-			s->child_exited = launch_reap(&s->launch, false,
-						      &s->child_code);
-		return s->child_exited;
-	}
+	if (s->launched)
+		return session_reap_command(s, false);
 	if (s->pidfd >= 0)
 		return poll(&pfd, 1, 0) > 0;
 	return !target_alive(s->pid);

@@ -94,6 +94,9 @@ void session_launch_activate(struct session *s);
  * torch is loaded). Returns 0 or -errno with a one-line reason in err. */
 int session_activate(struct session *s, const char *lib, char *err,
 		     size_t len);
+/* Launch mode: has the command exited (block: wait until it has)? Sets
+ * child_exited and child_code. */
+bool session_reap_command(struct session *s, bool block);
 /* Removes it; says so on stderr if that fails. */
 void session_deactivate(struct session *s);
 

@@ -309,7 +309,7 @@ except KeyboardInterrupt:
     sys.exit(130)
 """
     rng = random.Random(7)
-    for i in range(6):
+    for i in range(10):
         r = subprocess.Popen([RFBPF, "-q", "--no-table", "--", PYTHON, "-c",
                               code], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True,
