@@ -658,8 +658,7 @@ int thread_exit(void *ctx)
 }
 
 /* --children: a traced process forked a new process. The loader is woken
- * at once to find it (in /proc, with the ids it sees) and probe it, so
- * that little of the child's work goes untraced. */
+ * at once to probe it, so that little of the child's work goes untraced. */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(process_fork, struct task_struct *parent,
 	     struct task_struct *child)

@@ -168,9 +168,8 @@ static int call(struct activation *a, uint64_t off, uint64_t arg,
 	if (target_addr_of_offset(a->pid, a->lib, off, &fn))
 		return snprintf(err, len, "%s is not mapped in process %d",
 				a->lib, a->pid), -ENOENT;
-	return remote_call_function(&a->held, a->page.addr, fn, args, stack,
-				    stack_len, CALL_MS, ret ? ret : &dummy,
-				    err, len);
+	return remote_call_function(&a->held, fn, args, stack, stack_len,
+				    CALL_MS, ret ? ret : &dummy, err, len);
 }
 
 /* What an earlier rfbpf recorded about this very process (same start

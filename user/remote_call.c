@@ -5,8 +5,8 @@
  * 1. remote_save: registers, XSAVE area and signal mask as found. Each
  *    time rip is pointed at code of ours, the mask is set to block every
  *    signal but the synchronous faults (never before: see redirect()).
- * 2. The saved state is written to the page's block (stub_page.h) in the
- *    form the thread must resume in: a system call it was blocked in is
+ * 2. remote_protect, once per hold: the saved state is written to the
+ *    page's block (stub_page.h) in the form the thread must resume in: a system call it was blocked in is
  *    re-issued (rip - 2, rax = its number, or restart_syscall after a
  *    sleep), so the block alone is enough to put the thread back.
  * 3. A call frame 640 bytes below its stack pointer (past the 128-byte red
@@ -156,13 +156,22 @@ int remote_save(struct held_thread *h)
 		h->resume_nr = SYS_restart_syscall;
 	else
 		h->resume_nr = -1;
+	h->page = 0;
 	h->syscall_insn = 0;
 	if (orig >= 0 && !read_mem(h->tid, h->regs.rip - 2, &insn, 2) &&
 	    insn == 0x050f)
 		h->syscall_insn = h->regs.rip - 2;
-	else
+	return 0;
+}
+
+/* The `syscall` instruction system calls are run through: the page's own
+ * once h is protected, the one it was blocked at, or (only for the page's
+ * creation) one found in libc. 0 if there is none. */
+static uint64_t syscall_insn(struct held_thread *h)
+{
+	if (!h->syscall_insn)
 		h->syscall_insn = find_syscall_insn(h->pid);
-	return h->syscall_insn ? 0 : -ENOEXEC;
+	return h->syscall_insn;
 }
 
 /* Points h at code of ours with regs: from here until it is put back,
@@ -218,8 +227,10 @@ int remote_protect(struct held_thread *h, uint64_t page_addr)
 {
 	int e = write_block(h, page_addr);
 
-	if (!e)
+	if (!e) {
+		h->page = page_addr;
 		h->syscall_insn = page_addr + STUB_MARKER_END - 2;
+	}
 	return e;
 }
 
@@ -331,6 +342,9 @@ int remote_syscall(struct held_thread *h, long nr, const uint64_t args[6],
 	bool entered = false;
 	int k, e;
 
+	if (!syscall_insn(h))
+		return remote_fail(err, errlen, -ENOEXEC,
+				   "no syscall instruction found in libc");
 	memcpy(a, args, sizeof(a));
 	if (mem && (e = write_mem(h->tid, sp, mem, mem_len)))
 		return remote_fail(err, errlen, e,
@@ -365,22 +379,21 @@ int remote_syscall(struct held_thread *h, long nr, const uint64_t args[6],
 	return 0;
 }
 
-int remote_call_function(struct held_thread *h, uint64_t page_addr,
-			 uint64_t fn, const uint64_t args[6],
+int remote_call_function(struct held_thread *h, uint64_t fn,
+			 const uint64_t args[6],
 			 const void *stack_arg, size_t stack_len,
 			 int call_ms, uint64_t *ret, char *err,
 			 size_t errlen)
 {
 	struct user_regs_struct r = h->regs;
 	uint64_t sp = (r.rsp - RED_ZONE - FRAME_GAP) & ~0xfull;
-	uint64_t back = page_addr + STUB_RETURN_OFFSET;
+	uint64_t back = h->page + STUB_RETURN_OFFSET;
 	struct __ptrace_syscall_info info;
 	int k, e;
 
-	if ((e = write_block(h, page_addr)))
-		return remote_fail(err, errlen, e,
-				   "cannot save the thread's state "
-				   "in rfbpf's page: %s", strerror(-e));
+	if (!h->page)		/* it must be able to come back by itself */
+		return remote_fail(err, errlen, -EINVAL, "the thread's state "
+				   "is not saved in rfbpf's page");
 	if (stack_arg && (e = write_mem(h->tid, sp, stack_arg, stack_len)))
 		return remote_fail(err, errlen, e,
 				   "cannot write the call frame: %s",
@@ -413,7 +426,7 @@ int remote_call_function(struct held_thread *h, uint64_t page_addr,
 					   "faulted at 0x%llx", r.rip);
 		}
 		if (k == STOP_ENTRY &&
-		    info.instruction_pointer == page_addr + STUB_MARKER_END)
+		    info.instruction_pointer == h->page + STUB_MARKER_END)
 			break;
 	}
 	*ret = info.entry.args[0];	/* rdi: the page moved rax there */
@@ -432,6 +445,8 @@ static int to_entry_stop(struct held_thread *h)
 	if (ptrace(PTRACE_GET_SYSCALL_INFO, h->tid, sizeof(info), &info) > 0 &&
 	    info.op == PTRACE_SYSCALL_INFO_ENTRY)
 		return 0;
+	if (!syscall_insn(h))
+		return -ENOEXEC;
 	r.rip = h->syscall_insn;
 	r.rax = SYS_getpid;
 	r.orig_rax = -1;

@@ -42,7 +42,9 @@ struct held_thread {
 	/* The system call to run when it resumes: the one it was blocked in
 	 * (restarted), restart_syscall, or -1 for none. */
 	long resume_nr;
-	uint64_t syscall_insn;	/* a `syscall` instruction in the target */
+	uint64_t syscall_insn;	/* a `syscall` instruction in the target,
+				 * 0 until one is needed */
+	uint64_t page;		/* rfbpf's page, once remote_protect ran */
 	int held_signal;	/* a signal that stopped it, to deliver */
 	const char *how;	/* for -v: how it was caught */
 };
@@ -78,15 +80,15 @@ int remote_syscall(struct held_thread *h, long nr, const uint64_t args[6],
 		   const void *mem, size_t mem_len, int mem_arg, int64_t *ret,
 		   char *err, size_t errlen);
 
-/* Calls fn(args...) on h, returning through rfbpf's page at page_addr.
- * stack_arg (a by-value struct of class MEMORY) is copied to [rsp+8] at
- * entry. *ret receives rax. call_ms: after this long, say it is slow (it
- * is never abandoned: the thread must come back through the page). */
-int remote_call_function(struct held_thread *h, uint64_t page_addr,
-			 uint64_t fn, const uint64_t args[6],
-			 const void *stack_arg, size_t stack_len,
-			 int call_ms, uint64_t *ret, char *err,
-			 size_t errlen);
+/* Calls fn(args...) on h, which remote_protect() must have protected: it
+ * returns through rfbpf's page. stack_arg (a by-value struct of class
+ * MEMORY) is copied to [rsp+8] at entry. *ret receives rax. call_ms: after
+ * this long, say it is slow (it is never abandoned: the thread must come
+ * back through the page). */
+int remote_call_function(struct held_thread *h, uint64_t fn,
+			 const uint64_t args[6], const void *stack_arg,
+			 size_t stack_len, int call_ms, uint64_t *ret,
+			 char *err, size_t errlen);
 
 /* Puts h back as it was found and leaves it in a syscall-entry stop from
  * which any resume (continue, detach) runs it on. Returns 0 or -errno. */

@@ -382,7 +382,7 @@ static bool launch_cancelled(void *ctx)
 /* Waits until the command has mapped libtorch_cpu's code (not only
  * reserved its address range), holding the file open: path becomes
  * /proc/self/fd/N, valid whatever the loader does to the mappings next.
- * Returns false if the command exited or rfbpf was told to stop first. */
+ * Returns false if launch_cancelled() says so first. */
 static bool wait_for_torch(struct session *s, char *path, size_t len)
 {
 	char err[512], mapped[PATH_MAX];
@@ -409,9 +409,7 @@ static bool wait_for_torch(struct session *s, char *path, size_t len)
 		if (prepared && !target_addr_of_offset(s->pid, path,
 						       s->act.add_off, &addr))
 			return true;
-		if (session_reap_command(s, false))
-			return false;
-		if (stop_signals > 1)
+		if (launch_cancelled(s))
 			return false;
 		usleep(1000);
 	}
