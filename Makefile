@@ -2,7 +2,7 @@
 #
 #   bpf/rfbpf.bpf.c --clang -target bpf--> build/rfbpf.bpf.o
 #   build/rfbpf.bpf.o --bpftool gen skeleton--> build/rfbpf.skel.h
-#   user/*.c (+ skeleton) --cc--> build/*.o --link libbpf libelf z--> rfbpf
+#   user/**/*.c (+ skeleton) --cc--> build/**/*.o --link libbpf libelf z--> rfbpf
 #
 # `make V=1` shows the full commands.
 
@@ -26,15 +26,20 @@ BPF_CFLAGS := -g -O2 $(WARN) -Wno-unused-parameter -target bpf -D__TARGET_ARCH_$
 
 # The loader's sources, and the subset that is pure logic (unit-tested and
 # linked into the test binaries without BPF).
-LOGIC_SRCS := user/u64map.c user/names.c user/trace.c user/stacks.c \
-	user/elf_symbols.c user/torch_symbols.c user/target.c \
-	user/aggregate.c user/table.c user/export_chrome.c \
-	user/export_chrome_gpu.c user/export_gpu_folded.c \
-	user/export_folded.c user/json_writer.c user/gpu.c
-LOADER_SRCS := $(LOGIC_SRCS) user/cli.c user/privileges.c user/probes.c \
-	user/launch.c user/status.c user/remote_call.c user/safe_point.c \
-	user/stub_page.c user/activation.c user/gpu_agent.c \
-	user/session.c user/session_gpu.c user/session_children.c user/main.c
+# The folders are the pipeline: attach/ (find the target, probe it, switch
+# RecordFunction on), model/ (events -> ops -> aggregates), export/ (the
+# outputs), gpu/ (the CUPTI agent), with the session and main.c on top.
+LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
+		aggregate.c gpu_activity.c) \
+	$(addprefix user/attach/,elf_symbols.c torch_symbols.c target.c) \
+	$(addprefix user/export/,table.c chrome.c chrome_gpu.c gpu_folded.c \
+		folded.c json_writer.c)
+LOADER_SRCS := $(LOGIC_SRCS) user/cli.c \
+	$(addprefix user/attach/,privileges.c probes.c launch.c remote_call.c \
+		safe_point.c stub_page.c activation.c) \
+	user/gpu/agent.c user/status.c user/session.c user/session_gpu.c \
+	user/session_children.c user/main.c
+USER_HDRS := $(wildcard user/*.h user/*/*.h)
 
 ifeq ($(V),1)
 Q :=
@@ -65,13 +70,15 @@ $(OUT)/rfbpf.skel.h: $(OUT)/rfbpf.bpf.o
 	$(Q)$(BPFTOOL) gen skeleton $< > $@.tmp
 	$(Q)mv $@.tmp $@
 
-$(OUT)/%.o: user/%.c $(wildcard user/*.h) bpf/rfbpf.h bpf/rfbpf_gpu.h $(OUT)/rfbpf.skel.h \
-		| $(OUT)
+$(OUT)/%.o: user/%.c $(USER_HDRS) bpf/rfbpf.h bpf/rfbpf_gpu.h \
+		$(OUT)/rfbpf.skel.h | $(OUT)
 	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-# rfbpf's page in the target (user/stub_page.S): code as data.
-$(OUT)/stub_page_code.o: user/stub_page.S user/stub_page.h | $(OUT)
+# rfbpf's page in the target (user/attach/stub_page.S): code as data.
+$(OUT)/stub_page_code.o: user/attach/stub_page.S user/attach/stub_page.h \
+		| $(OUT)
 	$(call msg,AS,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
@@ -86,9 +93,9 @@ $(OUT):
 # rfbpf's page and the code that catches threads run in-process too.
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,\
 	$(wildcard tests/unit/test_*.c))
-UNIT_EXTRA := user/stub_page.S user/safe_point.c user/remote_call.c
+UNIT_EXTRA := $(addprefix user/attach/,stub_page.S safe_point.c remote_call.c)
 $(OUT)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(LOGIC_SRCS) \
-		$(UNIT_EXTRA) $(wildcard user/*.h) | $(OUT)
+		$(UNIT_EXTRA) $(USER_HDRS) | $(OUT)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -Itests/unit $< $(LOGIC_SRCS) $(UNIT_EXTRA) \
@@ -156,17 +163,17 @@ $(OUT)/bench/%.skel.h: $(OUT)/bench/%.bpf.o
 	$(Q)mv $@.tmp $@
 
 # The loader's throughput from a synthetic in-kernel producer.
-$(OUT)/bench/ring_rate: bench/ring_rate.c $(LOGIC_SRCS) $(wildcard user/*.h) \
+$(OUT)/bench/ring_rate: bench/ring_rate.c $(LOGIC_SRCS) $(USER_HDRS) \
 		$(OUT)/bench/ring_producer.skel.h
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -I$(OUT)/bench $< $(LOGIC_SRCS) $(LDLIBS) \
 		-lpthread -o $@
 
 BENCH_PROBE_SRCS := bench/producer.c bench/bench_probes.c \
-	bench/probe_target.S user/probes.c $(LOGIC_SRCS)
+	bench/probe_target.S user/attach/probes.c $(LOGIC_SRCS)
 $(OUT)/bench/uprobe_cost $(OUT)/bench/ring_throughput: $(OUT)/bench/%: \
 		bench/%.c $(BENCH_PROBE_SRCS) $(wildcard bench/*.h) \
-		$(wildcard user/*.h) $(OUT)/bench/empty.skel.h \
+		$(USER_HDRS) $(OUT)/bench/empty.skel.h \
 		$(OUT)/rfbpf.skel.h
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -I$(OUT)/bench $< $(BENCH_PROBE_SRCS) $(LDLIBS) \
@@ -174,17 +181,17 @@ $(OUT)/bench/uprobe_cost $(OUT)/bench/ring_throughput: $(OUT)/bench/%: \
 
 # Registers rfbpf's callback (and optionally empty uprobes) without
 # rfbpf's programs: the cost breakdown of the tiny-op workload.
-CALLBACK_ONLY_SRCS := user/activation.c user/stub_page.c user/stub_page.S \
-	user/safe_point.c user/remote_call.c user/probes.c $(LOGIC_SRCS)
+CALLBACK_ONLY_SRCS := $(addprefix user/attach/,activation.c stub_page.c \
+	stub_page.S safe_point.c remote_call.c probes.c) $(LOGIC_SRCS)
 $(OUT)/bench/callback_only: bench/callback_only.c $(CALLBACK_ONLY_SRCS) \
-		$(wildcard user/*.h) $(OUT)/bench/empty.skel.h \
+		$(USER_HDRS) $(OUT)/bench/empty.skel.h \
 		$(OUT)/rfbpf.skel.h
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -I$(OUT)/bench $< $(CALLBACK_ONLY_SRCS) $(LDLIBS) \
 		-o $@
 
 $(OUT)/bench/loader_throughput: bench/loader_throughput.c $(LOGIC_SRCS) \
-		$(wildcard user/*.h) | $(OUT)
+		$(USER_HDRS) | $(OUT)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $< $(LOGIC_SRCS) $(LDLIBS) -o $@

@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <bpf/libbpf.h>
-#include "probes.h"
+#include "attach/probes.h"
 #include "producer.h"
 
 /* PROG_RFBPF_GPU: rfbpf's programs with GPU launch tagging on (as when the

@@ -25,9 +25,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
-#include "activation.h"
+#include "attach/activation.h"
 #include "empty.skel.h"
-#include "target.h"
+#include "attach/target.h"
 
 #define ALL_SCOPES ((1u << RF_NUM_SCOPES) - 1)
 

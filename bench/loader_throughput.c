@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "trace.h"
+#include "model/trace.h"
 
 static double now_s(void)
 {

@@ -10,7 +10,7 @@
 #define BENCH_PAIR_EVENT_H
 
 #include <stddef.h>
-#include "trace.h"
+#include "model/trace.h"
 
 static inline int bench_pair_event(void *ctx, void *data, size_t size)
 {

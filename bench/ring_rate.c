@@ -21,7 +21,7 @@
 #include <bpf/libbpf.h>
 #include "pair_event.h"
 #include "ring_producer.skel.h"
-#include "trace.h"
+#include "model/trace.h"
 
 #define BATCH_PAIRS 1000
 #define RING_MB 16

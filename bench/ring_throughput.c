@@ -27,7 +27,7 @@
 #include "bench_probes.h"
 #include "pair_event.h"
 #include "stats.h"
-#include "trace.h"
+#include "model/trace.h"
 
 #define MAX_REPS 32
 #define DRAIN_RING_MB 256

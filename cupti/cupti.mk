@@ -25,9 +25,9 @@ CUPTI_SKIP_MSG := cupti: CUDA toolkit not found (set CUDA_HOME): skipping \
 
 CUPTI_SRCS := agent.c control.c clock.c callbacks.c activity.c \
 	torch_activation.c
-CUPTI_HDRS := cupti/agent.h bpf/rfbpf_gpu.h user/record_function_abi.h
+CUPTI_HDRS := cupti/agent.h bpf/rfbpf_gpu.h user/attach/record_function_abi.h
 CUPTI_BASE_CFLAGS := -Wall -Wextra -Werror -fPIC -g -std=gnu11 \
-	-D_GNU_SOURCE -I$(CUDA_HOME)/include -Icupti -Ibpf -Iuser
+	-D_GNU_SOURCE -I$(CUDA_HOME)/include -Icupti -Ibpf -Iuser/attach
 CUPTI_LIBS := -L$(CUDA_HOME)/lib64 -lcupti -ldl -lpthread \
 	-Wl,-rpath,$(CUDA_HOME)/lib64
 CUPTI_ASAN := -fsanitize=address,undefined -fno-omit-frame-pointer \
@@ -79,7 +79,7 @@ $(1)/test_agent_logic: tests/gpu/test_agent_logic.c tests/unit/check.h \
 # A stand-in for libtorch_cpu's callback registry, built with the real
 # C++ types so the op stubs are called through the real C++ ABI.
 $(1)/fake/libtorch_cpu.so: tests/gpu/fake_libtorch_cpu.cpp \
-		user/record_function_abi.h
+		user/attach/record_function_abi.h
 	$$(call msg,CXX,$$@)
 	$$(Q)mkdir -p $$(dir $$@)
 	$$(Q)$$(CXX) -std=c++17 -Wall -Wextra -Werror -fPIC -shared -g $(2) \

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
-#include "trace.h"
+#include "model/trace.h"
 #include "version.h"
 
 const char *argp_program_version = "rfbpf " RFBPF_VERSION;

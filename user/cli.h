@@ -5,8 +5,8 @@
 
 #include <stdbool.h>
 #include <sys/types.h>
+#include "model/aggregate.h"
 
-enum sort_key { SORT_SELF, SORT_TOTAL, SORT_CALLS, SORT_CUDA };
 enum probe_path { PROBES_AUTO, PROBES_ENTRY, PROBES_CALLBACK };
 
 struct options {

@@ -21,15 +21,15 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "cli.h"
-#include "elf_symbols.h"
-#include "export_chrome.h"
-#include "export_folded.h"
-#include "privileges.h"
+#include "attach/elf_symbols.h"
+#include "export/chrome.h"
+#include "export/folded.h"
+#include "attach/privileges.h"
 #include "session.h"
 #include "session_children.h"
 #include "session_gpu.h"
-#include "table.h"
-#include "target.h"
+#include "export/table.h"
+#include "attach/target.h"
 #include "version.h"
 
 static bool verbose;

@@ -12,7 +12,7 @@
 #include "session.h"
 #include "session_children.h"
 #include "session_gpu.h"
-#include "target.h"
+#include "attach/target.h"
 
 volatile sig_atomic_t stop_signals;
 

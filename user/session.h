@@ -10,14 +10,14 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
-#include "activation.h"
+#include "attach/activation.h"
 #include "cli.h"
-#include "gpu_agent.h"
-#include "launch.h"
-#include "probes.h"
+#include "gpu/agent.h"
+#include "attach/launch.h"
+#include "attach/probes.h"
 #include "status.h"
-#include "torch_symbols.h"
-#include "trace.h"
+#include "attach/torch_symbols.h"
+#include "model/trace.h"
 
 struct ring_buffer;
 struct bpf_link;

@@ -9,7 +9,7 @@
 #include <bpf/libbpf.h>
 #include "session.h"
 #include "session_children.h"
-#include "target.h"
+#include "attach/target.h"
 
 #define SCAN_EVERY_S 0.5
 

@@ -5,7 +5,7 @@
 #include <bpf/libbpf.h>
 #include "session.h"
 #include "session_gpu.h"
-#include "target.h"
+#include "attach/target.h"
 
 #define GPU_LOOK_EVERY_S 0.5
 /* The agent's thread looks at the control block every 100 ms. */

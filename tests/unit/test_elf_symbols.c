@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "check.h"
-#include "elf_symbols.h"
-#include "torch_symbols.h"
+#include "attach/elf_symbols.h"
+#include "attach/torch_symbols.h"
 
 /* Paths are relative to the repository root, where `make unit` runs. */
 #define FIX "tests/fixtures/"

@@ -7,13 +7,13 @@
  * timestamps in build_trace().
  */
 #include <stdint.h>
-#include "aggregate.h"
+#include "model/aggregate.h"
 #include "check.h"
-#include "export_chrome.h"
-#include "export_folded.h"
+#include "export/chrome.h"
+#include "export/folded.h"
 #include "json_parse.h"
-#include "table.h"
-#include "trace.h"
+#include "export/table.h"
+#include "model/trace.h"
 
 /* The validator must be able to say no, or the Chrome test proves nothing. */
 TEST(json_validator_itself)

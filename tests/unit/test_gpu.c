@@ -7,12 +7,12 @@
  * number follows from the timestamps in build_gpu_trace().
  */
 #include <stdint.h>
-#include "aggregate.h"
+#include "model/aggregate.h"
 #include "check.h"
-#include "export_chrome.h"
-#include "export_folded.h"
+#include "export/chrome.h"
+#include "export/folded.h"
 #include "json_parse.h"
-#include "trace.h"
+#include "model/trace.h"
 
 static void op_begin(struct trace *t, uint32_t tid, uint64_t addr,
 		     uint64_t ts, const char *name)

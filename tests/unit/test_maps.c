@@ -2,8 +2,8 @@
 /* u64map (open addressing, backward-shift deletion) and names (interning). */
 #include <stdint.h>
 #include "check.h"
-#include "names.h"
-#include "u64map.h"
+#include "model/names.h"
+#include "model/u64map.h"
 
 /* A copy of u64map.c's private slot_of(): the tests build keys that
  * collide on purpose and check the probing invariant with it. If the hash

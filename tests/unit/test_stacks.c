@@ -2,7 +2,7 @@
 /* Rebuilding per-thread op stacks from before()/end()/exit events
  * (user/stacks.c), fed with hand-built event headers. */
 #include "check.h"
-#include "trace.h"
+#include "model/trace.h"
 
 static void before_v(struct trace *t, uint32_t tid, uint64_t addr,
 		     uint64_t ts, const char *name, uint8_t variant,

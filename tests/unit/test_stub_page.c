@@ -17,8 +17,8 @@
 #include <unistd.h>
 #include <linux/futex.h>
 #include "check.h"
-#include "safe_point.h"
-#include "stub_page.h"
+#include "attach/safe_point.h"
+#include "attach/stub_page.h"
 
 static unsigned char *map_page(void)
 {

@@ -5,9 +5,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "elf_symbols.h"
-#include "gpu_agent.h"
-#include "target.h"
+#include "attach/elf_symbols.h"
+#include "agent.h"
+#include "attach/target.h"
 
 int gpu_agent_find(struct gpu_agent *g, pid_t pid, char *err, size_t len)
 {

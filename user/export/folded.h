@@ -8,7 +8,7 @@
 #define RFBPF_EXPORT_FOLDED_H
 
 #include <stdio.h>
-#include "trace.h"
+#include "model/trace.h"
 
 int export_folded(const struct trace *t, const char *path);
 /* Returns 0, or -1 on ENOMEM. */

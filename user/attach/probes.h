@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include "torch_symbols.h"
-#include "trace.h"
+#include "model/trace.h"
 
 #define PROBES_MAX_LIBS 4
 

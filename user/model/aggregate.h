@@ -8,8 +8,10 @@
 #define RFBPF_AGGREGATE_H
 
 #include <stdint.h>
-#include "cli.h"
 #include "trace.h"
+
+/* How the table is ordered (--sort). */
+enum sort_key { SORT_SELF, SORT_TOTAL, SORT_CALLS, SORT_CUDA };
 
 struct op_stats {
 	uint32_t name;

@@ -11,8 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "../bpf/rfbpf.h"
-#include "gpu.h"
+#include "rfbpf.h"
+#include "gpu_activity.h"
 #include "names.h"
 #include "u64map.h"
 

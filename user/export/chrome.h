@@ -9,7 +9,7 @@
 #define RFBPF_EXPORT_CHROME_H
 
 #include <stdio.h>
-#include "trace.h"
+#include "model/trace.h"
 
 int export_chrome_trace(const struct trace *t, const char *path);
 /* The same to an open stream (used by tests). */

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "../bpf/rfbpf_gpu.h"
+#include "rfbpf_gpu.h"
 #include "names.h"
 #include "u64map.h"
 

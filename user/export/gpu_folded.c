@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
-#include "export_folded.h"
+#include "folded.h"
 
 /* The stack an activity hangs under: its op's, or a marker saying why
  * there is none. */

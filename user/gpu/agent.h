@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "../bpf/rfbpf_gpu.h"
+#include "rfbpf_gpu.h"
 
 /* How far ahead each renewal sets the deadline, and how often it renews. */
 #define GPU_LEASE_NS (5ull * 1000000000ull)

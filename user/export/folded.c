@@ -2,8 +2,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "aggregate.h"
-#include "export_folded.h"
+#include "model/aggregate.h"
+#include "folded.h"
 
 size_t folded_put_frame(char *buf, size_t used, size_t cap, const char *s)
 {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <errno.h>
-#include "aggregate.h"
-#include "export_chrome.h"
+#include "model/aggregate.h"
+#include "chrome.h"
 #include "json_writer.h"
 #include "version.h"
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <string.h>
-#include "aggregate.h"
+#include "model/aggregate.h"
 #include "table.h"
 
 #define NAME_W 52

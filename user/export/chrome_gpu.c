@@ -6,7 +6,7 @@
  * flow ("cat":"ac2g") from the op that launched each one to it.
  */
 #include <stdlib.h>
-#include "export_chrome.h"
+#include "chrome.h"
 #include "json_writer.h"
 
 /* Devices become processes with ids far from any real pid. */

@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 #include "cli.h"
-#include "trace.h"
+#include "model/trace.h"
 
 /* top = 0 prints every row. */
 void print_table(FILE *f, const struct trace *t, enum sort_key sort, int top);

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "../bpf/rfbpf.h"
+#include "rfbpf.h"
 
 struct torch_symbols {
 	uint64_t offset[RF_V_NR];	/* file offset per variant, 0 = absent */

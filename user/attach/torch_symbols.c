@@ -8,7 +8,7 @@
 #include <string.h>
 #include "elf_symbols.h"
 #include "torch_symbols.h"
-#include "trace.h"
+#include "model/trace.h"
 
 #define RF "_ZN2at14RecordFunction"
 #define DESCRIPTOR RF "6beforeESt7variantIJSt17basic_string_viewIcSt11char_" \

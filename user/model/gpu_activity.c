@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gpu.h"
+#include "gpu_activity.h"
 
 void gpu_init(struct gpu *g)
 {
