@@ -19,7 +19,7 @@ OPT ?= -g -O2
 SANITIZE ?=
 override CFLAGS := $(OPT) $(SANITIZE) $(WARN) -std=gnu11 -D_GNU_SOURCE \
 	-I$(OUT) -Ibpf -Iuser
-LDLIBS := -lbpf -lelf -lz -lm
+LDLIBS := -lbpf -lelf -lz -lm -lprotobuf-c -lmicrohttpd -lpthread
 # BPF_KPROBE() declares ctx and every argument whether used or not.
 BPF_CFLAGS := -g -O2 $(WARN) -Wno-unused-parameter -target bpf -D__TARGET_ARCH_$(ARCH) \
 	-I$(dir $(VMLINUX)) -Ibpf
@@ -30,15 +30,38 @@ BPF_CFLAGS := -g -O2 $(WARN) -Wno-unused-parameter -target bpf -D__TARGET_ARCH_$
 # RecordFunction on), model/ (events -> ops -> aggregates), export/ (the
 # outputs), gpu/ (the CUPTI agent), with the session and main.c on top.
 LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
-		aggregate.c gpu_activity.c) \
+		trace_gpu.c aggregate.c gpu_activity.c profile_sink.c) \
 	$(addprefix user/attach/,elf_symbols.c torch_symbols.c target.c) \
-	$(addprefix user/export/,table.c chrome.c chrome_gpu.c gpu_folded.c \
+	$(addprefix user/export/,table.c chrome.c chrome_gpu.c \
 		folded.c json_writer.c)
 LOADER_SRCS := $(LOGIC_SRCS) user/cli.c \
 	$(addprefix user/attach/,privileges.c probes.c launch.c remote_call.c \
 		safe_point.c stub_page.c activation.c) \
-	user/gpu/agent.c user/status.c user/session.c user/session_gpu.c \
-	user/session_children.c user/main.c
+	user/gpu/agent.c user/status.c user/outputs.c user/session.c \
+	user/session_gpu.c \
+	user/session_setup.c user/session_children.c user/main.c
+# Fleet mode's parts (each list owned by one part, so they grow apart).
+STACK_PROFILE_SRCS := user/model/stack_profile.c
+PPROF_SRCS := user/export/pprof.c
+PROM_SRCS := user/export/prom_text.c
+HTTP_SRCS := user/fleet/http.c
+DISCOVERY_SRCS := user/fleet/discovery.c
+BUDGET_SRCS := user/fleet/budget.c
+# The daemon itself (needs BPF: not in the unit tests).
+FLEET_SRCS := user/fleet/job.c user/fleet/fleet_metrics.c user/fleet/daemon.c
+CALIBRATE_SRCS := user/fleet/calibrate.c user/fleet/calibrate_target.S
+LOGIC_SRCS += $(STACK_PROFILE_SRCS) $(PPROF_SRCS) $(PROM_SRCS) \
+	$(HTTP_SRCS) $(DISCOVERY_SRCS) $(BUDGET_SRCS)
+LOADER_SRCS += $(FLEET_SRCS) $(STACK_PROFILE_SRCS) $(PPROF_SRCS) $(PROM_SRCS) \
+	$(HTTP_SRCS) $(DISCOVERY_SRCS) $(BUDGET_SRCS) $(CALIBRATE_SRCS)
+# pprof's schema (user/export/profile.proto) as C, by protoc-c, in
+# $(OUT)/gen/: generated, never edited or committed. It is pure logic, so
+# the unit tests and benches compile it with the rest of LOGIC_SRCS.
+PROTOC_C ?= protoc-c
+GEN_SRCS := $(OUT)/gen/profile.pb-c.c
+GEN_HDRS := $(GEN_SRCS:.c=.h)
+GEN_OBJS := $(GEN_SRCS:.c=.o)
+LOGIC_SRCS += $(GEN_SRCS)
 USER_HDRS := $(wildcard user/*.h user/*/*.h)
 
 ifeq ($(V),1)
@@ -82,7 +105,33 @@ $(OUT)/stub_page_code.o: user/attach/stub_page.S user/attach/stub_page.h \
 	$(call msg,AS,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-rfbpf: $(patsubst user/%.c,$(OUT)/%.o,$(LOADER_SRCS)) $(OUT)/stub_page_code.o
+# One protoc-c run writes both files (&: makes them one grouped target).
+$(GEN_SRCS) $(GEN_HDRS) &: user/export/profile.proto
+	$(call msg,PROTOC-C,$@)
+	$(Q)mkdir -p $(OUT)/gen
+	$(Q)$(PROTOC_C) --proto_path=user/export --c_out=$(OUT)/gen $<
+
+$(OUT)/gen/%.o: $(OUT)/gen/%.c $(GEN_HDRS)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+# The encoder includes the generated header; both loaders link the
+# generated code (the asan one is built with OUT=build-asan).
+$(patsubst user/%.c,$(OUT)/%.o,$(PPROF_SRCS)): $(GEN_HDRS)
+rfbpf build-asan/rfbpf-asan: $(GEN_OBJS)
+
+# The objects a loader links, in directory $(1): user/X.c and user/X.S
+# become $(1)/X.o.
+loader_objs = $(patsubst user/%.S,$(1)/%.o,\
+	$(patsubst user/%.c,$(1)/%.o,$(LOADER_SRCS)))
+
+# The calibration's probe sites (CALIBRATE_SRCS): code that runs in rfbpf.
+$(OUT)/fleet/calibrate_target.o: user/fleet/calibrate_target.S | $(OUT)
+	$(call msg,AS,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+rfbpf: $(call loader_objs,$(OUT)) $(OUT)/stub_page_code.o
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
@@ -114,6 +163,19 @@ e2e: rfbpf tests/fixtures
 	$(Q)$(MAKE) -s --no-print-directory cupti
 	$(Q)tests/run-e2e.sh
 
+# The start-up calibration (user/fleet/calibrate.c) loads BPF and probes
+# its own process, so a program of its own checks it, not a unit test:
+# `sudo make calibrate-check`.
+CALIBRATE_CHECK_SRCS = $(CALIBRATE_SRCS) user/attach/probes.c $(LOGIC_SRCS)
+$(OUT)/tests/calibrate/calibrate_check: tests/calibrate/calibrate_check.c \
+		$(CALIBRATE_CHECK_SRCS) $(USER_HDRS) $(OUT)/rfbpf.skel.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $< $(CALIBRATE_CHECK_SRCS) $(LDLIBS) -o $@
+.PHONY: calibrate-check
+calibrate-check: $(OUT)/tests/calibrate/calibrate_check
+	$(Q)$<
+
 # `sudo make test`: install what is missing, build, run every test.
 test: deps
 	$(Q)$(MAKE) --no-print-directory rfbpf
@@ -129,7 +191,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer \
 asan:
 	$(Q)$(MAKE) --no-print-directory OUT=build-asan OPT="-g -O1" \
 		SANITIZE="$(ASAN_FLAGS)" build-asan/rfbpf-asan
-build-asan/rfbpf-asan: $(patsubst user/%.c,build-asan/%.o,$(LOADER_SRCS)) \
+build-asan/rfbpf-asan: $(call loader_objs,build-asan) \
 		build-asan/stub_page_code.o
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "model/aggregate.h"
+#include "model/profile_sink.h"
 #include "model/trace.h"
 
 static double now_s(void)
@@ -29,6 +31,9 @@ int main(int argc, char **argv)
 	struct rf_event_hdr h = { .variant = RF_V_SCHEMA };
 	char names[24][32];
 	struct trace t;
+	struct aggregate agg;
+	struct stack_profile stacks;
+	struct trace_sink sink;
 	long n = 0;
 	double t0;
 
@@ -36,6 +41,14 @@ int main(int argc, char **argv)
 		snprintf(names[i], sizeof(names[i]), "aten::synthetic_op_%d",
 			 i);
 	trace_init(&t, 1);
+	/* What every run feeds: the table's aggregate, and the stacks that
+	 * --folded and pprof are written from. */
+	aggregate_init(&agg);
+	stack_profile_init(&stacks);
+	sink = aggregate_sink(&agg);
+	trace_add_sink(&t, &sink);
+	sink = profile_sink_ops(&stacks);
+	trace_add_sink(&t, &sink);
 	t0 = now_s();
 	for (uint64_t step = 0; n < events; step++) {
 		uint32_t tid = 100 + step % 4;
@@ -62,8 +75,11 @@ int main(int argc, char **argv)
 	}
 	double dt = now_s() - t0;
 	printf("loader: %ld events in %.3f s = %.2f million events/s "
-	       "(%zu ops kept, %.0f MiB op log)\n", n, dt, n / dt / 1e6,
-	       t.nr_ops, t.cap_ops * sizeof(struct op) / 1048576.0);
+	       "(%llu ops through the aggregate and stack sinks, %zu slots "
+	       "open at most, %zu distinct stacks)\n", n, dt, n / dt / 1e6,
+	       (unsigned long long)t.nr_ops, t.cap_ops, stacks.nr);
 	trace_free(&t);
+	aggregate_free(&agg);
+	stack_profile_free(&stacks);
 	return 0;
 }

@@ -31,14 +31,24 @@ static const char doc[] =
 "  sudo rfbpf --deactivate -p 1234     # remove what a killed rfbpf left\n"
 "  sudo rfbpf --sort total --top 20 -- python3 train.py\n"
 "  sudo rfbpf --lib /opt/venv/lib/python3.11/site-packages/torch/lib/"
-"libtorch_cpu.so -- python3 infer.py\n";
+"libtorch_cpu.so -- python3 infer.py\n"
+"\n"
+"Fleet mode: one daemon samples every PyTorch job on the host\n"
+"  sudo rfbpf --continuous --all --listen :9464 --prom-file "
+"/var/lib/node_exporter/rfbpf.prom\n"
+"  sudo rfbpf --continuous -p 1234 -p 5678 --interval 10 --budget 0.5 "
+"--pprof-dir /var/lib/rfbpf\n"
+"  sudo rfbpf --config /etc/rfbpf.conf   # long options as key = value\n";
 
-static const char args_doc[] = "-p PID | -- COMMAND [ARGS...]";
+static const char args_doc[] = "-p PID | -- COMMAND [ARGS...] | "
+				"--continuous (--all | -p PID...)";
 
 enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_RINGBUF, OPT_SAMPLE, OPT_SCOPES, OPT_NO_ACTIVATE, OPT_DEACTIVATE,
        OPT_TREE_SAMPLE, OPT_PROBES, OPT_GPU_FOLDED, OPT_NO_GPU,
-       OPT_CHILDREN };
+       OPT_CHILDREN, OPT_CONTINUOUS, OPT_ALL, OPT_INTERVAL, OPT_BUDGET,
+       OPT_PPROF_DIR, OPT_PPROF_KEEP, OPT_PROM_FILE, OPT_LISTEN, OPT_MAX_OPS,
+       OPT_CONFIG };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -95,18 +105,66 @@ static const struct argp_option options[] = {
 	  "callbacks (e.g. torch.profiler) make it record", 0 },
 	{ "deactivate", OPT_DEACTIVATE, NULL, 0,
 	  "Remove the callback a killed rfbpf left in -p PID, and exit", 0 },
-	{ "quiet", 'q', NULL, 0, "No live status line on stderr", 0 },
+	{ "continuous", OPT_CONTINUOUS, NULL, 0,
+	  "Fleet mode: run as a daemon, sample every job (--all or -p, "
+	  "repeatable) within --budget, export per --interval", 1 },
+	{ "all", OPT_ALL, NULL, 0, "With --continuous: every process on the "
+	  "host that maps a libtorch_cpu, found within 2 s of its start", 1 },
+	{ "interval", OPT_INTERVAL, "SECONDS", 0,
+	  "Export period of --continuous (default 60)", 1 },
+	{ "budget", OPT_BUDGET, "PERCENT", 0, "Keep each job's estimated "
+	  "tracing cost under PERCENT of its CPU time (0 < PERCENT <= 50, "
+	  "default 1)", 1 },
+	{ "pprof-dir", OPT_PPROF_DIR, "DIR", 0, "Write one gzipped pprof "
+	  "profile per interval into DIR (profile-*.pb.gz)", 1 },
+	{ "pprof-keep", OPT_PPROF_KEEP, "N", 0,
+	  "Keep the newest N profiles in --pprof-dir (default 10)", 1 },
+	{ "prom-file", OPT_PROM_FILE, "FILE", 0, "Write Prometheus metrics "
+	  "to FILE each interval, for node_exporter's textfile collector", 1 },
+	{ "listen", OPT_LISTEN, "ADDR:PORT", 0, "Serve /metrics, "
+	  "/debug/pprof/profile and /healthz over HTTP", 1 },
+	{ "max-ops", OPT_MAX_OPS, "N", 0, "Op series per job in the metrics; "
+	  "the rest add up in op=\"[other]\" (default 2000)", 1 },
+	{ "config", OPT_CONFIG, "FILE", 0, "Read long options from FILE, one "
+	  "'key = value' a line (SIGHUP re-reads it)", 1 },
+	{ "quiet", 'q', NULL, 0, "No live status line on stderr", 2 },
 	{ "verbose", 'v', NULL, 0,
-	  "Show symbol resolution and libbpf details", 0 },
+	  "Show symbol resolution and libbpf details", 2 },
 	{},
 };
 
+/* While SIGHUP re-reads the options, a bad value is kept here instead of
+ * ending the daemon. */
+static bool reparsing;
+static bool last_pass;
+static char reparse_error[512];
+
 static void bad(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "rfbpf: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, " (see rfbpf --help)\n");
+	char msg[400];
+
+	snprintf(msg, sizeof(msg), fmt, arg);
+	if (reparsing) {
+		if (!reparse_error[0])
+			snprintf(reparse_error, sizeof(reparse_error), "%s",
+				 msg);
+		return;
+	}
+	fprintf(stderr, "rfbpf: %s (see rfbpf --help)\n", msg);
 	exit(2);
+}
+
+static double parse_double(const char *arg, double min, double max,
+			   const char *what)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v >= min) || v > max)
+		bad(what, arg);
+	return v;
 }
 
 static long parse_long(const char *arg, long min, long max, const char *what)
@@ -158,6 +216,31 @@ static unsigned parse_scopes(const char *arg)
 	return mask;
 }
 
+/* --continuous: a daemon over many jobs, with its own outputs. */
+static void check_continuous(const struct options *opt)
+{
+	if (opt->command)
+		bad("%s--continuous traces running processes: give --all or "
+		    "-p PID, not a command", "");
+	else if (!opt->all && !opt->nr_pids)
+		bad("%s--continuous needs --all or -p PID", "");
+	else if (opt->trace_path || opt->folded_path || opt->gpu_folded_path)
+		bad("%s--continuous writes --pprof-dir, --prom-file and "
+		    "--listen, not -o, --folded or --gpu-folded (those are for "
+		    "one run)", "");
+	else if (opt->deactivate)
+		bad("%s--deactivate and --continuous exclude each other", "");
+	else if (opt->sample_prob != 1.0)
+		bad("%s--continuous chooses each job's sampling from --budget:"
+		    " drop --sample", "");
+	else if (!opt->activate)
+		bad("%s--continuous switches RecordFunction on: drop "
+		    "--no-activate", "");
+	else if (!opt->pprof_dir && !opt->prom_file && !opt->listen)
+		bad("%s--continuous needs somewhere to export: --pprof-dir, "
+		    "--prom-file or --listen", "");
+}
+
 static error_t parse_arg(int key, char *arg, struct argp_state *state)
 {
 	struct options *opt = state->input;
@@ -168,7 +251,34 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		opt->pid = parse_long(arg, 1, 0x7fffffff,
 				      "invalid PID '%s': expected a positive "
 				      "process id");
+		if (opt->nr_pids == CLI_MAX_PIDS)
+			bad("too many -p (at most 64): use --continuous --all%s",
+			    "");
+		else
+			opt->pids[opt->nr_pids++] = opt->pid;
 		break;
+	case OPT_CONTINUOUS: opt->continuous = true; break;
+	case OPT_ALL: opt->all = true; break;
+	case OPT_INTERVAL:
+		opt->interval_s = parse_double(arg, 1, 86400, "invalid "
+			"--interval '%s': expected seconds from 1 to 86400");
+		break;
+	case OPT_BUDGET:
+		opt->budget_pct = parse_double(arg, 1e-6, 50, "invalid --budget "
+			"'%s': expected a percentage above 0 and at most 50");
+		break;
+	case OPT_PPROF_DIR: opt->pprof_dir = arg; break;
+	case OPT_PPROF_KEEP:
+		opt->pprof_keep = parse_long(arg, 1, 1000000, "invalid "
+			"--pprof-keep '%s': expected a count >= 1");
+		break;
+	case OPT_PROM_FILE: opt->prom_file = arg; break;
+	case OPT_LISTEN: opt->listen = arg; break;
+	case OPT_MAX_OPS:
+		opt->max_ops = parse_long(arg, 1, 1000000, "invalid --max-ops "
+			"'%s': expected a count >= 1");
+		break;
+	case OPT_CONFIG: opt->config = arg; break;
 	case 'd':
 		errno = 0;
 		opt->duration_s = strtod(arg, &end);
@@ -242,6 +352,21 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		state->next = state->argc;
 		break;
 	case ARGP_KEY_END:
+		/* With --config, the checks wait for the last pass, which
+		 * sees the file and the command line together. */
+		if (opt->config && !last_pass)
+			break;
+		if (opt->continuous) {
+			check_continuous(opt);
+			break;
+		}
+		if (opt->all)
+			bad("%s--all needs --continuous", "");
+		if (opt->nr_pids > 1)
+			bad("%sseveral -p need --continuous", "");
+		if (opt->pprof_dir || opt->prom_file || opt->listen)
+			bad("%s--pprof-dir, --prom-file and --listen need "
+			    "--continuous", "");
 		if (opt->pid && opt->command)
 			bad("%s-p and a command exclude each other", "");
 		if (!opt->pid && !opt->command)
@@ -267,13 +392,13 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-void parse_options(int argc, char **argv, struct options *opt)
-{
-	static const struct argp argp = {
-		.options = options, .parser = parse_arg,
-		.args_doc = args_doc, .doc = doc,
-	};
+static const struct argp argp = {
+	.options = options, .parser = parse_arg,
+	.args_doc = args_doc, .doc = doc,
+};
 
+static void set_defaults(struct options *opt)
+{
 	memset(opt, 0, sizeof(*opt));
 	opt->table = true;
 	opt->top = 30;
@@ -283,6 +408,150 @@ void parse_options(int argc, char **argv, struct options *opt)
 	opt->sample_prob = 1.0;
 	opt->tree_prob = 1.0;
 	opt->scopes = (1u << 10) - 1;
+	opt->interval_s = 60;
+	opt->budget_pct = 1;
+	opt->pprof_keep = 10;
+	opt->max_ops = 2000;
+}
+
+static bool known_option(const char *name)
+{
+	for (const struct argp_option *o = options; o->name || o->key; o++)
+		if (o->name && !strcmp(o->name, name))
+			return true;
+	return false;
+}
+
+/* Lines of "key = value" (or a bare "key" for a flag), '#' comments,
+ * become "--key=value" arguments. Unknown keys are refused by argp like
+ * unknown options. Returns 0, or -1 with a reason in err. */
+static int config_args(const char *path, char ***argvp, int *argcp,
+		       char *err, size_t len)
+{
+	FILE *f = fopen(path, "re");
+	char line[1024], **argv = calloc(2, sizeof(*argv));
+	int argc = 1, lineno = 0;
+
+	if (!f || !argv) {
+		snprintf(err, len, "cannot read --config %s: %s", path,
+			 strerror(errno));
+		if (f)
+			fclose(f);
+		free(argv);
+		return -1;
+	}
+	argv[0] = strdup("rfbpf");
+	while (fgets(line, sizeof(line), f)) {
+		char *key = line, *eq, *val = NULL, *end, **grown;
+
+		lineno++;
+		line[strcspn(line, "#\n")] = 0;
+		while (*key == ' ' || *key == '\t')
+			key++;
+		if (!*key)
+			continue;
+		if ((eq = strchr(key, '='))) {
+			*eq = 0;
+			val = eq + 1;
+			while (*val == ' ' || *val == '\t')
+				val++;
+			for (end = val + strlen(val); end > val &&
+			     (end[-1] == ' ' || end[-1] == '\t');)
+				*--end = 0;
+		}
+		for (end = key + strlen(key); end > key &&
+		     (end[-1] == ' ' || end[-1] == '\t');)
+			*--end = 0;
+		if (!strcmp(key, "config") || !known_option(key)) {
+			snprintf(err, len, "--config %s:%d: unknown key '%s' "
+				 "(keys are rfbpf's long options)", path,
+				 lineno, key);
+			fclose(f);
+			*argvp = argv;
+			*argcp = argc;
+			return -1;
+		}
+		grown = realloc(argv, (argc + 2) * sizeof(*argv));
+		if (!grown)
+			break;
+		argv = grown;
+		if (asprintf(&argv[argc], "--%s%s%s", key, val ? "=" : "",
+			     val ? val : "") < 0)
+			break;
+		argv[++argc] = NULL;
+	}
+	fclose(f);
+	*argvp = argv;
+	*argcp = argc;
+	return 0;
+}
+
+static void free_args(char **argv, int argc)
+{
+	for (int i = 0; i < argc; i++)
+		free(argv[i]);
+	free(argv);
+}
+
+/* Defaults, then the config file (if the command line names one), then
+ * the command line again, which wins. */
+static int parse_all(int argc, char **argv, struct options *opt,
+		     unsigned flags, char *err, size_t len)
+{
+	char **cargv = NULL;
+	int cargc = 0, ret = 0;
+
+	set_defaults(opt);
+	last_pass = false;
+	if (argp_parse(&argp, argc, argv, flags, NULL, opt))
+		return snprintf(err, len, "bad command line"), -1;
+	if (!opt->config)
+		return 0;
+	if (config_args(opt->config, &cargv, &cargc, err, len)) {
+		free_args(cargv, cargc);
+		return -1;
+	}
+	set_defaults(opt);
+	opt->config = "";	/* the file's own pass is not the last */
+	if (argp_parse(&argp, cargc, cargv, flags | ARGP_NO_HELP, NULL, opt))
+		ret = -1;
+	last_pass = true;
+	if (!ret && argp_parse(&argp, argc, argv, flags, NULL, opt))
+		ret = -1;
+	last_pass = false;
+	if (ret)
+		snprintf(err, len, "bad option in --config %s", opt->config);
+	/* Strings point into argv and the config's arguments: the latter
+	 * stay allocated for the life of the options (a SIGHUP makes new
+	 * ones; the few bytes of the old are not worth tracking). */
+	free(cargv);
+	return ret;
+}
+
+void parse_options(int argc, char **argv, struct options *opt)
+{
+	char err[512];
+
 	argp_err_exit_status = 2;
-	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, opt);
+	if (parse_all(argc, argv, opt, ARGP_IN_ORDER, err, sizeof(err))) {
+		fprintf(stderr, "rfbpf: %s\n", err);
+		exit(2);
+	}
+}
+
+int reparse_options(int argc, char **argv, struct options *opt, char *err,
+		    size_t len)
+{
+	int ret;
+
+	reparsing = true;
+	reparse_error[0] = 0;
+	ret = parse_all(argc, argv, opt, ARGP_IN_ORDER | ARGP_NO_EXIT |
+			ARGP_NO_ERRS, err, len);
+	if (reparse_error[0]) {
+		snprintf(err, len, "%s", reparse_error);
+		ret = -1;
+	}
+	reparsing = false;
+	return ret;
 }

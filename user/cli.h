@@ -9,6 +9,8 @@
 
 enum probe_path { PROBES_AUTO, PROBES_ENTRY, PROBES_CALLBACK };
 
+#define CLI_MAX_PIDS 64
+
 struct options {
 	pid_t pid;		/* -p; 0 when launching a command */
 	char **command;		/* after "--"; NULL when attaching */
@@ -31,9 +33,27 @@ struct options {
 	enum probe_path probes;	/* --probes */
 	bool quiet;		/* -q: no live status line */
 	bool children;		/* --children: trace child processes too */
+	/* Fleet mode (--continuous): a daemon for every PyTorch job. */
+	bool continuous;	/* --continuous */
+	bool all;		/* --all: every process mapping libtorch_cpu */
+	pid_t pids[CLI_MAX_PIDS];	/* -p, repeatable with --continuous */
+	int nr_pids;
+	double interval_s;	/* --interval, default 60 */
+	double budget_pct;	/* --budget, default 1 (% of a job's CPU) */
+	const char *pprof_dir;	/* --pprof-dir */
+	unsigned pprof_keep;	/* --pprof-keep, default 10 */
+	const char *prom_file;	/* --prom-file */
+	const char *listen;	/* --listen ADDR:PORT */
+	unsigned max_ops;	/* --max-ops, op series per job, default 2000 */
+	const char *config;	/* --config FILE */
 };
 
-/* Parses argv; on a bad value prints one line and exits with status 2. */
+/* Parses argv (and the --config file it names, whose keys are the long
+ * options: the command line wins); on a bad value prints one line and
+ * exits with status 2. */
 void parse_options(int argc, char **argv, struct options *opt);
+/* The same for SIGHUP: never exits; 0, or -1 with one line in err. */
+int reparse_options(int argc, char **argv, struct options *opt, char *err,
+		    size_t len);
 
 #endif

@@ -39,9 +39,14 @@ static void name_new_thread(struct session *s, uint32_t pid, uint32_t tid)
 	bool created;
 	struct thread *th = trace_thread(&s->trace, tid, &created);
 
+	char comm[16];
+
 	if (th && created) {
 		th->pid = pid;
-		target_thread_comm(pid, tid, th->comm, sizeof(th->comm));
+		target_thread_comm(pid, tid, comm, sizeof(comm));
+		trace_name_thread(&s->trace, th, comm);
+		if (pid && pid != s->trace.pid && tid == pid)
+			s->trace.counts.child_processes_seen++;
 	}
 }
 
@@ -72,44 +77,30 @@ static int handle_event(void *ctx, void *data, size_t size)
 	case RF_EV_THREAD_EXIT: {
 		const struct rf_thread_exit_event *e = data;
 		long i = trace_thread_index(&s->trace, h->tid);
+		char comm[sizeof(e->comm) + 1] = "";
 
 		if (size < sizeof(*e))
 			return 0;
+		memcpy(comm, e->comm, sizeof(e->comm));
 		if (i >= 0)
-			memcpy(s->trace.threads[i].comm, e->comm,
-			       sizeof(e->comm));
+			trace_name_thread(&s->trace, &s->trace.threads[i],
+					  comm);
 		stacks_thread_exit(&s->trace, h->tid, h->ts_ns);
 		break;
 	}
-	case RF_EV_GPU_LAUNCH: {
-		const struct rf_gpu_launch_event *e = data;
-		struct trace *t = &s->trace;
-		int32_t op;
-
-		if (size < sizeof(*e))
+	case RF_EV_GPU_LAUNCH:
+		if (size < sizeof(struct rf_gpu_launch_event))
 			return 0;
-		t->counts.events++;
 		name_new_thread(s, h->pid, h->tid);
-		op = stacks_open_op(t, h->tid, h->rf_addr);
-		/* BPF tracks only ops opened after GPU tagging began (the
-		 * agent may load mid-run); the loader knows older ones. */
-		if (op < 0 && !h->rf_addr)
-			op = stacks_innermost_op(t, h->tid);
-		if (!gpu_add_launch(&t->gpu, &t->names, h->ts_ns, h->tid, op,
-				    e))
-			t->counts.oom++;
-		gpu_evict(&t->gpu, h->ts_ns);
+		trace_gpu_launch(&s->trace, data);
 		break;
-	}
 	case RF_EV_FORK:		/* --children: probe it now */
 		session_children_forked(s, (pid_t)h->rf_addr);
 		break;
 	case RF_EV_GPU_ACTIVITY:
 		if (size < sizeof(struct rf_gpu_activity_event))
 			return 0;
-		s->trace.counts.events++;
-		if (!gpu_add_activity(&s->trace.gpu, &s->trace.names, data))
-			s->trace.counts.oom++;
+		trace_gpu_activity(&s->trace, data);
 		break;
 	}
 	return 0;
@@ -159,6 +150,13 @@ static void stop_all_at_safe_point(void *ctx)
 	probes_stop_every_thread(&s->probes);
 }
 
+static void reap_safe_point(void *ctx)
+{
+	struct session *s = ctx;
+
+	probes_reap_safe_point(&s->probes);
+}
+
 static void disarm_safe_point(void *ctx)
 {
 	struct session *s = ctx;
@@ -172,7 +170,8 @@ void session_init_safe_point(struct session *s)
 	s->safe_point = (struct safe_point_probe){
 		.arm = arm_safe_point, .allow = allow_safe_point,
 		.stop_all = stop_all_at_safe_point,
-		.disarm = disarm_safe_point, .ctx = s,
+		.disarm = disarm_safe_point, .reap = reap_safe_point,
+		.ctx = s,
 	};
 	s->act.probe = &s->safe_point;
 	s->act.find.find_ms = ATTACH_FIND_MS;
@@ -261,6 +260,39 @@ int session_activate(struct session *s, const char *lib, char *err,
  * chance, and so is every wait of an idle one. */
 #define DETACH_FIND_MS 10000
 
+int session_set_sample_prob(struct session *s, double p,
+			    struct replace_times *times, char *err, size_t len)
+{
+	uint64_t start = 0, end = 0;
+	int ret;
+
+	if (s->use_stubs && s->act.page.addr) {
+		start = s->act.page.addr + STUB_START_OFFSET;
+		end = s->act.page.addr + STUB_END_OFFSET;
+	}
+	s->act.find.find_ms = 3000;
+	s->act.find.cancel = NULL;
+	remote_set_idle(drain, s);	/* this session's ring, while held */
+	ret = activation_replace(&s->act, p, s->opt->scopes, start, end,
+				 times, err, len);
+	if (!ret)
+		s->trace.sample_prob = p;
+	return ret;
+}
+
+void session_abort(struct session *s)
+{
+	if (s->act.handle)
+		session_deactivate(s);
+	activation_unlock(&s->act);
+	if (s->launched)
+		launch_abort(&s->launch);
+	if (s->rb)
+		ring_buffer__free(s->rb);
+	s->rb = NULL;
+	probes_destroy(&s->probes);
+}
+
 void session_deactivate(struct session *s)
 {
 	uint64_t handle = s->act.handle;
@@ -268,6 +300,7 @@ void session_deactivate(struct session *s)
 
 	s->act.find.find_ms = DETACH_FIND_MS;
 	s->act.find.cancel = NULL;
+	remote_set_idle(drain, s);	/* this session's ring, while held */
 	if (!activation_stop(&s->act, err, sizeof(err))) {
 		/* No new child gets it now: take it from those that did. */
 		session_children_detach(s, handle);
@@ -504,6 +537,11 @@ void session_run(struct session *s)
 			break;
 	}
 	status_clear(&s->status);
+	session_finish(s);
+}
+
+void session_finish(struct session *s)
+{
 	/* The agent's last records still need the probes attached. */
 	session_gpu_finish(s);
 	/* Switch RecordFunction off, detach so the target runs free, then

@@ -17,6 +17,7 @@
 #include "attach/probes.h"
 #include "status.h"
 #include "attach/torch_symbols.h"
+#include "outputs.h"
 #include "model/trace.h"
 
 struct ring_buffer;
@@ -35,6 +36,7 @@ struct session {
 	const struct options *opt;
 	pid_t pid;
 	struct trace trace;
+	struct outputs out;	/* what the run writes (one-shot modes) */
 	struct probes probes;
 	struct ring_buffer *rb;
 	struct launch launch;
@@ -67,7 +69,18 @@ struct session {
 	double gpu_checked_s;	/* last look for it */
 	struct rf_gpu_control gpu_base;	/* its counters when we attached */
 	bool gpu_base_read;
+	char error[768];	/* why session_setup() failed, one line */
 };
+
+/* Sets the session up for opt (session_setup.c): claims the target or
+ * forks the command, probes, switches RecordFunction on. 0, or -1 with a
+ * one-line reason in s->error (undo with session_abort). */
+int session_setup(struct session *s, struct options *opt);
+/* -p PID: the process exists, and no other rfbpf is on it (0 or -1). */
+int session_claim_target(struct session *s, pid_t pid);
+/* Undoes a setup that failed part-way: removes a callback it registered,
+ * releases the lock, kills a command not yet started, frees probes. */
+void session_abort(struct session *s);
 
 /* Set by the signal handlers in main.c. */
 extern volatile sig_atomic_t stop_signals;
@@ -81,6 +94,13 @@ int session_open_ring(struct session *s);
 /* Polls until a stop condition, then drains, detaches and closes every
  * still-open op. */
 void session_run(struct session *s);
+/* The end of a run: switches RecordFunction off, detaches, drains what is
+ * left and closes every still-open op (session_run calls it). */
+void session_finish(struct session *s);
+/* Re-registers the callback with a new sampling probability, in one stop
+ * of one thread. 0, or -errno with a reason in err. */
+int session_set_sample_prob(struct session *s, double p,
+			    struct replace_times *times, char *err, size_t len);
 /* Launch mode: once the command maps a libtorch_cpu rfbpf did not probe
  * before exec, resolve and probe it too; and switch RecordFunction on. */
 void session_check_launched_lib(struct session *s);

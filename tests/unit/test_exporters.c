@@ -2,18 +2,27 @@
 /*
  * Exporters and the table's arithmetic on one hand-built trace: Chrome
  * trace JSON (checked with a strict JSON parser written here, since no
- * JSON library is a dependency), folded stacks, aggregate_ops() and
- * format_duration(). Every expected number is worked out by hand from the
- * timestamps in build_trace().
+ * JSON library is a dependency), folded stacks, the aggregate, the table
+ * and format_duration(). Every expected number is worked out by hand from
+ * the timestamps in build_trace().
+ *
+ * The trace streams: an op is handed to the consumers when it closes and
+ * then forgotten, so every consumer (the op log, the aggregate, the op
+ * stack profile, the Chrome writer on a memory stream) is attached right
+ * after trace_init, before the first event, as outputs.c does.
  */
 #include <stdint.h>
+#include <unistd.h>
 #include "model/aggregate.h"
 #include "check.h"
 #include "export/chrome.h"
 #include "export/folded.h"
 #include "json_parse.h"
+#include "model/profile_sink.h"
+#include "model/stack_profile.h"
 #include "export/table.h"
 #include "model/trace.h"
+#include "op_log.h"
 
 /* The validator must be able to say no, or the Chrome test proves nothing. */
 TEST(json_validator_itself)
@@ -39,6 +48,81 @@ TEST(json_validator_itself)
 	CHECK(!json_parse(esc, strlen(esc), &v));
 	CHECK(v.type == J_STR && v.len == 6 && !memcmp(v.str, "q\"b\\c\x01", 6));
 	jv_free(&v);
+}
+
+/* ------------------------------------------------------------------ */
+/* The consumers of a trace.                                           */
+
+/* Which consumers a fixture attaches besides the Chrome writer (always
+ * there); CHROME_FIRST puts the writer before the others. */
+enum {
+	WITH_LOG	= 1 << 0,	/* op_log.h's L (always first) */
+	WITH_AGG	= 1 << 1,
+	WITH_PROFILE	= 1 << 2,	/* profile_sink_ops */
+	CHROME_FIRST	= 1 << 3,
+	WITH_ALL	= WITH_LOG | WITH_AGG | WITH_PROFILE,
+};
+
+struct fixture {
+	struct trace t;
+	struct aggregate agg;
+	struct stack_profile sp;	/* calls and self time by op stack */
+	struct chrome_writer chrome;
+	FILE *chrome_f;			/* open until finish_chrome() */
+	char *chrome_text;
+	size_t chrome_len;
+};
+
+static void add_sink(struct trace *t, struct trace_sink s)
+{
+	CHECK(trace_add_sink(t, &s));
+}
+
+/* trace_init and the consumers, before any event. */
+static void fixture_init(struct fixture *x, uint32_t pid, unsigned with)
+{
+	memset(x, 0, sizeof(*x));
+	if (with & WITH_LOG)
+		trace_init_logged(&x->t, pid);
+	else
+		trace_init(&x->t, pid);
+	aggregate_init(&x->agg);
+	stack_profile_init(&x->sp);
+	x->chrome_f = open_memstream(&x->chrome_text, &x->chrome_len);
+	if (!x->chrome_f)
+		abort();
+	chrome_begin(&x->chrome, x->chrome_f);
+	if (with & CHROME_FIRST)
+		add_sink(&x->t, chrome_sink(&x->chrome));
+	if (with & WITH_AGG)
+		add_sink(&x->t, aggregate_sink(&x->agg));
+	if (with & WITH_PROFILE)
+		add_sink(&x->t, profile_sink_ops(&x->sp));
+	if (!(with & CHROME_FIRST))
+		add_sink(&x->t, chrome_sink(&x->chrome));
+}
+
+/* Ends the Chrome file (op_stats from a, which may be NULL) and returns
+ * its text, owned by x. */
+static const char *finish_chrome(struct fixture *x, const struct aggregate *a)
+{
+	CHECK(!chrome_finish(&x->chrome, &x->t, a));
+	fclose(x->chrome_f);
+	x->chrome_f = NULL;
+	CHECK(x->chrome_text && strlen(x->chrome_text) == x->chrome_len);
+	return x->chrome_text;
+}
+
+static void fixture_free(struct fixture *x)
+{
+	if (x->chrome_f) {		/* the writer's maps go with finish */
+		chrome_finish(&x->chrome, &x->t, NULL);
+		fclose(x->chrome_f);
+	}
+	free(x->chrome_text);
+	stack_profile_free(&x->sp);
+	aggregate_free(&x->agg);
+	trace_free(&x->t);
 }
 
 /* ------------------------------------------------------------------ */
@@ -72,7 +156,7 @@ static void ev_end(struct trace *t, uint32_t tid, uint64_t addr, uint64_t ts)
 }
 
 /*
- * Ops by start time (their index in trace.ops), per thread:
+ * Ops by start time (their op.id), per thread:
  * Thread 100 "main":                          [start, end] ns   dur
  *   0 forward (scope 7)                       [1234567, 1834567] 600000
  *     4 N_QUOTE                               [1300000, 1500000] 200000
@@ -87,17 +171,17 @@ static void ev_end(struct trace *t, uint32_t tid, uint64_t addr, uint64_t ts)
  * 50000; N_SEMI 100500; main's aten::mul 999; N_UTF8 200000-10000-20001
  * = 169999; worker's aten::mul 10000 and 20001.
  * Sum 800999 = root durations 600000 + 999 + 200000.
+ * In order of their end: 2, 3, 5, 1, 4, 6, 0, 7.
  */
 #define TOTAL_SELF 800999ull
 
-static void build_trace(struct trace *t)
+static void play_trace(struct trace *t)
 {
-	trace_init(t, 4242);
 	strcpy(t->process_name, "python3");
 	ev_before(t, 100, 0x1000, 1234567, "forward", 7);
-	strcpy(trace_thread(t, 100, NULL)->comm, "main");
+	trace_name_thread(t, trace_thread(t, 100, NULL), "main");
 	ev_before(t, 200, 0x2000, 1250000, N_UTF8, 0);
-	strcpy(trace_thread(t, 200, NULL)->comm, "worker");
+	trace_name_thread(t, trace_thread(t, 200, NULL), "worker");
 	ev_before(t, 200, 0x2010, 1260000, "aten::mul", 0);
 	ev_end(t, 200, 0x2010, 1270000);
 	ev_before(t, 200, 0x2010, 1280000, "aten::mul", 0);
@@ -115,31 +199,31 @@ static void build_trace(struct trace *t)
 	t->counts.drops = 7;
 }
 
-static char *capture_chrome(const struct trace *t, size_t *len)
+static void build_trace(struct fixture *x, unsigned with)
 {
-	char *buf = NULL;
-	FILE *f = open_memstream(&buf, len);
-
-	if (!f)
-		abort();
-	write_chrome_trace(f, t);
-	fclose(f);
-	return buf;
+	fixture_init(x, 4242, with);
+	play_trace(&x->t);
 }
 
 TEST(trace_is_as_designed)
 {
-	struct trace t;
+	struct fixture x;
 
-	build_trace(&t);
-	CHECK_EQ_U64(t.nr_ops, 8);
-	CHECK_EQ_U64(t.ops[5].depth, 2);
-	CHECK_EQ_U64(t.ops[5].parent, 4);
-	CHECK_EQ_U64(t.ops[4].parent, 0);
-	CHECK_EQ_U64(t.ops[3].parent, 1);
-	CHECK_EQ_U64(t.ops[7].parent, -1);
-	CHECK_EQ_U64(counts_truncated(&t.counts) + t.counts.unmatched_ends, 0);
-	trace_free(&t);
+	build_trace(&x, WITH_ALL);
+	CHECK_EQ_U64(x.t.nr_ops, 8);
+	CHECK_EQ_U64(x.t.counts.ops, 8);
+	CHECK_EQ_U64(x.t.counts.threads_seen, 2);
+	/* Everything closed: the log has all 8, nothing is open. */
+	CHECK_EQ_U64(L.closed, 8);
+	CHECK_EQ_U64(x.t.nr_open, 0);
+	CHECK_EQ_U64(op_at(5).depth, 2);
+	CHECK_EQ_U64(op_at(5).parent, 4);
+	CHECK_EQ_U64(op_at(4).parent, 0);
+	CHECK_EQ_U64(op_at(3).parent, 1);
+	CHECK_EQ_U64(op_at(7).parent, -1);
+	CHECK_EQ_U64(counts_truncated(&x.t.counts) + x.t.counts.unmatched_ends,
+		     0);
+	fixture_free(&x);
 }
 
 /* "1234.567" back to 1234567: digits, one '.', exactly three decimals. */
@@ -160,21 +244,46 @@ static int us_text_to_ns(const char *s, uint64_t *ns)
 	return 0;
 }
 
+/* An event or entry whose "name" is name. */
+static int named(const struct jv *e, const char *name)
+{
+	return jstr(e, "name") && !strcmp(jstr(e, "name"), name);
+}
+
+/* The entry of otherData.op_stats named name, or NULL. */
+static const struct jv *op_stats_entry(const struct jv *stats,
+				       const char *name)
+{
+	for (size_t i = 0; stats && i < stats->nr; i++)
+		if (named(&stats->items[i], name))
+			return &stats->items[i];
+	return NULL;
+}
+
 TEST(chrome_trace)
 {
-	struct trace t;
+	struct fixture x;
 	struct jv root;
-	size_t len;
 
-	build_trace(&t);
-	char *text = capture_chrome(&t, &len);
-	CHECK(strlen(text) == len);		/* no NUL inside */
-	CHECK(!json_parse(text, len, &root));
+	build_trace(&x, WITH_ALL);
+	const char *text = finish_chrome(&x, &x.agg);
+	CHECK(!json_parse(text, x.chrome_len, &root));
 	const struct jv *events = jget(&root, "traceEvents");
 	const struct jv *other = jget(&root, "otherData");
 	CHECK(events && events->type == J_ARR);
 	CHECK(other && other->type == J_OBJ);
 	CHECK(jnum(other, "drops") && !strcmp(jnum(other, "drops"), "7"));
+	/* Was: otherData before traceEvents. The writer streams, so
+	 * otherData (counters known only at the end) now follows the
+	 * event array: exactly these three keys, in this order. */
+	CHECK_EQ_U64(root.nr, 3);
+	if (root.nr == 3) {
+		CHECK_STR(root.keys[0], "displayTimeUnit");
+		CHECK_STR(root.keys[1], "traceEvents");
+		CHECK_STR(root.keys[2], "otherData");
+	}
+	CHECK_STR(jnum(other, "ops"), "8");
+	CHECK_STR(jnum(other, "threads_seen"), "2");
 
 	/* Hand-written expectations for a few ops. */
 	const struct { const char *name; uint32_t tid; const char *ts, *dur,
@@ -227,53 +336,104 @@ TEST(chrome_trace)
 			}
 			/* Every X event is one op, at its exact ns times. */
 			int found = 0;
-			for (size_t o = 0; o < t.nr_ops; o++)
-				found += t.ops[o].start_ns == ts &&
-					 op_duration(&t.ops[o]) == dur;
+			for (size_t o = 0; o < x.t.nr_ops; o++) {
+				struct op op = op_at(o);
+
+				found += op.start_ns == ts &&
+					 op_duration(&op) == dur;
+			}
 			CHECK_EQ_U64(found, 1);
 		} else {
 			CHECK(!"unexpected event phase");
 		}
 	}
-	CHECK_EQ_U64(nr_x, t.nr_ops);
+	CHECK_EQ_U64(nr_x, x.t.nr_ops);
 	for (int k = 0; k < 8; k++)
 		CHECK_EQ_U64(matched[k], 1);
 	CHECK_EQ_U64(proc, 1);
 	CHECK_EQ_U64(threads, 2);
+
+	/* New: the order. Ops are written as they end, each thread's name
+	 * just before its first op, the process's name by chrome_finish. */
+	const struct { const char *ph, *name, *ts; } order[] = {
+		{ "M", "thread_name", NULL },		/* worker [200] */
+		{ "X", "aten::mul", "1260.000" },
+		{ "X", "aten::mul", "1280.000" },
+		{ "M", "thread_name", NULL },		/* main [100] */
+		{ "X", N_CTRL, "1350.000" },
+		{ "X", N_UTF8_JSON, "1250.000" },
+		{ "X", N_QUOTE, "1300.000" },
+		{ "X", N_SEMI, "1600.000" },
+		{ "X", "forward", "1234.567" },
+		{ "X", "aten::mul", "2000.000" },
+		{ "M", "process_name", NULL },
+	};
+	const size_t nr_order = sizeof(order) / sizeof(order[0]);
+
+	CHECK_EQ_U64(events ? events->nr : 0, nr_order);
+	for (size_t i = 0; events && i < events->nr && i < nr_order; i++) {
+		const struct jv *e = &events->items[i];
+
+		CHECK_STR(jstr(e, "ph"), order[i].ph);
+		CHECK_STR(jstr(e, "name"), order[i].name);
+		if (order[i].ts)
+			CHECK_STR(jnum(e, "ts"), order[i].ts);
+	}
+	if (events && events->nr == nr_order) {
+		CHECK_STR(jnum(&events->items[0], "tid"), "200");
+		CHECK_STR(jnum(&events->items[3], "tid"), "100");
+	}
+
+	/* op_stats come from the aggregate passed to chrome_finish. */
+	const struct jv *stats = jget(other, "op_stats");
+	CHECK(stats && stats->type == J_ARR && stats->nr == 6);
+	const struct jv *mul = op_stats_entry(stats, "aten::mul");
+	const struct jv *fwd = op_stats_entry(stats, "forward");
+	CHECK_STR(jnum(mul, "calls"), "3");
+	CHECK_STR(jnum(mul, "total_ns"), "31000");
+	CHECK_STR(jnum(mul, "self_ns"), "31000");
+	CHECK_STR(jnum(fwd, "calls"), "1");
+	CHECK_STR(jnum(fwd, "total_ns"), "600000");
+	CHECK_STR(jnum(fwd, "self_ns"), "299500");
+	CHECK_STR(jnum(op_stats_entry(stats, N_UTF8_JSON), "self_ns"),
+		  "169999");
 	jv_free(&root);
-	free(text);
-	trace_free(&t);
+	fixture_free(&x);
 }
 
 /* Flags on ops reach the event args; an empty trace is valid JSON too. */
 TEST(chrome_trace_flags_and_empty)
 {
-	struct trace t;
+	struct fixture x;
 	struct jv root;
-	size_t len;
-	char *text;
+	const char *text;
 
-	trace_init(&t, 1);
-	text = capture_chrome(&t, &len);
-	CHECK(!json_parse(text, len, &root));
-	CHECK(jget(&root, "traceEvents") &&
-	      jget(&root, "traceEvents")->type == J_ARR);
-	jv_free(&root);
-	free(text);
-
-	ev_before(&t, 5, 0x10, 1000, "open", 0);
-	stacks_detach(&t, 3000);
-	text = capture_chrome(&t, &len);
-	CHECK(!json_parse(text, len, &root));
+	/* Was: one trace written twice, empty and then with an op. A
+	 * writer now streams one trace once, so each is its own. */
+	fixture_init(&x, 1, WITH_ALL);
+	text = finish_chrome(&x, &x.agg);
+	CHECK(!json_parse(text, x.chrome_len, &root));
 	const struct jv *ev = jget(&root, "traceEvents");
-	const struct jv *x = NULL;
+	CHECK(ev && ev->type == J_ARR);
+	/* Only the process's name. */
+	CHECK(ev && ev->nr == 1 && named(&ev->items[0], "process_name"));
+	jv_free(&root);
+	fixture_free(&x);
+
+	fixture_init(&x, 1, WITH_ALL);
+	ev_before(&x.t, 5, 0x10, 1000, "open", 0);
+	stacks_detach(&x.t, 3000);
+	text = finish_chrome(&x, &x.agg);
+	CHECK(!json_parse(text, x.chrome_len, &root));
+	ev = jget(&root, "traceEvents");
+	const struct jv *xe = NULL;
 	for (size_t i = 0; ev && i < ev->nr; i++)
 		if (jstr(&ev->items[i], "ph") &&
 		    !strcmp(jstr(&ev->items[i], "ph"), "X"))
-			x = &ev->items[i];
-	CHECK(x != NULL);
-	CHECK_STR(jstr(jget(x, "args"), "truncated"), "open_at_detach");
-	CHECK_STR(jnum(x, "dur"), "2.000");
+			xe = &ev->items[i];
+	CHECK(xe != NULL);
+	CHECK_STR(jstr(jget(xe, "args"), "truncated"), "open_at_detach");
+	CHECK_STR(jnum(xe, "dur"), "2.000");
 	/* A thread whose comm is unknown still gets a name. */
 	const struct jv *m = NULL;
 	for (size_t i = 0; ev && i < ev->nr; i++)
@@ -282,7 +442,108 @@ TEST(chrome_trace_flags_and_empty)
 			m = &ev->items[i];
 	CHECK_STR(jstr(jget(m, "args"), "name"), "thread [5]");
 	jv_free(&root);
+	fixture_free(&x);
+}
+
+/* The Chrome file is the same bytes whatever else consumes the trace and
+ * wherever the writer sits among the sinks. */
+TEST(chrome_same_with_or_without_other_sinks)
+{
+	static const unsigned with[] = {
+		0,				/* the writer alone */
+		WITH_ALL,			/* after the others */
+		CHROME_FIRST | WITH_AGG | WITH_PROFILE,
+	};
+	struct fixture x[3];
+	const char *text[3];
+
+	for (int i = 0; i < 3; i++) {
+		build_trace(&x[i], with[i]);
+		text[i] = finish_chrome(&x[i], NULL);
+		CHECK(valid_json(text[i]));
+	}
+	CHECK(x[0].chrome_len > 0);
+	for (int i = 1; i < 3; i++) {
+		CHECK_EQ_U64(x[i].chrome_len, x[0].chrome_len);
+		CHECK_STR(text[i], text[0]);
+	}
+	/* The other sinks did see every op. */
+	CHECK_EQ_U64(x[1].agg.self_ns, TOTAL_SELF);
+	CHECK_EQ_U64(x[2].agg.self_ns, TOTAL_SELF);
+	CHECK_EQ_U64(x[1].sp.nr, 7);
+	CHECK_EQ_U64(x[2].sp.nr, 7);
+	for (int i = 0; i < 3; i++)
+		fixture_free(&x[i]);
+
+	/* With the aggregate passed in, only op_stats is added at the end:
+	 * the lone writer's file up to its last "}}\n" is a prefix. */
+	struct fixture y;
+	build_trace(&y, WITH_ALL);
+	const char *with_stats = finish_chrome(&y, &y.agg);
+	build_trace(&x[0], 0);
+	text[0] = finish_chrome(&x[0], NULL);
+	CHECK(x[0].chrome_len > 3 && y.chrome_len > x[0].chrome_len);
+	CHECK(!strcmp(text[0] + x[0].chrome_len - 3, "}}\n"));
+	CHECK(!strncmp(with_stats, text[0], x[0].chrome_len - 3));
+	CHECK(!strncmp(with_stats + x[0].chrome_len - 3, ",\"op_stats\":[",
+		       13));
+	fixture_free(&x[0]);
+	fixture_free(&y);
+}
+
+/* chrome_open's file (what --trace writes), for a trace with no event:
+ * valid JSON, closed by chrome_finish. */
+TEST(chrome_streamed_file_of_empty_trace)
+{
+	char path[] = "/tmp/rfbpf-test-chrome-XXXXXX";
+	int fd = mkstemp(path);
+	struct chrome_writer w;
+	struct aggregate a;
+	struct trace t;
+	struct jv root;
+	char *text = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	FILE *f;
+
+	CHECK(fd >= 0);
+	if (fd < 0)
+		return;
+	close(fd);
+	CHECK(chrome_open(&w, "/nonexistent-dir/trace.json") == -1);
+	trace_init(&t, 77);
+	aggregate_init(&a);
+	CHECK(!chrome_open(&w, path));
+	CHECK(w.own_file);
+	add_sink(&t, aggregate_sink(&a));
+	add_sink(&t, chrome_sink(&w));
+	stacks_detach(&t, 1000);		/* nothing open: nothing out */
+	CHECK(!chrome_finish(&w, &t, &a));
+	CHECK(w.f == NULL);
+	f = fopen(path, "r");
+	CHECK(f != NULL);
+	len = f ? getdelim(&text, &cap, '\0', f) : -1;
+	CHECK(len > 0);
+	if (len > 0) {
+		CHECK(!json_parse(text, len, &root));
+		const struct jv *ev = jget(&root, "traceEvents");
+		const struct jv *other = jget(&root, "otherData");
+
+		CHECK(ev && ev->type == J_ARR && ev->nr == 1);
+		CHECK(ev && ev->nr == 1 &&
+		      named(&ev->items[0], "process_name"));
+		CHECK_STR(jnum(ev ? &ev->items[0] : NULL, "pid"), "77");
+		CHECK_STR(jnum(other, "ops"), "0");
+		CHECK(jget(other, "op_stats") &&
+		      jget(other, "op_stats")->type == J_ARR &&
+		      jget(other, "op_stats")->nr == 0);
+		jv_free(&root);
+	}
+	if (f)
+		fclose(f);
 	free(text);
+	unlink(path);
+	aggregate_free(&a);
 	trace_free(&t);
 }
 
@@ -326,14 +587,14 @@ static const struct folded_line *find_line(const struct folded_line *l,
 
 TEST(folded)
 {
-	struct trace t;
+	struct fixture x;
 	struct folded_line lines[32];
 	char *text = NULL;
 	size_t len;
 
-	build_trace(&t);
+	build_trace(&x, WITH_ALL);
 	FILE *f = open_memstream(&text, &len);
-	CHECK(f && !write_folded(f, &t));
+	CHECK(f && !write_folded(f, &x.t, &x.sp));
 	fclose(f);
 	int n = parse_folded(text, lines, 32);
 	CHECK(n > 0);
@@ -347,14 +608,15 @@ TEST(folded)
 		for (int k = 0; k < i; k++)	/* one line per stack */
 			CHECK(strcmp(lines[i].stack, lines[k].stack));
 	}
-	uint64_t *self = op_self_times(&t);
-	CHECK(self != NULL);
-	for (size_t i = 0; self && i < t.nr_ops; i++)
-		self_sum += self[i];
-	for (size_t i = 0; i < t.nr_ops; i++)
-		if (t.ops[i].parent < 0)
-			roots += op_duration(&t.ops[i]);
-	free(self);
+	/* The model's self times and root durations, from the op log. */
+	CHECK_EQ_U64(L.nr, x.t.nr_ops);
+	for (size_t i = 0; i < L.nr; i++) {
+		struct op o = op_at(i);
+
+		self_sum += L.self[i];
+		if (o.parent < 0)
+			roots += op_duration(&o);
+	}
 	CHECK_EQ_U64(sum, TOTAL_SELF);
 	CHECK_EQ_U64(sum, self_sum);
 	CHECK_EQ_U64(sum, roots);
@@ -379,7 +641,7 @@ TEST(folded)
 			CHECK_EQ_U64(l->weight, want[k].w);
 	}
 	free(text);
-	trace_free(&t);
+	fixture_free(&x);
 }
 
 /* ------------------------------------------------------------------ */
@@ -397,25 +659,43 @@ static const struct op_stats *row_of(const struct trace *t,
 
 TEST(aggregate_by_name)
 {
-	struct trace t;
-	struct aggregate a;
+	struct fixture x;
+	const struct aggregate *a = &x.agg;
+	struct op_stats *sorted;
+	size_t nr;
 
-	build_trace(&t);
-	CHECK(!aggregate_ops(&t, &a));
-	CHECK_EQ_U64(a.nr, 6);
-	CHECK_EQ_U64(a.self_ns, TOTAL_SELF);
+	build_trace(&x, WITH_ALL);
+	/* Was a.nr == 6: rows are now indexed by name id (thread names
+	 * have ids too), so the rows with calls are what is counted. */
+	sorted = aggregate_sorted(a, SORT_SELF, &nr);
+	CHECK(sorted != NULL);
+	CHECK_EQ_U64(nr, 6);
+	CHECK_EQ_U64(a->nr_called, 6);
+	CHECK(!a->oom);
+	free(sorted);
+	for (size_t i = 0; i < a->nr; i++)
+		CHECK_EQ_U64(a->rows[i].name, i);
+	CHECK_EQ_U64(a->self_ns, TOTAL_SELF);
+	/* Latency buckets (le 1us, 10us, 100us, 1ms, ...), bounds
+	 * inclusive: 999 -> 0, 10000 -> 1, 20001 and 50000 -> 2, the
+	 * rest (100500 to 600000) -> 3. */
 	const struct { const char *name; uint64_t calls, total, self, min,
-		max; uint8_t scope; } want[] = {
-		{ "forward", 1, 600000, 299500, 600000, 600000, 7 },
-		{ N_QUOTE, 1, 200000, 150000, 200000, 200000, 0 },
-		{ N_CTRL, 1, 50000, 50000, 50000, 50000, 0 },
-		{ N_SEMI, 1, 100500, 100500, 100500, 100500, 0 },
-		{ N_UTF8, 1, 200000, 169999, 200000, 200000, 0 },
+		max; uint8_t scope; uint64_t lat[4]; } want[] = {
+		{ "forward", 1, 600000, 299500, 600000, 600000, 7,
+		  { 0, 0, 0, 1 } },
+		{ N_QUOTE, 1, 200000, 150000, 200000, 200000, 0,
+		  { 0, 0, 0, 1 } },
+		{ N_CTRL, 1, 50000, 50000, 50000, 50000, 0, { 0, 0, 1, 0 } },
+		{ N_SEMI, 1, 100500, 100500, 100500, 100500, 0,
+		  { 0, 0, 0, 1 } },
+		{ N_UTF8, 1, 200000, 169999, 200000, 200000, 0,
+		  { 0, 0, 0, 1 } },
 		/* 999 + 10000 + 20001, all leaves */
-		{ "aten::mul", 3, 31000, 31000, 999, 20001, 0 },
+		{ "aten::mul", 3, 31000, 31000, 999, 20001, 0,
+		  { 1, 1, 1, 0 } },
 	};
 	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
-		const struct op_stats *r = row_of(&t, &a, want[k].name);
+		const struct op_stats *r = row_of(&x.t, a, want[k].name);
 
 		CHECK(r != NULL);
 		if (!r)
@@ -427,27 +707,30 @@ TEST(aggregate_by_name)
 		CHECK_EQ_U64(r->max_ns, want[k].max);
 		CHECK_EQ_U64(r->scope, want[k].scope);
 		CHECK_EQ_U64(r->truncated, 0);
+		for (int b = 0; b < AGG_LATENCY_BUCKETS; b++)
+			CHECK_EQ_U64(r->latency[b], b < 4 ? want[k].lat[b] : 0);
 	}
-	aggregate_free(&a);
-	trace_free(&t);
+	fixture_free(&x);
 }
 
-static void check_order(const struct trace *t, struct aggregate *a,
-			enum sort_key key, const char *const *order, int n)
+static void check_order(const struct trace *t, const struct aggregate *a,
+			enum sort_key key, const char *const *order, size_t n)
 {
-	aggregate_sort(a, key);
-	CHECK_EQ_U64(a->nr, n);
-	for (int i = 0; i < n && i < (int)a->nr; i++)
-		CHECK_STR(names_get(&t->names, a->rows[i].name), order[i]);
+	size_t nr;
+	struct op_stats *rows = aggregate_sorted(a, key, &nr);
+
+	CHECK(rows != NULL);
+	CHECK_EQ_U64(nr, n);
+	for (size_t i = 0; rows && i < n && i < nr; i++)
+		CHECK_STR(names_get(&t->names, rows[i].name), order[i]);
+	free(rows);
 }
 
 TEST(aggregate_sort_orders)
 {
-	struct trace t;
-	struct aggregate a;
+	struct fixture x;
 
-	build_trace(&t);
-	CHECK(!aggregate_ops(&t, &a));
+	build_trace(&x, WITH_ALL);
 	/* Self: 299500, 169999, 150000, 100500, 50000, 31000. */
 	const char *by_self[] = { "forward", N_UTF8, N_QUOTE, N_SEMI, N_CTRL,
 				  "aten::mul" };
@@ -458,62 +741,85 @@ TEST(aggregate_sort_orders)
 	/* Calls: aten::mul (3), then the 1-call rows by self. */
 	const char *by_calls[] = { "aten::mul", "forward", N_UTF8, N_QUOTE,
 				   N_SEMI, N_CTRL };
-	check_order(&t, &a, SORT_CALLS, by_calls, 6);
-	check_order(&t, &a, SORT_SELF, by_self, 6);
-	check_order(&t, &a, SORT_TOTAL, by_total, 6);
-	aggregate_free(&a);
-	trace_free(&t);
+	check_order(&x.t, &x.agg, SORT_CALLS, by_calls, 6);
+	check_order(&x.t, &x.agg, SORT_SELF, by_self, 6);
+	check_order(&x.t, &x.agg, SORT_TOTAL, by_total, 6);
+	/* Sorting makes a copy: the rows stay indexed by name id. */
+	for (size_t i = 0; i < x.agg.nr; i++)
+		CHECK_EQ_U64(x.agg.rows[i].name, i);
+	fixture_free(&x);
 }
 
 /* The total-sort tie above happens to agree with self order; make total
  * and self disagree so a sort by the wrong key fails. */
 TEST(aggregate_sort_total_differs_from_self)
 {
-	struct trace t;
-	struct aggregate a;
+	struct fixture x;
+	struct trace *t = &x.t;
 
-	trace_init(&t, 1);
-	ev_before(&t, 1, 0x10, 0, "outer", 0);		/* total 1000, self 100 */
-	ev_before(&t, 1, 0x20, 50, "inner", 0);		/* total/self 900 */
-	ev_end(&t, 1, 0x20, 950);
-	ev_end(&t, 1, 0x10, 1000);
-	ev_before(&t, 1, 0x30, 2000, "tiny", 0);	/* 3 x 10 */
-	ev_end(&t, 1, 0x30, 2010);
-	ev_before(&t, 1, 0x30, 2020, "tiny", 0);
-	ev_end(&t, 1, 0x30, 2030);
-	ev_before(&t, 1, 0x30, 2040, "tiny", 0);
-	ev_end(&t, 1, 0x30, 2050);
-	CHECK(!aggregate_ops(&t, &a));
+	fixture_init(&x, 1, WITH_ALL);
+	ev_before(t, 1, 0x10, 0, "outer", 0);	/* total 1000, self 100 */
+	ev_before(t, 1, 0x20, 50, "inner", 0);	/* total/self 900 */
+	ev_end(t, 1, 0x20, 950);
+	ev_end(t, 1, 0x10, 1000);
+	ev_before(t, 1, 0x30, 2000, "tiny", 0);	/* 3 x 10 */
+	ev_end(t, 1, 0x30, 2010);
+	ev_before(t, 1, 0x30, 2020, "tiny", 0);
+	ev_end(t, 1, 0x30, 2030);
+	ev_before(t, 1, 0x30, 2040, "tiny", 0);
+	ev_end(t, 1, 0x30, 2050);
 	const char *by_self[] = { "inner", "outer", "tiny" };
 	const char *by_total[] = { "outer", "inner", "tiny" };
 	const char *by_calls[] = { "tiny", "inner", "outer" };
-	check_order(&t, &a, SORT_SELF, by_self, 3);
-	check_order(&t, &a, SORT_TOTAL, by_total, 3);
-	check_order(&t, &a, SORT_CALLS, by_calls, 3);
-	CHECK_EQ_U64(a.self_ns, 1030);
-	aggregate_free(&a);
-	trace_free(&t);
+	check_order(t, &x.agg, SORT_SELF, by_self, 3);
+	check_order(t, &x.agg, SORT_TOTAL, by_total, 3);
+	check_order(t, &x.agg, SORT_CALLS, by_calls, 3);
+	CHECK_EQ_U64(x.agg.self_ns, 1030);
+	fixture_free(&x);
 }
 
 TEST(aggregate_counts_truncated_calls)
 {
-	struct trace t;
-	struct aggregate a;
+	struct fixture x;
+	struct trace *t = &x.t;
 
-	trace_init(&t, 1);
-	ev_before(&t, 1, 0x10, 100, "p", 0);
-	ev_before(&t, 1, 0x20, 200, "c", 0);
-	ev_end(&t, 1, 0x10, 300);			/* c closed by parent */
-	ev_before(&t, 1, 0x30, 400, "c", 0);
-	ev_end(&t, 1, 0x30, 450);
-	CHECK(!aggregate_ops(&t, &a));
-	const struct op_stats *c = row_of(&t, &a, "c");
+	fixture_init(&x, 1, WITH_ALL);
+	ev_before(t, 1, 0x10, 100, "p", 0);
+	ev_before(t, 1, 0x20, 200, "c", 0);
+	ev_end(t, 1, 0x10, 300);			/* c closed by parent */
+	ev_before(t, 1, 0x30, 400, "c", 0);
+	ev_end(t, 1, 0x30, 450);
+	const struct op_stats *c = row_of(t, &x.agg, "c");
 	CHECK(c && c->calls == 2 && c->truncated == 1);
 	CHECK(c && c->min_ns == 50 && c->max_ns == 100 && c->total_ns == 150);
-	const struct op_stats *p = row_of(&t, &a, "p");
+	const struct op_stats *p = row_of(t, &x.agg, "p");
 	CHECK(p && p->self_ns == 100 && p->truncated == 0);
-	aggregate_free(&a);
-	trace_free(&t);
+	fixture_free(&x);
+}
+
+/* The table from the aggregate: rows in the chosen order, --top cuts. */
+TEST(table_from_aggregate)
+{
+	struct fixture x;
+	char *text = NULL;
+	size_t len;
+
+	build_trace(&x, WITH_ALL);
+	FILE *f = open_memstream(&text, &len);
+	CHECK(f != NULL);
+	print_table(f, &x.t, &x.agg, SORT_SELF, 2);
+	fclose(f);
+	const char *fwd = strstr(text, "\nforward ");
+	const char *utf8 = strstr(text, "\n" N_UTF8 " ");
+	CHECK(fwd && utf8 && fwd < utf8);
+	CHECK(!strstr(text, "\naten::mul "));	/* third of 2 shown */
+	CHECK(strstr(text, "(4 more ops not shown: --top 0 shows all)\n"));
+	/* forward: self 299.500us, 37.39% of 800999 ns. */
+	CHECK(fwd && strstr(fwd, "37.39%") && strstr(fwd, "299.500us"));
+	CHECK(strstr(text, "Self time total: 800.999us; 8 ops; 2 threads "
+		      "seen in PID 4242 (python3)\n"));
+	free(text);
+	fixture_free(&x);
 }
 
 TEST(format_duration_units)

@@ -5,6 +5,11 @@
  * launches are counted), GPU time per op (self and with descendants), and
  * the GPU parts of the Chrome trace and of --gpu-folded. Every expected
  * number follows from the timestamps in build_gpu_trace().
+ *
+ * Records are not kept by the model: each is joined to its launch and
+ * handed to the sinks, so the consumers (op log, aggregate, both stack
+ * profiles, the Chrome writer and gpu_log below, which keeps what each
+ * record came with) are attached before the first event.
  */
 #include <stdint.h>
 #include "model/aggregate.h"
@@ -12,7 +17,123 @@
 #include "export/chrome.h"
 #include "export/folded.h"
 #include "json_parse.h"
+#include "model/profile_sink.h"
+#include "model/stack_profile.h"
 #include "model/trace.h"
+#include "op_log.h"
+
+/* ------------------------------------------------------------------ */
+/* A sink that logs GPU records with a copy of their launch.          */
+
+#define GPU_REC_FRAMES 8
+
+struct gpu_rec {
+	struct gpu_activity act;
+	uint32_t pid;
+	const struct gpu_launch *launch_at;	/* ring slot, NULL: none */
+	struct gpu_launch launch;	/* as it was then; .frames is below */
+	uint32_t frames[GPU_REC_FRAMES];
+};
+
+struct gpu_log {
+	struct gpu_rec *recs;
+	size_t nr;
+};
+
+static void gpu_log_on_gpu(void *ctx, struct trace *t,
+			   const struct gpu_done *g)
+{
+	struct gpu_log *log = ctx;
+	struct gpu_rec *r;
+
+	(void)t;
+	log->recs = realloc(log->recs, (log->nr + 1) * sizeof(*log->recs));
+	if (!log->recs)
+		abort();
+	r = &log->recs[log->nr++];
+	memset(r, 0, sizeof(*r));
+	r->act = *g->act;
+	r->pid = g->pid;
+	r->launch_at = g->launch;
+	if (!g->launch)
+		return;
+	r->launch = *g->launch;
+	CHECK(g->launch->depth <= GPU_REC_FRAMES);
+	for (uint32_t i = 0; i < g->launch->depth && i < GPU_REC_FRAMES; i++)
+		r->frames[i] = g->launch->frames[i];
+	r->launch.frames = r->frames;
+}
+
+static void gpu_log_attach(struct trace *t, struct gpu_log *log)
+{
+	struct trace_sink s = { .gpu = gpu_log_on_gpu, .ctx = log };
+
+	memset(log, 0, sizeof(*log));
+	CHECK(trace_add_sink(t, &s));
+}
+
+/* ------------------------------------------------------------------ */
+/* The trace under test.                                               */
+
+struct fixture {
+	struct trace t;
+	struct aggregate agg;
+	struct stack_profile ops;	/* profile_sink_ops */
+	struct stack_profile kernels;	/* profile_sink_gpu_kernels */
+	struct chrome_writer chrome;
+	FILE *chrome_f;			/* open until finish_chrome() */
+	char *chrome_text;
+	size_t chrome_len;
+	struct gpu_log log;
+};
+
+static void add_sink(struct trace *t, struct trace_sink s)
+{
+	CHECK(trace_add_sink(t, &s));
+}
+
+/* trace_init and every consumer, before any event. */
+static void fixture_init(struct fixture *x, uint32_t pid)
+{
+	memset(x, 0, sizeof(*x));
+	trace_init_logged(&x->t, pid);
+	aggregate_init(&x->agg);
+	stack_profile_init(&x->ops);
+	stack_profile_init(&x->kernels);
+	x->chrome_f = open_memstream(&x->chrome_text, &x->chrome_len);
+	if (!x->chrome_f)
+		abort();
+	chrome_begin(&x->chrome, x->chrome_f);
+	add_sink(&x->t, aggregate_sink(&x->agg));
+	add_sink(&x->t, profile_sink_ops(&x->ops));
+	add_sink(&x->t, profile_sink_gpu_kernels(&x->kernels));
+	add_sink(&x->t, chrome_sink(&x->chrome));
+	gpu_log_attach(&x->t, &x->log);
+}
+
+/* Ends the Chrome file and returns its text, owned by x. */
+static const char *finish_chrome(struct fixture *x)
+{
+	CHECK(!chrome_finish(&x->chrome, &x->t, &x->agg));
+	fclose(x->chrome_f);
+	x->chrome_f = NULL;
+	CHECK(x->chrome_text && strlen(x->chrome_text) == x->chrome_len);
+	return x->chrome_text;
+}
+
+static void fixture_free(struct fixture *x)
+{
+	if (x->chrome_f) {		/* the writer's maps go with finish */
+		chrome_finish(&x->chrome, &x->t, NULL);
+		fclose(x->chrome_f);
+	}
+	free(x->chrome_text);
+	free(x->log.recs);
+	stack_profile_free(&x->kernels);
+	stack_profile_free(&x->ops);
+	aggregate_free(&x->agg);
+	trace_free(&x->t);
+}
 
 static void op_begin(struct trace *t, uint32_t tid, uint64_t addr,
 		     uint64_t ts, const char *name)
@@ -44,11 +165,12 @@ static void launch(struct trace *t, uint32_t tid, uint64_t op_addr,
 		.correlation_id = corr, .domain = RF_GPU_API_RUNTIME,
 		.launch_flags = flags,
 	};
+	uint64_t oom = t->counts.oom;
 
 	strcpy(e.api_name, flags & RF_GPU_LAUNCH_F_GRAPH ? "cudaGraphLaunch" :
 	       "cudaLaunchKernel");
-	CHECK(gpu_add_launch(&t->gpu, &t->names, ts, tid,
-			     stacks_open_op(t, tid, op_addr), &e));
+	trace_gpu_launch(t, &e);
+	CHECK_EQ_U64(t->counts.oom, oom);
 }
 
 static void activity(struct trace *t, uint32_t kind, uint32_t corr,
@@ -65,9 +187,11 @@ static void activity(struct trace *t, uint32_t kind, uint32_t corr,
 			 .bytes = kind == RF_GPU_ACT_KERNEL ? 0 : 4096,
 			 .copy_kind = 1 },
 	};
+	uint64_t oom = t->counts.oom;
 
 	snprintf(e.act.name, sizeof(e.act.name), "%s", name ? name : "");
-	CHECK(gpu_add_activity(&t->gpu, &t->names, &e));
+	trace_gpu_activity(t, &e);
+	CHECK_EQ_U64(t->counts.oom, oom);
 }
 
 /*
@@ -81,14 +205,18 @@ static void activity(struct trace *t, uint32_t kind, uint32_t corr,
  *            [14000, 14020]
  * A record with corr 77 that no launch had: k5 [15000, 15005].
  * GPU self: inner 400; outer 100+200+50 = 350. Total: outer 750.
+ * Every record arrives after both ops closed (as in a real run, where
+ * the agent flushes about once a second).
  */
-static void build_gpu_trace(struct trace *t)
+static void build_gpu_trace(struct fixture *x)
 {
-	trace_init(t, 4242);
+	struct trace *t = &x->t;
+
+	fixture_init(x, 4242);
 	strcpy(t->process_name, "python3");
 	t->gpu.counts.agent_seen = true;
 	op_begin(t, 10, 0xa0, 1000, "outer");
-	strcpy(trace_thread(t, 10, NULL)->comm, "main");
+	trace_name_thread(t, trace_thread(t, 10, NULL), "main");
 	op_begin(t, 10, 0xb0, 2000, "inner");
 	launch(t, 10, 0xb0, 3000, 1, 0);
 	op_end(t, 10, 0xb0, 5000);
@@ -107,42 +235,87 @@ static void build_gpu_trace(struct trace *t)
 	gpu_detach(&t->gpu);
 }
 
-static int32_t op_named(const struct trace *t, const char *name)
+/* The id of a name in t's table, or UINT32_MAX (the table unchanged). */
+static uint32_t name_id(const struct trace *t, const char *name)
 {
-	for (size_t i = 0; i < t->nr_ops; i++)
-		if (!strcmp(names_get(&t->names, t->ops[i].name), name))
-			return (int32_t)i;
-	return -1;
+	for (size_t i = 0; i < t->names.nr; i++)
+		if (!strcmp(t->names.strs[i], name))
+			return i;
+	return UINT32_MAX;
+}
+
+/* The launch of record r ran in the op whose stack is want[0..n). */
+static void check_launch_stack(const struct trace *t, const struct gpu_rec *r,
+			       const char *const *want, uint32_t n)
+{
+	CHECK(r->launch_at != NULL);
+	CHECK_EQ_U64(r->launch.depth, n);
+	CHECK_EQ_U64(r->launch.op_name, name_id(t, want[n - 1]));
+	for (uint32_t i = 0; i < n && i < r->launch.depth; i++)
+		CHECK_STR(names_get(&t->names, r->frames[i]), want[i]);
+	CHECK(!r->launch.outside_ops);
 }
 
 TEST(join_by_correlation)
 {
-	struct trace t;
-	const struct gpu_counts *c = &t.gpu.counts;
+	struct fixture x;
+	const struct gpu_counts *c = &x.t.gpu.counts;
+	const struct gpu_rec *r;
+	static const char *const in_inner[] = { "outer", "inner" };
+	static const char *const in_outer[] = { "outer" };
 
-	build_gpu_trace(&t);
-	CHECK_EQ_U64(t.gpu.nr_launches, 5);
-	CHECK_EQ_U64(t.gpu.nr_acts, 7);
-	CHECK(gpu_activity_op(&t.gpu, &t.gpu.acts[0]) == op_named(&t, "inner"));
+	build_gpu_trace(&x);
+	/* Was: nr_launches 5 and nr_acts 7 (both kept in arrays). Launches
+	 * now wait in a ring: 5 were added (tail), all left it by detach
+	 * (head); records are handed on, 7 reached the sinks. */
+	CHECK_EQ_U64(x.t.gpu.tail, 5);
+	CHECK_EQ_U64(x.t.gpu.head, 5);
+	CHECK_EQ_U64(gpu_pending(&x.t.gpu), 0);
+	CHECK_EQ_U64(x.log.nr, 7);
+	if (x.log.nr != 7) {
+		fixture_free(&x);
+		return;
+	}
+	r = x.log.recs;
+	/* Was: gpu_activity_op() == the op's index. Now the launch carries
+	 * that op's name and whole stack, the op itself long closed. */
+	check_launch_stack(&x.t, &r[0], in_inner, 2);
+	CHECK_EQ_U64(r[0].launch.correlation_id, 1);
 	/* The graph launch fans out to both of its kernels. */
-	CHECK(gpu_activity_op(&t.gpu, &t.gpu.acts[1]) == op_named(&t, "outer"));
-	CHECK(gpu_activity_op(&t.gpu, &t.gpu.acts[2]) == op_named(&t, "outer"));
-	CHECK(t.gpu.acts[1].launch == t.gpu.acts[2].launch);
-	CHECK_EQ_U64(t.gpu.launches[t.gpu.acts[1].launch].activities, 2);
-	CHECK(gpu_activity_op(&t.gpu, &t.gpu.acts[3]) == op_named(&t, "outer"));
-	CHECK_STR(names_get(&t.names, t.gpu.acts[3].name), "Memcpy HtoD");
-	/* Joined to a launch, but no op. */
-	CHECK(t.gpu.acts[4].launch >= 0);
-	CHECK(gpu_activity_op(&t.gpu, &t.gpu.acts[4]) == -1);
-	CHECK(gpu_activity_op(&t.gpu, &t.gpu.acts[5]) == -1);
-	CHECK(t.gpu.acts[6].launch == -1);
+	check_launch_stack(&x.t, &r[1], in_outer, 1);
+	check_launch_stack(&x.t, &r[2], in_outer, 1);
+	CHECK(r[1].launch_at == r[2].launch_at);
+	CHECK_EQ_U64(r[2].launch.correlation_id, 2);
+	CHECK_EQ_U64(r[2].launch.ts_ns, 6000);
+	CHECK_EQ_U64(r[1].launch.activities, 1);
+	CHECK_EQ_U64(r[2].launch.activities, 2);
+	check_launch_stack(&x.t, &r[3], in_outer, 1);
+	CHECK_EQ_U64(r[3].launch.correlation_id, 3);
+	CHECK_STR(names_get(&x.t.names, r[3].act.name), "Memcpy HtoD");
+	CHECK_STR(names_get(&x.t.names, r[0].act.name), "k1");
+	/* Joined to a launch, but no op: outside any, or not recorded. */
+	CHECK(r[4].launch_at != NULL);
+	CHECK_EQ_U64(r[4].launch.depth, 0);
+	CHECK_EQ_U64(r[4].launch.op_name, UINT32_MAX);
+	CHECK(r[4].launch.outside_ops);
+	CHECK(r[5].launch_at != NULL);
+	CHECK_EQ_U64(r[5].launch.depth, 0);
+	CHECK_EQ_U64(r[5].launch.op_name, UINT32_MAX);
+	CHECK(!r[5].launch.outside_ops);
+	CHECK(r[6].launch_at == NULL);
+	for (int i = 0; i < 7; i++)
+		CHECK_EQ_U64(r[i].pid, 4242);
 	CHECK_EQ_U64(c->launches, 5);
 	CHECK_EQ_U64(c->activities, 7);
 	CHECK_EQ_U64(c->activities_unmatched, 1);
 	CHECK_EQ_U64(c->launches_outside_ops, 1);
 	CHECK_EQ_U64(c->launches_op_unknown, 1);
 	CHECK_EQ_U64(c->launches_unmatched_at_end, 0);
-	trace_free(&t);
+	/* The ops closed normally, before any record came. */
+	CHECK_EQ_U64(L.closed, 2);
+	CHECK_STR(names_get(&x.t.names, op_at(0).name), "outer");
+	CHECK_EQ_U64(op_at(1).parent, 0);
+	fixture_free(&x);
 }
 
 /* A set's record carries the id of the driver call nested in the runtime
@@ -150,44 +323,70 @@ TEST(join_by_correlation)
 TEST(join_by_nested_driver_id)
 {
 	struct trace t;
+	struct gpu_log log;
 	struct rf_gpu_launch_event e = {
 		.hdr = { .ts_ns = 100, .rf_addr = 0, .tid = 1,
 			 .kind = RF_EV_GPU_LAUNCH },
 		.correlation_id = 5, .driver_correlation_id = 6,
 		.domain = RF_GPU_API_RUNTIME, .api_name = "cudaMemsetAsync",
 	};
+	const struct gpu_launch_site site = {
+		.pid = 1, .tid = 1, .thread_name = UINT32_MAX,
+	};
 
 	trace_init(&t, 1);
-	CHECK(gpu_add_launch(&t.gpu, &t.names, 100, 1, -1, &e));
+	gpu_log_attach(&t, &log);
+	CHECK(gpu_add_launch(&t.gpu, &t.names, 100, &site, &e));
 	e.correlation_id = 7;		/* another, never matched */
 	e.driver_correlation_id = 8;
-	CHECK(gpu_add_launch(&t.gpu, &t.names, 200, 1, -1, &e));
+	CHECK(gpu_add_launch(&t.gpu, &t.names, 200, &site, &e));
 	activity(&t, RF_GPU_ACT_MEMSET, 6, 300, 400, 1, NULL);
-	CHECK(t.gpu.acts[0].launch == 0);
+	/* Was: acts[0].launch == 0. Joined to launch 0 of the ring, the
+	 * one with runtime id 5. */
+	CHECK_EQ_U64(log.nr, 1);
+	if (log.nr == 1) {
+		CHECK(log.recs[0].launch_at == &t.gpu.ring[0]);
+		CHECK_EQ_U64(log.recs[0].launch.correlation_id, 5);
+		CHECK_EQ_U64(log.recs[0].launch.driver_correlation_id, 6);
+		CHECK_EQ_U64(log.recs[0].act.correlation_id, 6);
+	}
 	CHECK_EQ_U64(t.gpu.counts.activities_unmatched, 0);
 	gpu_detach(&t.gpu);
 	CHECK_EQ_U64(t.gpu.counts.launches_unmatched_at_end, 1);
+	free(log.recs);
 	trace_free(&t);
 }
 
 TEST(old_launches_are_evicted_and_counted)
 {
 	struct trace t;
+	struct gpu_log log;
 
 	trace_init(&t, 1);
+	gpu_log_attach(&t, &log);
 	launch(&t, 1, 0, 1000, 1, 0);			/* never matched */
 	launch(&t, 1, 0, 2000, 2, 0);
 	activity(&t, RF_GPU_ACT_KERNEL, 2, 3000, 3100, 1, "k");
+	/* trace_gpu_launch evicts as it goes, as session.c's loop did. */
 	launch(&t, 1, 0, GPU_PENDING_NS + 5000, 3, 0);	/* recent */
 	gpu_evict(&t.gpu, GPU_PENDING_NS + 5000);
 	CHECK_EQ_U64(t.gpu.counts.launches_evicted_unmatched, 1);
 	CHECK_EQ_U64(t.gpu.pending.len, 1);
+	/* The two old ones left the ring's head; the recent one remains. */
+	CHECK_EQ_U64(t.gpu.head, 2);
+	CHECK_EQ_U64(t.gpu.tail, 3);
 	/* A record for an evicted launch no longer joins: counted. */
 	activity(&t, RF_GPU_ACT_KERNEL, 2, 4000, 4100, 1, "k");
 	CHECK_EQ_U64(t.gpu.counts.activities_unmatched, 1);
+	CHECK_EQ_U64(log.nr, 2);
+	if (log.nr == 2) {
+		CHECK(log.recs[0].launch_at != NULL);
+		CHECK(log.recs[1].launch_at == NULL);
+	}
 	/* At detach the recent one, still without records, is counted. */
 	gpu_detach(&t.gpu);
 	CHECK_EQ_U64(t.gpu.counts.launches_unmatched_at_end, 1);
+	free(log.recs);
 	trace_free(&t);
 }
 
@@ -203,6 +402,8 @@ TEST(many_launches_evict_in_one_sweep)
 	CHECK_EQ_U64(t.gpu.counts.launches_evicted_unmatched, 5000);
 	CHECK_EQ_U64(t.gpu.pending.len, 1);
 	CHECK(u64map_get(&t.gpu.pending, 9999 + 1) != NULL);
+	CHECK_EQ_U64(t.gpu.head, 5000);
+	CHECK_EQ_U64(t.gpu.tail, 5001);
 	trace_free(&t);
 }
 
@@ -227,7 +428,14 @@ TEST(steady_launches_keep_a_bounded_window)
 	for (uint32_t i = 1; i <= n; i++)
 		expect_pending += i * step >= n * step - GPU_PENDING_NS;
 	CHECK_EQ_U64(t.gpu.pending.len, expect_pending);
-	CHECK_EQ_U64(t.gpu.evict_next, n - expect_pending);
+	/* Was: evict_next (the next launch to look at) == the number
+	 * evicted. The ring's head is that number now, and what is
+	 * between head and tail is exactly what is pending. */
+	CHECK_EQ_U64(t.gpu.head, n - expect_pending);
+	CHECK_EQ_U64(t.gpu.tail, n);
+	CHECK_EQ_U64(gpu_pending(&t.gpu), expect_pending);
+	/* The ring is sized by the window, not by the run. */
+	CHECK(t.gpu.cap < 2 * (expect_pending + 1));
 	/* Of the evicted, the ones without a record are counted. */
 	CHECK_EQ_U64(t.gpu.counts.launches_evicted_unmatched,
 		     (n - expect_pending) / 2);
@@ -235,16 +443,41 @@ TEST(steady_launches_keep_a_bounded_window)
 	trace_free(&t);
 }
 
+/* The op profile's row with this stack (names outermost first). */
+static const struct stack_row *stack_row_of(const struct trace *t,
+					     const struct stack_profile *p,
+					     const char *const *frames,
+					     uint32_t depth)
+{
+	for (size_t i = 0; i < p->nr; i++) {
+		const struct stack_row *r = &p->rows[i];
+		uint32_t k = 0;
+
+		if (r->depth != depth)
+			continue;
+		while (k < depth &&
+		       !strcmp(names_get(&t->names, r->frames[k]), frames[k]))
+			k++;
+		if (k == depth)
+			return r;
+	}
+	return NULL;
+}
+
 TEST(gpu_time_per_op)
 {
-	struct trace t;
-	struct aggregate a;
+	struct fixture x;
+	const struct aggregate *a = &x.agg;
+	static const char *const inner[] = { "outer", "inner" };
+	static const char *const outer[] = { "outer" };
+	const struct stack_row *row;
+	struct op_stats *sorted;
+	size_t nr;
 
-	build_gpu_trace(&t);
-	CHECK(!aggregate_ops(&t, &a));
-	for (size_t i = 0; i < a.nr; i++) {
-		const struct op_stats *r = &a.rows[i];
-		const char *n = names_get(&t.names, r->name);
+	build_gpu_trace(&x);
+	for (size_t i = 0; i < a->nr; i++) {
+		const struct op_stats *r = &a->rows[i];
+		const char *n = names_get(&x.t.names, r->name);
 
 		if (!strcmp(n, "inner")) {
 			CHECK_EQ_U64(r->gpu_self_ns, 400);
@@ -258,30 +491,26 @@ TEST(gpu_time_per_op)
 			CHECK_EQ_U64(r->calls, 0);	/* kernel names */
 		}
 	}
-	CHECK_EQ_U64(a.gpu_self_ns, 750);
-	CHECK_EQ_U64(a.nr_called, 2);
-	aggregate_sort(&a, SORT_CUDA);
-	CHECK_STR(names_get(&t.names, a.rows[0].name), "outer");
-	aggregate_free(&a);
-	trace_free(&t);
-}
-
-static char *capture(const struct trace *t, size_t *len,
-		     void (*write)(FILE *, const struct trace *))
-{
-	char *buf = NULL;
-	FILE *f = open_memstream(&buf, len);
-
-	if (!f)
-		abort();
-	write(f, t);
-	fclose(f);
-	return buf;
-}
-
-static void write_chrome(FILE *f, const struct trace *t)
-{
-	write_chrome_trace(f, t);
+	CHECK_EQ_U64(a->gpu_self_ns, 750);
+	CHECK_EQ_U64(a->nr_called, 2);
+	sorted = aggregate_sorted(a, SORT_CUDA, &nr);
+	CHECK(sorted != NULL);
+	CHECK_EQ_U64(nr, 2);
+	if (sorted && nr == 2) {
+		CHECK_STR(names_get(&x.t.names, sorted[0].name), "outer");
+		CHECK_STR(names_get(&x.t.names, sorted[1].name), "inner");
+	}
+	free(sorted);
+	/* New: the op profile has the same GPU self time on each op's
+	 * stack, on the row its calls went to (same thread and name). */
+	row = stack_row_of(&x.t, &x.ops, inner, 2);
+	CHECK(row && row->v.gpu_ns == 400 && row->v.calls == 1 &&
+	      row->v.self_ns == 3000 && row->tid == 10);
+	row = stack_row_of(&x.t, &x.ops, outer, 1);
+	CHECK(row && row->v.gpu_ns == 350 && row->v.calls == 1 &&
+	      row->v.self_ns == 5000 && row->tid == 10);
+	CHECK_EQ_U64(x.ops.nr, 2);
+	fixture_free(&x);
 }
 
 static uint64_t us_to_ns(const char *s)
@@ -291,17 +520,18 @@ static uint64_t us_to_ns(const char *s)
 
 TEST(chrome_gpu_tracks_and_flows)
 {
-	struct trace t;
+	struct fixture x;
 	struct jv root;
 	const struct jv *evs, *gpu;
-	size_t len, kernels = 0, flows_s = 0, flows_f = 0, gpu_names = 0;
-	char *text;
+	size_t kernels = 0, flows_s = 0, flows_f = 0, gpu_names = 0;
+	const char *text;
 	uint64_t s_ts[16] = {}, f_ts[16] = {};
 	unsigned s_tid[16] = {};
+	size_t s_at[16] = {}, f_at[16] = {};
 
-	build_gpu_trace(&t);
-	text = capture(&t, &len, write_chrome);
-	CHECK(!json_parse(text, len, &root));
+	build_gpu_trace(&x);
+	text = finish_chrome(&x);
+	CHECK(!json_parse(text, x.chrome_len, &root));
 	evs = jget(&root, "traceEvents");
 	CHECK(evs && evs->type == J_ARR);
 	for (size_t i = 0; evs && i < evs->nr; i++) {
@@ -311,6 +541,9 @@ TEST(chrome_gpu_tracks_and_flows)
 		unsigned pid = jnum(e, "pid") ? atoi(jnum(e, "pid")) : 0;
 		size_t id = jnum(e, "id") ? atoi(jnum(e, "id")) : 0;
 
+		CHECK(ph != NULL);
+		if (!ph)
+			continue;
 		if (!strcmp(ph, "M") && pid == 0x7fff0000u)
 			gpu_names++;
 		if (!strcmp(ph, "X") && cat && (!strcmp(cat, "kernel") ||
@@ -325,21 +558,25 @@ TEST(chrome_gpu_tracks_and_flows)
 				flows_s++;
 				s_ts[id] = us_to_ns(jnum(e, "ts"));
 				s_tid[id] = atoi(jnum(e, "tid"));
+				s_at[id] = i;
 				CHECK(pid == 4242);
 			} else {
 				CHECK_STR(ph, "f");
 				CHECK_STR(jstr(e, "bp"), "e");
 				flows_f++;
 				f_ts[id] = us_to_ns(jnum(e, "ts"));
+				f_at[id] = i;
 			}
 		}
 	}
 	CHECK_EQ_U64(kernels, 7);
 	/* process name + sort index, streams 7 and 9 */
 	CHECK_EQ_U64(gpu_names, 4);
-	/* Flows only from ops: corr 1, 2 (x2), 3. Ids are activity
-	 * index + 1; each starts at its launch on the op's thread and ends
-	 * where its record starts. */
+	/* Flows only from ops: corr 1, 2 (x2), 3. Was: ids = activity
+	 * index + 1 (activities were kept in an array). Now ids count the
+	 * flows written, in record order: the same 1..4 here, since the
+	 * first four records are the ones from ops. Each starts at its
+	 * launch on the op's thread and ends where its record starts. */
 	CHECK_EQ_U64(flows_s, 4);
 	CHECK_EQ_U64(flows_f, 4);
 	CHECK_EQ_U64(s_ts[1], 3000);
@@ -349,30 +586,72 @@ TEST(chrome_gpu_tracks_and_flows)
 	CHECK_EQ_U64(f_ts[3], 11100);
 	CHECK_EQ_U64(s_tid[4], 10);
 	CHECK_EQ_U64(f_ts[4], 12000);
+	/* New: written as the record arrives, each flow's start right
+	 * before its finish, and its start inside an op's slice on its
+	 * thread that was written earlier (the op had closed by then). */
+	for (size_t id = 1; id <= 4 && evs; id++) {
+		size_t enclosing = 0;
+
+		CHECK_EQ_U64(f_at[id], s_at[id] + 1);
+		for (size_t i = 0; i < s_at[id]; i++) {
+			const struct jv *e = &evs->items[i];
+			const char *ph = jstr(e, "ph"), *tid = jnum(e, "tid");
+			uint64_t ts, dur;
+
+			if (!ph || strcmp(ph, "X") || !tid ||
+			    (unsigned)atoi(tid) != s_tid[id] ||
+			    !jnum(e, "ts") || !jnum(e, "dur"))
+				continue;
+			ts = us_to_ns(jnum(e, "ts"));
+			dur = us_to_ns(jnum(e, "dur"));
+			enclosing += ts <= s_ts[id] && s_ts[id] <= ts + dur;
+		}
+		CHECK(enclosing >= 1);
+	}
 	gpu = jget(jget(&root, "otherData"), "gpu");
 	CHECK(gpu != NULL);
 	CHECK_STR(jnum(gpu, "records_without_launch"), "1");
 	CHECK_STR(jnum(gpu, "launches_outside_ops"), "1");
 	CHECK_STR(jnum(gpu, "launches_in_unrecorded_ops"), "1");
-	jv_free(&root);
-	free(text);
-	trace_free(&t);
-}
+	/* New: op_stats (from the aggregate) carry the GPU columns. */
+	const struct jv *stats = jget(jget(&root, "otherData"), "op_stats");
+	CHECK(stats && stats->type == J_ARR && stats->nr == 2);
+	for (size_t i = 0; stats && i < stats->nr; i++) {
+		const struct jv *s = &stats->items[i];
+		const char *name = jstr(s, "name");
 
-static void write_gpu_folded_void(FILE *f, const struct trace *t)
-{
-	CHECK(!write_gpu_folded(f, t));
+		CHECK(name && (!strcmp(name, "outer") ||
+			       !strcmp(name, "inner")));
+		if (!name)
+			continue;
+		CHECK_STR(jnum(s, "self_cuda_ns"),
+			  !strcmp(name, "outer") ? "350" : "400");
+		CHECK_STR(jnum(s, "cuda_total_ns"),
+			  !strcmp(name, "outer") ? "750" : "400");
+		CHECK_STR(jnum(s, "kernels"),
+			  !strcmp(name, "outer") ? "2" : "1");
+	}
+	jv_free(&root);
+	fixture_free(&x);
 }
 
 TEST(gpu_folded_keeps_every_nanosecond)
 {
-	struct trace t;
+	struct fixture x;
+	char *text = NULL;
 	size_t len;
-	char *text;
 	uint64_t sum = 0;
+	FILE *f;
 
-	build_gpu_trace(&t);
-	text = capture(&t, &len, write_gpu_folded_void);
+	build_gpu_trace(&x);
+	f = open_memstream(&text, &len);
+	CHECK(f != NULL);
+	if (!f) {
+		fixture_free(&x);
+		return;
+	}
+	CHECK(!write_gpu_folded(f, &x.t, &x.kernels));
+	fclose(f);
 	CHECK(strstr(text, "python3;main [10];outer;inner;[gpu] k1 400\n"));
 	CHECK(strstr(text, "python3;main [10];outer;[gpu] k2 100\n"));
 	CHECK(strstr(text, "python3;main [10];outer;[gpu] k3 200\n"));
@@ -381,11 +660,15 @@ TEST(gpu_folded_keeps_every_nanosecond)
 	CHECK(strstr(text, "python3;[no op recorded];[gpu] k4 20\n"));
 	CHECK(strstr(text, "python3;[no launch seen];[gpu] k5 5\n"));
 	/* The weight is what follows a line's last space. */
-	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+	int lines = 0;
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
 		sum += strtoull(strrchr(line, ' ') + 1, NULL, 10);
+		lines++;
+	}
 	CHECK_EQ_U64(sum, 400 + 100 + 200 + 50 + 10 + 20 + 5);
+	CHECK_EQ_U64(lines, 7);
 	free(text);
-	trace_free(&t);
+	fixture_free(&x);
 }
 
 RUN_TESTS()

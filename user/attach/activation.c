@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <errno.h>
+#include <time.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -153,10 +154,12 @@ void activation_finish(struct activation *a)
 			"process %d back: %s\n", a->held.tid, a->pid,
 			strerror(errno));
 	safe_point_release(&a->held);
+	a->released_ms = remote_now_ms();
 	a->holding = false;
 	if (a->verbose)
 		fprintf(stderr, "rfbpf: thread %d of process %d held %.2f ms\n",
-			a->held.tid, a->pid, remote_now_ms() - a->held_since_ms);
+			a->held.tid, a->pid, a->released_ms - a->held_since_ms);
+	safe_point_reap();
 }
 
 static int call(struct activation *a, uint64_t off, uint64_t arg,
@@ -258,6 +261,44 @@ int activation_register(struct activation *a, double sample_prob,
 			(unsigned long long)a->handle, a->pid, sample_prob);
 	write_state(a, a->handle);
 	return 0;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+int activation_replace(struct activation *a, double sample_prob,
+		       unsigned scopes, uint64_t start_fn, uint64_t end_fn,
+		       struct replace_times *times, char *err, size_t len)
+{
+	int ret;
+
+	if (!a->handle)
+		return snprintf(err, len, "no callback registered"), -EINVAL;
+	ret = activation_begin(a, err, len);
+	if (ret)
+		return ret;
+	times->held = (uint64_t)(a->held_since_ms * 1e6);
+	/* Removed first, so that a crash in between leaves at most one
+	 * callback, which the state file (handle 0) and the page's result
+	 * slot let --deactivate find. */
+	ret = call(a, a->remove_off, a->handle, NULL, 0, NULL, err, len);
+	times->removed = mono_ns();
+	if (!ret) {
+		clear_state(a);
+		a->handle = 0;
+		times->adding = mono_ns();
+		ret = activation_register(a, sample_prob, scopes, start_fn,
+					  end_fn, err, len);
+	}
+	activation_finish(a);
+	times->released = (uint64_t)(a->released_ms * 1e6);
+	times->tid = a->held.tid;
+	return ret;
 }
 
 int activation_stop(struct activation *a, char *err, size_t len)

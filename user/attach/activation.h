@@ -44,6 +44,7 @@ struct activation {
 	bool verbose;
 	bool holding;		/* a thread is held (begin .. finish) */
 	double held_since_ms;
+	double released_ms;	/* when the last hold ended */
 	struct held_thread held;
 };
 
@@ -66,6 +67,19 @@ int activation_register(struct activation *a, double sample_prob,
 			char *err, size_t len);
 /* Puts the held thread back and lets it go. */
 void activation_finish(struct activation *a);
+/* Swaps the registered callback for one with another sampling
+ * probability, in one hold of one thread (begin..finish inside).
+ * 0 or -errno with a reason in err. */
+struct replace_times {	/* CLOCK_MONOTONIC ns */
+	pid_t tid;		/* the thread held */
+	uint64_t held;		/* the thread was stopped */
+	uint64_t removed;	/* the old callback was gone */
+	uint64_t adding;	/* the new one was about to be added */
+	uint64_t released;	/* the thread ran again */
+};
+int activation_replace(struct activation *a, double sample_prob,
+		       unsigned scopes, uint64_t start_fn, uint64_t end_fn,
+		       struct replace_times *times, char *err, size_t len);
 /* Removes our callback: holds a thread, calls removeCallback, lets it go
  * (no-op when none is registered or the target is gone). */
 int activation_stop(struct activation *a, char *err, size_t len);

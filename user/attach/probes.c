@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <errno.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,8 +209,38 @@ void probes_disarm_safe_point(struct probes *p)
 		return;
 	p->skel->bss->stop_every_thread = false;
 	bpf_map_delete_elem(bpf_map__fd(p->skel->maps.stop_token), &zero);
-	bpf_link__destroy(p->safe_point);
-	p->safe_point = NULL;
+	/* Removing a uprobe waits for the kernel, tens of ms: not while a
+	 * thread of the job is held. Without the token the program sends
+	 * nothing; probes_reap_safe_point removes it once the thread runs. */
+	if (p->safe_point) {
+		bpf_link__destroy(p->safe_point_stale);
+		p->safe_point_stale = p->safe_point;
+		p->safe_point = NULL;
+	}
+}
+
+static void *destroy_link(void *link)
+{
+	bpf_link__destroy(link);
+	return NULL;
+}
+
+/* The kernel takes tens of ms to remove a uprobe, and rfbpf must not
+ * stall meanwhile (a full-trace window would last that long): a thread of
+ * its own waits for it. The link no longer depends on the BPF object. */
+void probes_reap_safe_point(struct probes *p)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+
+	if (!p->safe_point_stale)
+		return;
+	if (pthread_attr_init(&attr) ||
+	    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) ||
+	    pthread_create(&t, &attr, destroy_link, p->safe_point_stale))
+		bpf_link__destroy(p->safe_point_stale);
+	pthread_attr_destroy(&attr);
+	p->safe_point_stale = NULL;
 }
 
 int probes_follow_children(struct probes *p, bool wake_on_fork)
@@ -363,6 +394,7 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 void probes_destroy(struct probes *p)
 {
 	probes_disarm_safe_point(p);
+	probes_reap_safe_point(p);
 	for (int i = p->nr_links - 1; i >= 0; i--)
 		bpf_link__destroy(p->links[i]);
 	p->nr_links = 0;

@@ -24,6 +24,7 @@ struct probes {
 	struct { dev_t dev; ino_t ino; } libs[PROBES_MAX_LIBS];
 	int nr_libs;
 	struct bpf_link *safe_point;	/* armed while looking for one */
+	struct bpf_link *safe_point_stale;	/* disarmed, to remove */
 };
 
 /* Does this kernel turn uprobes on 5-byte NOPs into trampoline calls
@@ -55,6 +56,8 @@ int probes_arm_safe_point(struct probes *p, pid_t pid, const char *lib,
 int probes_allow_stop(struct probes *p, pid_t tid);
 void probes_stop_every_thread(struct probes *p);
 void probes_disarm_safe_point(struct probes *p);
+/* Removes a disarmed safe-point uprobe (slow: after the hold). */
+void probes_reap_safe_point(struct probes *p);
 /* BPF keeps the events of the children probes_trace_child() names; with
  * wake_on_fork, a traced process forking one wakes the loader. */
 int probes_follow_children(struct probes *p, bool wake_on_fork);

@@ -336,6 +336,9 @@ static int arm_probe(pid_t pid, const struct safe_point_probe *probe,
 	return n ? probe->arm(probe->ctx, pid, sig, tids, n) : -ENOENT;
 }
 
+/* The probe whose uprobe the hold disarmed, removed at release. */
+static const struct safe_point_probe *reap_later;
+
 int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 		    struct held_thread *h, char *err, size_t len)
 {
@@ -422,6 +425,9 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 		release_others(pid, held ? h->tid : 0, sig);
 		if (armed)
 			probe->disarm(probe->ctx);
+		if (armed && !held && probe->reap)
+			probe->reap(probe->ctx);
+		reap_later = held && armed ? probe : NULL;
 	}
 	if (held && o->verbose)
 		fprintf(stderr, "rfbpf: holding thread %d %s (after %.1f ms)\n",
@@ -432,9 +438,19 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 void safe_point_release(struct held_thread *h)
 {
 	let_go(h->tid, h->held_signal);
-	if (!parking.on)
-		return;
-	release_others(h->pid, h->tid, parking.sig);
-	parking.probe->disarm(parking.probe->ctx);
-	parking.on = false;
+	if (parking.on) {
+		release_others(h->pid, h->tid, parking.sig);
+		parking.probe->disarm(parking.probe->ctx);
+		reap_later = parking.probe;
+		parking.on = false;
+	}
+}
+
+void safe_point_reap(void)
+{
+	const struct safe_point_probe *probe = reap_later;
+
+	reap_later = NULL;
+	if (probe && probe->reap)
+		probe->reap(probe->ctx);
 }

@@ -57,6 +57,9 @@ struct safe_point_probe {
 	 * not only the first. */
 	void (*stop_all)(void *ctx);
 	void (*disarm)(void *ctx);
+	/* Remove what disarm left (the kernel takes tens of ms to remove a
+	 * uprobe): called once no thread is held. May be NULL. */
+	void (*reap)(void *ctx);
 	void *ctx;
 	uint64_t addr;		/* the function's address in the target */
 };
@@ -88,6 +91,9 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 /* Lets the held thread go (after remote_restore), with any signal it
  * received meanwhile, and the threads parked with it. */
 void safe_point_release(struct held_thread *h);
+/* After the release: removes the uprobe the hold disarmed (the kernel
+ * takes tens of ms, which the job no longer waits for). */
+void safe_point_reap(void);
 
 /* Is this system call, with these arguments, a wait the allow-list of
  * point 2 accepts? (fds are looked up in /proc/PID/fd.) */

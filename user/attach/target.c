@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,12 +22,36 @@ static int read_small_file(const char *path, char *buf, size_t len)
 	return (int)n;
 }
 
+/* proc_root/PID/name into buf; false if it does not fit. */
+static bool proc_file_path(char *buf, size_t len, const char *proc_root,
+			   pid_t pid, const char *name)
+{
+	int n = snprintf(buf, len, "%s/%d/%s", proc_root, pid, name);
+
+	return n >= 0 && (size_t)n < len;
+}
+
+int target_read_file_at(const char *proc_root, pid_t pid, const char *name,
+			char *buf, size_t len)
+{
+	char path[PATH_MAX];
+
+	if (!proc_file_path(path, sizeof(path), proc_root, pid, name))
+		return -ENAMETOOLONG;
+	return read_small_file(path, buf, len);
+}
+
 bool target_alive(pid_t pid)
 {
-	char path[64], stat[512], *p;
+	return target_alive_at("/proc", pid);
+}
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (read_small_file(path, stat, sizeof(stat)) <= 0)
+bool target_alive_at(const char *proc_root, pid_t pid)
+{
+	char stat[512], *p;
+
+	if (target_read_file_at(proc_root, pid, "stat", stat,
+				sizeof(stat)) <= 0)
 		return false;
 	/* "pid (comm) S ...": the state follows the last ')' */
 	p = strrchr(stat, ')');
@@ -45,9 +70,17 @@ static void read_comm(const char *path, char *buf, size_t len,
 
 void target_comm(pid_t pid, char *buf, size_t len)
 {
-	char path[64];
+	target_comm_at("/proc", pid, buf, len);
+}
 
-	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+void target_comm_at(const char *proc_root, pid_t pid, char *buf, size_t len)
+{
+	char path[PATH_MAX];
+
+	if (!proc_file_path(path, sizeof(path), proc_root, pid, "comm")) {
+		snprintf(buf, len, "?");
+		return;
+	}
 	read_comm(path, buf, len, "?");
 }
 
@@ -72,20 +105,33 @@ bool is_cupti_agent_name(const char *base)
 	return !strncmp(base, "librfbpf_cupti", 14);
 }
 
-int target_find_library(pid_t pid, bool (*match)(const char *base),
-			char *buf, size_t len)
+/*
+ * Called every second for every process on the host in fleet mode, so
+ * one line buffer serves the whole file and only a line whose file name
+ * matches is parsed further. procfs reports a block size of 1 KiB, which
+ * stdio would read maps in: a buffer that holds a small process's whole
+ * maps saves a fifth of the time (four reads become one).
+ */
+int target_find_mapping_at(const char *proc_root, pid_t pid,
+			   bool (*match)(const char *base),
+			   struct target_mapping *m)
 {
-	char path[64], *line = NULL;
+	char path[PATH_MAX], *line = NULL, io[16384];
+	unsigned int maj, min;
+	unsigned long long ino;
 	size_t cap = 0;
 	int err = -ENOENT;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	if (!proc_file_path(path, sizeof(path), proc_root, pid, "maps"))
+		return -ENAMETOOLONG;
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;
+	setvbuf(f, io, _IOFBF, sizeof(io));
 	while (getline(&line, &cap, f) > 0) {
 		char *file = strchr(line, '/'), *base;
+		int range_len = (int)strcspn(line, " ");
 
 		if (!file)
 			continue;
@@ -93,13 +139,30 @@ int target_find_library(pid_t pid, bool (*match)(const char *base),
 		base = strrchr(file, '/') + 1;
 		if (!match(base))
 			continue;
-		snprintf(buf, len, "/proc/%d/map_files/%.*s", pid,
-			 (int)strcspn(line, " "), line);
+		/* "START-END perms offset MAJ:MIN inode path" */
+		if (sscanf(line, "%*x-%*x %*s %*x %x:%x %llu", &maj, &min,
+			   &ino) != 3 || range_len >= (int)sizeof(m->range))
+			continue;
+		snprintf(m->range, sizeof(m->range), "%.*s", range_len, line);
+		snprintf(m->file, sizeof(m->file), "%s", file);
+		m->dev = makedev(maj, min);
+		m->ino = ino;
 		err = 0;
 		break;
 	}
 	free(line);
 	fclose(f);
+	return err;
+}
+
+int target_find_library(pid_t pid, bool (*match)(const char *base),
+			char *buf, size_t len)
+{
+	struct target_mapping m;
+	int err = target_find_mapping_at("/proc", pid, match, &m);
+
+	if (!err)
+		snprintf(buf, len, "/proc/%d/map_files/%s", pid, m.range);
 	return err;
 }
 
@@ -156,12 +219,17 @@ int target_addr_of_data_offset(pid_t pid, const char *path, uint64_t off,
 
 unsigned long long target_start_time(pid_t pid)
 {
-	char path[64], stat[1024], *p;
+	return target_start_time_at("/proc", pid);
+}
+
+unsigned long long target_start_time_at(const char *proc_root, pid_t pid)
+{
+	char stat[1024], *p;
 	unsigned long long t = 0;
 	int field = 2;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (read_small_file(path, stat, sizeof(stat)) <= 0)
+	if (target_read_file_at(proc_root, pid, "stat", stat,
+				sizeof(stat)) <= 0)
 		return 0;
 	p = strrchr(stat, ')');
 	/* Fields after "(comm)": state is field 3, starttime field 22. */

@@ -49,6 +49,29 @@ unsigned long long target_start_time(pid_t pid);
  * (tid != 0), blanks trimmed. Returns false if there is none. */
 bool target_status(pid_t pid, pid_t tid, const char *key, char *val,
 		   size_t len);
+/*
+ * The same readings under proc_root instead of "/proc": fleet mode's
+ * discovery scans a proc tree it is given (fake ones in its tests).
+ */
+bool target_alive_at(const char *proc_root, pid_t pid);
+void target_comm_at(const char *proc_root, pid_t pid, char *buf, size_t len);
+unsigned long long target_start_time_at(const char *proc_root, pid_t pid);
+/* proc_root/PID/name into buf, NUL-terminated (the text may hold NULs, as
+ * cmdline does). Returns the bytes read or -errno. */
+int target_read_file_at(const char *proc_root, pid_t pid, const char *name,
+			char *buf, size_t len);
+/* One line of /proc/PID/maps, as target_find_mapping_at() found it. */
+struct target_mapping {
+	char range[40];		/* "START-END", as map_files/ names it */
+	char file[4096];	/* the path in the target's view */
+	uint64_t dev, ino;	/* the file's identity as maps shows it */
+};
+/* The first mapping under proc_root/PID/maps whose file name match()
+ * accepts. Returns 0, -ENOENT when none, or -errno when maps cannot be
+ * read. target_find_library() is this for "/proc". */
+int target_find_mapping_at(const char *proc_root, pid_t pid,
+			   bool (*match)(const char *base),
+			   struct target_mapping *m);
 /* Is base the file name of a libtorch_cpu build (libtorch_cpu.so[.*])? */
 bool is_libtorch_cpu_name(const char *base);
 /* Is base rfbpf's CUPTI agent (librfbpf_cupti*.so)? */

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <errno.h>
-#include "model/aggregate.h"
+#include <stdlib.h>
+#include <string.h>
 #include "chrome.h"
 #include "json_writer.h"
 #include "version.h"
@@ -18,16 +19,52 @@ static const char *truncation_reason(uint32_t flags)
 	return NULL;
 }
 
-static void write_op(FILE *f, const struct trace *t, const struct op *o)
+const char *chrome_next(struct chrome_writer *w)
 {
-	const char *why = truncation_reason(o->flags);
+	return w->events++ ? ",\n" : "";
+}
 
-	fputs(",\n{\"ph\":\"X\",\"cat\":", f);
+/* A thread's name, before its first op; a child process's main thread
+ * (--children) names its process too. */
+static void name_thread(struct chrome_writer *w, const struct trace *t,
+			const struct thread *th, uint32_t pid)
+{
+	char name[64];
+
+	if (u64map_get(&w->threads, th->tid) ||
+	    !u64map_put(&w->threads, th->tid, 1))
+		return;
+	if (pid != t->pid && th->tid == pid) {
+		snprintf(name, sizeof(name), "%s (child of %u)",
+			 th->comm[0] ? th->comm : "process", t->pid);
+		fprintf(w->f, "%s{\"ph\":\"M\",\"name\":\"process_name\","
+			"\"pid\":%u,\"tid\":0,\"args\":{\"name\":",
+			chrome_next(w), pid);
+		json_string(w->f, name);
+		fputs("}}", w->f);
+	}
+	snprintf(name, sizeof(name), "%s [%u]",
+		 th->comm[0] ? th->comm : "thread", th->tid);
+	fprintf(w->f, "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,"
+		"\"tid\":%u,\"args\":{\"name\":", chrome_next(w), pid, th->tid);
+	json_string(w->f, name);
+	fputs("}}", w->f);
+}
+
+static void write_op(void *ctx, struct trace *t, const struct closed_op *c)
+{
+	struct chrome_writer *w = ctx;
+	const struct op *o = c->op;
+	const char *why = truncation_reason(o->flags);
+	FILE *f = w->f;
+
+	if (c->thread)
+		name_thread(w, t, c->thread, c->pid);
+	fprintf(f, "%s{\"ph\":\"X\",\"cat\":", chrome_next(w));
 	json_string(f, scope_category(o->scope));
 	fputs(",\"name\":", f);
 	json_string(f, names_get(&t->names, o->name));
-	fprintf(f, ",\"pid\":%u,\"tid\":%u,\"ts\":", trace_pid_of(t, o->tid),
-		o->tid);
+	fprintf(f, ",\"pid\":%u,\"tid\":%u,\"ts\":", c->pid, o->tid);
 	json_us(f, o->start_ns);
 	fputs(",\"dur\":", f);
 	json_us(f, op_duration(o));
@@ -42,49 +79,25 @@ static void write_op(FILE *f, const struct trace *t, const struct op *o)
 	fputs("}}", f);
 }
 
-static void write_metadata_events(FILE *f, const struct trace *t)
+static void write_process_name(struct chrome_writer *w,
+			       const struct trace *t)
 {
-	fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,"
-		"\"tid\":0,\"args\":{\"name\":", t->pid);
-	json_string(f, t->process_name);
-	fputs("}}", f);
-	for (size_t i = 0; i < t->nr_threads; i++) {
-		const struct thread *th = &t->threads[i];
-		uint32_t pid = th->pid ? th->pid : t->pid;
-		char name[64];
-
-		/* A child process's main thread names its process. */
-		if (pid != t->pid && th->tid == pid) {
-			snprintf(name, sizeof(name), "%s (child of %u)",
-				 th->comm[0] ? th->comm : "process", t->pid);
-			fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"process_name\""
-				",\"pid\":%u,\"tid\":0,\"args\":{\"name\":",
-				pid);
-			json_string(f, name);
-			fputs("}}", f);
-		}
-		snprintf(name, sizeof(name), "%s [%u]",
-			 th->comm[0] ? th->comm : "thread", th->tid);
-		fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\","
-			"\"pid\":%u,\"tid\":%u,\"args\":{\"name\":", pid,
-			th->tid);
-		json_string(f, name);
-		fputs("}}", f);
-	}
+	fprintf(w->f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,"
+		"\"tid\":0,\"args\":{\"name\":", chrome_next(w), t->pid);
+	json_string(w->f, t->process_name);
+	fputs("}}", w->f);
 }
 
 /* Per-op totals, and for a sampled capture the estimates for all ops
  * (scaled by 1/p) with their standard errors: what a fleet aggregates. */
-static void write_op_stats(FILE *f, const struct trace *t)
+static void write_op_stats(FILE *f, const struct trace *t,
+			   const struct aggregate *a)
 {
-	struct aggregate a;
 	bool sampled = trace_keep_prob(t) < 1.0;
 
-	if (aggregate_ops(t, &a))
-		return;
 	fputs(",\"op_stats\":[", f);
-	for (size_t i = 0, n = 0; i < a.nr; i++) {
-		const struct op_stats *r = &a.rows[i];
+	for (size_t i = 0, n = 0; i < a->nr; i++) {
+		const struct op_stats *r = &a->rows[i];
 		struct op_estimate e;
 
 		if (!r->calls)
@@ -112,7 +125,6 @@ static void write_op_stats(FILE *f, const struct trace *t)
 		fputc('}', f);
 	}
 	fputs("]", f);
-	aggregate_free(&a);
 }
 
 #define COUNT(name, v) fprintf(f, ",\"" name "\":%llu", \
@@ -152,7 +164,8 @@ static void write_gpu_counts(FILE *f, const struct trace *t)
 	fputc('}', f);
 }
 
-static void write_other_data(FILE *f, const struct trace *t)
+static void write_other_data(FILE *f, const struct trace *t,
+			     const struct aggregate *a)
 {
 	const struct counts *c = &t->counts;
 
@@ -192,34 +205,60 @@ static void write_other_data(FILE *f, const struct trace *t)
 	COUNT("trees_seen", c->trees_seen);
 	COUNT("trees_kept", c->trees_kept);
 	COUNT("tree_too_deep", c->tree_too_deep);
+	COUNT("ops", c->ops);
+	COUNT("threads_seen", c->threads_seen);
 	write_gpu_counts(f, t);
-	write_op_stats(f, t);
+	if (a)
+		write_op_stats(f, t, a);
 	fputc('}', f);
 }
 
-void write_chrome_trace(FILE *f, const struct trace *t)
+static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 {
-	fputs("{\"displayTimeUnit\":\"ns\",", f);
-	write_other_data(f, t);
-	fputs(",\n\"traceEvents\":[\n", f);
-	write_metadata_events(f, t);
-	for (size_t i = 0; i < t->nr_ops; i++)
-		write_op(f, t, &t->ops[i]);
-	write_chrome_gpu_events(f, t);
-	fputs("\n]}\n", f);
+	chrome_write_gpu(ctx, t, g);
 }
 
-int export_chrome_trace(const struct trace *t, const char *path)
+struct trace_sink chrome_sink(struct chrome_writer *w)
+{
+	return (struct trace_sink){ .op = write_op, .gpu = on_gpu, .ctx = w };
+}
+
+void chrome_begin(struct chrome_writer *w, FILE *f)
+{
+	memset(w, 0, sizeof(*w));
+	w->f = f;
+	fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", f);
+}
+
+int chrome_open(struct chrome_writer *w, const char *path)
 {
 	FILE *f = fopen(path, "we");
 
 	if (!f)
 		return -1;
-	write_chrome_trace(f, t);
-	if (ferror(f)) {
-		fclose(f);
+	chrome_begin(w, f);
+	w->own_file = true;
+	return 0;
+}
+
+int chrome_finish(struct chrome_writer *w, const struct trace *t,
+		  const struct aggregate *a)
+{
+	int err;
+
+	write_process_name(w, t);
+	fputs("\n],\n", w->f);
+	write_other_data(w->f, t, a);
+	fputs("}\n", w->f);
+	err = ferror(w->f);
+	u64map_free(&w->threads);
+	u64map_free(&w->tracks);
+	if (w->own_file && fclose(w->f) && !err)
+		return -1;
+	w->f = NULL;
+	if (err) {
 		errno = EIO;
 		return -1;
 	}
-	return fclose(f);
+	return 0;
 }

@@ -3,19 +3,49 @@
  * Chrome Trace Event JSON (the format Perfetto UI, chrome://tracing and
  * Kineto's traces share): one complete ("X") event per op, in microseconds
  * with nanosecond digits, metadata events naming the process and threads,
- * and rfbpf's own record (version, library, counters) under "otherData".
+ * and rfbpf's own record (version, library, counters, per-op totals) under
+ * "otherData".
+ *
+ * The file is written as the trace runs: a sink writes each op when it
+ * closes (so events are in order of their end, which every viewer
+ * accepts) and each thread's name before its first op; chrome_finish()
+ * closes the event array and adds "otherData", which JSON allows after it.
  */
 #ifndef RFBPF_EXPORT_CHROME_H
 #define RFBPF_EXPORT_CHROME_H
 
+#include <stdbool.h>
 #include <stdio.h>
+#include "model/aggregate.h"
 #include "model/trace.h"
+#include "model/u64map.h"
 
-int export_chrome_trace(const struct trace *t, const char *path);
-/* The same to an open stream (used by tests). */
-void write_chrome_trace(FILE *f, const struct trace *t);
-/* The GPU processes, their activity and the op-to-kernel flows (one
- * ",\n"-led event each), from export_chrome_gpu.c. */
-void write_chrome_gpu_events(FILE *f, const struct trace *t);
+struct chrome_writer {
+	FILE *f;
+	bool own_file;		/* opened by chrome_open (closed by finish) */
+	uint64_t events;	/* written so far */
+	struct u64map threads;	/* tids whose name was written */
+	struct u64map tracks;	/* GPU devices and streams named */
+	uint64_t flows;		/* ids of op-to-kernel flows */
+};
+
+/* Starts the file (0, or -1 with errno). */
+int chrome_open(struct chrome_writer *w, const char *path);
+/* The same on an open stream (tests); the caller closes it. */
+void chrome_begin(struct chrome_writer *w, FILE *f);
+/* The sink that writes ops and GPU activity as they come. */
+struct trace_sink chrome_sink(struct chrome_writer *w);
+/* Ends the file: process names, "otherData" with t's counters and a's
+ * per-op totals (a may be NULL). 0, or -1 with errno (EIO if any write
+ * failed). */
+int chrome_finish(struct chrome_writer *w, const struct trace *t,
+		  const struct aggregate *a);
+
+/* From chrome_gpu.c: a GPU record, its device and stream tracks the first
+ * time they appear, and its flow from the launching op. */
+void chrome_write_gpu(struct chrome_writer *w, const struct trace *t,
+		      const struct gpu_done *g);
+/* The separator before the next event ("" for the first). */
+const char *chrome_next(struct chrome_writer *w);
 
 #endif

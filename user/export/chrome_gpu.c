@@ -17,58 +17,39 @@ static unsigned gpu_pid(uint32_t device_id)
 	return GPU_PID_BASE + device_id;
 }
 
-static bool seen(const uint64_t *keys, size_t n, uint64_t key)
+/* Process and track names, the first time a device or stream appears. */
+static void name_tracks(struct chrome_writer *w, const struct gpu_activity *a)
 {
-	for (size_t i = 0; i < n; i++)
-		if (keys[i] == key)
-			return true;
-	return false;
-}
+	uint64_t dev = (uint64_t)a->device_id << 32 | UINT32_MAX;
+	uint64_t stream = ((uint64_t)a->device_id << 32 | a->stream_id) + 1;
+	FILE *f = w->f;
 
-/* Process and track names, once per device and per stream (a handful). */
-static void write_gpu_metadata(FILE *f, const struct gpu *g)
-{
-	uint64_t *keys = calloc(2 * g->nr_acts + 1, sizeof(*keys));
-	size_t n = 0;
-
-	if (!keys)
-		return;		/* the tracks just go unnamed */
-	for (size_t i = 0; i < g->nr_acts; i++) {
-		const struct gpu_activity *a = &g->acts[i];
-		uint64_t dev = (uint64_t)a->device_id << 32 | UINT32_MAX;
-		uint64_t stream = (uint64_t)a->device_id << 32 | a->stream_id;
-
-		if (!seen(keys, n, dev)) {
-			keys[n++] = dev;
-			fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"process_name\","
-				"\"pid\":%u,\"tid\":0,\"args\":{\"name\":"
-				"\"GPU %u\"}},\n{\"ph\":\"M\",\"name\":"
-				"\"process_sort_index\",\"pid\":%u,\"tid\":0,"
-				"\"args\":{\"sort_index\":%u}}",
-				gpu_pid(a->device_id), a->device_id,
-				gpu_pid(a->device_id), 1000 + a->device_id);
-		}
-		if (!seen(keys, n, stream)) {
-			keys[n++] = stream;
-			fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\","
-				"\"pid\":%u,\"tid\":%u,\"args\":{\"name\":"
-				"\"stream %u\"}}", gpu_pid(a->device_id),
-				a->stream_id, a->stream_id);
-		}
+	if (!u64map_get(&w->tracks, dev) && u64map_put(&w->tracks, dev, 1)) {
+		fprintf(f, "%s{\"ph\":\"M\",\"name\":\"process_name\","
+			"\"pid\":%u,\"tid\":0,\"args\":{\"name\":\"GPU %u\"}},"
+			"\n{\"ph\":\"M\",\"name\":\"process_sort_index\","
+			"\"pid\":%u,\"tid\":0,\"args\":{\"sort_index\":%u}}",
+			chrome_next(w), gpu_pid(a->device_id), a->device_id,
+			gpu_pid(a->device_id), 1000 + a->device_id);
+		w->events++;
 	}
-	free(keys);
+	if (!u64map_get(&w->tracks, stream) &&
+	    u64map_put(&w->tracks, stream, 1))
+		fprintf(f, "%s{\"ph\":\"M\",\"name\":\"thread_name\","
+			"\"pid\":%u,\"tid\":%u,\"args\":{\"name\":"
+			"\"stream %u\"}}", chrome_next(w),
+			gpu_pid(a->device_id), a->stream_id, a->stream_id);
 }
 
-static void write_activity(FILE *f, const struct trace *t,
-			   const struct gpu_activity *a)
+static void write_activity(struct chrome_writer *w, const struct trace *t,
+			   const struct gpu_done *g)
 {
-	int32_t op = gpu_activity_op(&t->gpu, a);
-	const struct gpu_launch *l = a->launch >= 0 ?
-				     &t->gpu.launches[a->launch] : NULL;
+	const struct gpu_activity *a = g->act;
+	const struct gpu_launch *l = g->launch;
+	FILE *f = w->f;
 
-	fputs(",\n{\"ph\":\"X\",\"cat\":", f);
-	json_string(f, gpu_kind_name(a->kind));
-	fputs(",\"name\":", f);
+	fprintf(f, "%s{\"ph\":\"X\",\"cat\":", chrome_next(w));
+	json_string(f, gpu_kind_name(a->kind));	fputs(",\"name\":", f);
 	json_string(f, names_get(&t->names, a->name));
 	fprintf(f, ",\"pid\":%u,\"tid\":%u,\"ts\":", gpu_pid(a->device_id),
 		a->stream_id);
@@ -100,9 +81,9 @@ static void write_activity(FILE *f, const struct trace *t,
 		json_string(f, names_get(&t->names, l->api_name));
 		fprintf(f, ",\"launch tid\":%u", l->tid);
 	}
-	if (op >= 0) {
+	if (l && l->depth) {
 		fputs(",\"launched by\":", f);
-		json_string(f, names_get(&t->names, t->ops[op].name));
+		json_string(f, names_get(&t->names, l->op_name));
 	}
 	fputs("}}", f);
 }
@@ -110,33 +91,31 @@ static void write_activity(FILE *f, const struct trace *t,
 /* Flow v1: "s" binds to the op's slice enclosing the launch time on its
  * thread, "f" with "bp":"e" to the kernel's slice. One flow per record (a
  * graph launch fans out), the correlation id in args as Kineto has it. */
-static void write_flow(FILE *f, const struct trace *t,
-		       const struct gpu_activity *a, size_t id)
+static void write_flow(struct chrome_writer *w, const struct gpu_done *g)
 {
-	const struct gpu_launch *l = &t->gpu.launches[a->launch];
+	const struct gpu_activity *a = g->act;
+	const struct gpu_launch *l = g->launch;
+	uint64_t id = ++w->flows;
+	FILE *f = w->f;
 
-	fprintf(f, ",\n{\"ph\":\"s\",\"cat\":\"ac2g\",\"name\":\"ac2g\","
-		"\"id\":%zu,\"pid\":%u,\"tid\":%u,\"ts\":", id,
-		trace_pid_of(t, l->tid), l->tid);
+	fprintf(f, "%s{\"ph\":\"s\",\"cat\":\"ac2g\",\"name\":\"ac2g\","
+		"\"id\":%llu,\"pid\":%u,\"tid\":%u,\"ts\":", chrome_next(w),
+		(unsigned long long)id, l->pid, l->tid);
 	json_us(f, l->ts_ns);
 	fprintf(f, ",\"args\":{\"correlation\":%u}}", l->correlation_id);
-	fprintf(f, ",\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"ac2g\","
-		"\"name\":\"ac2g\",\"id\":%zu,\"pid\":%u,\"tid\":%u,\"ts\":",
-		id, gpu_pid(a->device_id), a->stream_id);
+	fprintf(f, "%s{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"ac2g\","
+		"\"name\":\"ac2g\",\"id\":%llu,\"pid\":%u,\"tid\":%u,\"ts\":",
+		chrome_next(w), (unsigned long long)id, gpu_pid(a->device_id),
+		a->stream_id);
 	json_us(f, a->start_ns);
 	fprintf(f, ",\"args\":{\"correlation\":%u}}", l->correlation_id);
 }
 
-void write_chrome_gpu_events(FILE *f, const struct trace *t)
+void chrome_write_gpu(struct chrome_writer *w, const struct trace *t,
+		      const struct gpu_done *g)
 {
-	const struct gpu *g = &t->gpu;
-
-	write_gpu_metadata(f, g);
-	for (size_t i = 0; i < g->nr_acts; i++) {
-		const struct gpu_activity *a = &g->acts[i];
-
-		write_activity(f, t, a);
-		if (gpu_activity_op(g, a) >= 0)
-			write_flow(f, t, a, i + 1);
-	}
+	name_tracks(w, g->act);
+	write_activity(w, t, g);
+	if (g->launch && g->launch->depth)
+		write_flow(w, g);
 }

@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "model/aggregate.h"
 #include "folded.h"
 
 size_t folded_put_frame(char *buf, size_t used, size_t cap, const char *s)
@@ -14,94 +13,70 @@ size_t folded_put_frame(char *buf, size_t used, size_t cap, const char *s)
 	return used;
 }
 
-size_t folded_stack_of(const struct trace *t, size_t i, char *buf,
-		       size_t cap)
+/* "process;thread [tid];" then the row's frames; the last one prefixed
+ * with last_prefix (for GPU frames). The process is the target, or the
+ * child it forked (--children). */
+static void write_row(FILE *f, const struct trace *t,
+		      const struct stack_row *r, const char *last_prefix,
+		      uint64_t weight)
 {
-	const struct thread *th = &t->threads[trace_thread_index(t,
-							t->ops[i].tid)];
-	int32_t chain[1024];
-	size_t used, n = 0;
-	char tname[48];
+	static char buf[65536];
+	char frame[512];
+	size_t used;
 
-	for (int32_t k = i; k >= 0 && n < 1024; k = t->ops[k].parent)
-		chain[n++] = k;
-	snprintf(tname, sizeof(tname), "%s [%u]",
-		 th->comm[0] ? th->comm : "thread", th->tid);
-	used = folded_put_frame(buf, 0, cap, t->process_name);
-	used = folded_put_frame(buf, used, cap, tname);
-	while (n--)
-		used = folded_put_frame(buf, used, cap,
-				 names_get(&t->names, t->ops[chain[n]].name));
-	return used < cap ? used : cap - 1;
+	if (r->pid && r->pid != t->pid)
+		snprintf(frame, sizeof(frame), "%s [%u]", t->process_name,
+			 r->pid);
+	else
+		snprintf(frame, sizeof(frame), "%s", t->process_name);
+	used = folded_put_frame(buf, 0, sizeof(buf) - 1, frame);
+	if (r->tid) {
+		snprintf(frame, sizeof(frame), "%s [%u]",
+			 names_get(&t->names, r->thread_name), r->tid);
+		used = folded_put_frame(buf, used, sizeof(buf) - 1, frame);
+	}
+	for (uint32_t i = 0; i < r->depth; i++) {
+		const char *name = names_get(&t->names, r->frames[i]);
+
+		if (i + 1 == r->depth && last_prefix) {
+			snprintf(frame, sizeof(frame), "%s%s", last_prefix,
+				 name);
+			name = frame;
+		}
+		used = folded_put_frame(buf, used, sizeof(buf) - 1, name);
+	}
+	fprintf(f, "%.*s %llu\n", (int)used, buf, (unsigned long long)weight);
 }
 
-int folded_add(struct folded *fd, const char *stack, size_t len,
-	       uint64_t weight)
+int write_folded(FILE *f, const struct trace *t, const struct stack_profile *p)
 {
-	size_t known = fd->stacks.nr;
-	uint32_t id = names_intern(&fd->stacks, stack, len);
-
-	if (id == UINT32_MAX)
-		return -1;
-	if (fd->stacks.nr > known) {
-		uint64_t *w = realloc(fd->weight,
-				      fd->stacks.nr * sizeof(*fd->weight));
-
-		if (!w)
-			return -1;
-		fd->weight = w;
-		fd->weight[id] = 0;
-	}
-	fd->weight[id] += weight;
+	for (size_t i = 0; i < p->nr; i++)
+		if (p->rows[i].v.self_ns)
+			write_row(f, t, &p->rows[i], NULL, p->rows[i].v.self_ns);
 	return 0;
 }
 
-void folded_write(FILE *f, const struct folded *fd)
+int write_gpu_folded(FILE *f, const struct trace *t,
+		     const struct stack_profile *p)
 {
-	for (size_t s = 0; s < fd->stacks.nr; s++)
-		if (fd->weight[s])
-			fprintf(f, "%s %llu\n", fd->stacks.strs[s],
-				(unsigned long long)fd->weight[s]);
+	for (size_t i = 0; i < p->nr; i++)
+		if (p->rows[i].v.gpu_ns)
+			write_row(f, t, &p->rows[i], "[gpu] ",
+				  p->rows[i].v.gpu_ns);
+	return 0;
 }
 
-void folded_free(struct folded *fd)
-{
-	names_free(&fd->stacks);
-	free(fd->weight);
-	memset(fd, 0, sizeof(*fd));
-}
-
-int write_folded(FILE *f, const struct trace *t)
-{
-	uint64_t *self = op_self_times(t);
-	struct folded fd = {};
-	static char buf[65536];
-	int ret = -1;
-
-	if (!self)
-		return -1;
-	/* Same stacks share a line: intern the stack string, sum by id. */
-	for (size_t i = 0; i < t->nr_ops; i++)
-		if (folded_add(&fd, buf, folded_stack_of(t, i, buf,
-							 sizeof(buf)), self[i]))
-			goto out;
-	folded_write(f, &fd);
-	ret = 0;
-out:
-	folded_free(&fd);
-	free(self);
-	return ret;
-}
-
-int folded_export(const struct trace *t, const char *path,
-		  int (*write)(FILE *f, const struct trace *t))
+static int export(const struct trace *t, const struct stack_profile *p,
+		  const char *path,
+		  int (*write)(FILE *f, const struct trace *t,
+			       const struct stack_profile *p))
 {
 	FILE *f = fopen(path, "we");
 	int err;
 
 	if (!f)
 		return -1;
-	if (write(f, t)) {
+	if (write(f, t, p)) {
 		fclose(f);
 		errno = ENOMEM;
 		return -1;
@@ -114,7 +89,14 @@ int folded_export(const struct trace *t, const char *path,
 	return 0;
 }
 
-int export_folded(const struct trace *t, const char *path)
+int export_folded(const struct trace *t, const struct stack_profile *p,
+		  const char *path)
 {
-	return folded_export(t, path, write_folded);
+	return export(t, p, path, write_folded);
+}
+
+int export_gpu_folded(const struct trace *t, const struct stack_profile *p,
+		      const char *path)
+{
+	return export(t, p, path, write_gpu_folded);
 }

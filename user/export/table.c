@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <string.h>
-#include "model/aggregate.h"
+#include <stdlib.h>
 #include "table.h"
 
 #define NAME_W 52
@@ -101,32 +101,22 @@ static void print_header(FILE *f, bool sampled, bool gpu)
 	fputc('\n', f);
 }
 
-/* Child processes (--children) whose ops are in the trace: each one's
- * main thread is a thread whose tid is its pid. */
-static size_t child_processes(const struct trace *t)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < t->nr_threads; i++)
-		n += t->threads[i].pid && t->threads[i].pid != t->pid &&
-		     t->threads[i].tid == t->threads[i].pid;
-	return n;
-}
-
 static void print_footer(FILE *f, const struct trace *t,
 			 const struct aggregate *a)
 {
 	const struct counts *c = &t->counts;
 	char total[24], losses[768], children[64] = "";
-	size_t nr_children = child_processes(t);
+	uint64_t nr_children = c->child_processes_seen;
 
 	if (nr_children)
-		snprintf(children, sizeof(children), " and %zu child "
-			 "process%s", nr_children, nr_children > 1 ? "es" : "");
+		snprintf(children, sizeof(children), " and %llu child "
+			 "process%s", (unsigned long long)nr_children,
+			 nr_children > 1 ? "es" : "");
 	format_duration(a->self_ns, total, sizeof(total));
-	fprintf(f, "Self time total: %s; %zu ops; %zu threads seen in PID %u "
-		"(%s)%s\n", total, t->nr_ops, t->nr_threads, t->pid,
-		t->process_name, children);
+	fprintf(f, "Self time total: %s; %llu ops; %llu threads seen in PID "
+		"%u (%s)%s\n", total, (unsigned long long)c->ops,
+		(unsigned long long)c->threads_seen, t->pid, t->process_name,
+		children);
 	fprintf(f, "Events: %llu (", (unsigned long long)c->events);
 	for (unsigned v = 0; v < RF_V_NR_BEFORE; v++)
 		if (c->before[v] || c->bpf_hits[v])
@@ -162,40 +152,41 @@ static void print_footer(FILE *f, const struct trace *t,
 			"");
 }
 
-void print_table(FILE *f, const struct trace *t, enum sort_key sort, int top)
+void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
+		 enum sort_key sort, int top)
 {
-	struct aggregate a;
-	size_t shown = 0;
+	size_t shown = 0, nr;
 	bool sampled = trace_keep_prob(t) < 1.0;
 	bool gpu = t->gpu.counts.agent_seen;
+	struct op_stats *rows = aggregate_sorted(a, sort, &nr);
 
-	if (aggregate_ops(t, &a)) {
+	if (!rows || a->oom) {
 		fprintf(f, "rfbpf: out of memory building the table\n");
+		free(rows);
 		return;
 	}
-	aggregate_sort(&a, sort);
 	rule(f, sampled, gpu);
 	print_header(f, sampled, gpu);
 	rule(f, sampled, gpu);
-	for (size_t i = 0; i < a.nr && (!top || shown < (size_t)top); i++) {
-		const char *name = names_get(&t->names, a.rows[i].name);
+	for (size_t i = 0; i < nr && (!top || shown < (size_t)top); i++) {
+		const char *name = names_get(&t->names, rows[i].name);
 
-		if (!a.rows[i].calls)
+		if (!rows[i].calls)
 			continue;
 		if (sampled)
-			print_sampled_row(f, &a.rows[i], name, a.self_ns,
+			print_sampled_row(f, &rows[i], name, a->self_ns,
 					  trace_keep_prob(t));
 		else
-			print_row(f, &a.rows[i], name, a.self_ns);
+			print_row(f, &rows[i], name, a->self_ns);
 		if (gpu)
-			print_gpu_cells(f, &a.rows[i]);
+			print_gpu_cells(f, &rows[i]);
 		fputc('\n', f);
 		shown++;
 	}
 	rule(f, sampled, gpu);
-	if (shown < a.nr_called)
+	if (shown < a->nr_called)
 		fprintf(f, "(%zu more ops not shown: --top 0 shows all)\n",
-			a.nr_called - shown);
-	print_footer(f, t, &a);
-	aggregate_free(&a);
+			a->nr_called - shown);
+	print_footer(f, t, a);
+	free(rows);
 }

@@ -4,11 +4,12 @@
 #define RFBPF_TABLE_H
 
 #include <stdio.h>
-#include "cli.h"
+#include "model/aggregate.h"
 #include "model/trace.h"
 
 /* top = 0 prints every row. */
-void print_table(FILE *f, const struct trace *t, enum sort_key sort, int top);
+void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
+		 enum sort_key sort, int top);
 /* "1.234ms"-style durations, as torch.profiler prints them. */
 void format_duration(uint64_t ns, char *buf, size_t len);
 

@@ -4,114 +4,107 @@
 #include <string.h>
 #include "aggregate.h"
 
-uint64_t *op_self_times(const struct trace *t)
+const double agg_latency_bounds_s[AGG_LATENCY_BUCKETS - 1] = {
+	1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1, 10,
+};
+
+void aggregate_init(struct aggregate *a)
 {
-	uint64_t *self = calloc(t->nr_ops ? t->nr_ops : 1, sizeof(*self));
-
-	if (!self)
-		return NULL;
-	for (size_t i = 0; i < t->nr_ops; i++)
-		self[i] = op_duration(&t->ops[i]);
-	/* Children follow their parent in t->ops (they began later). */
-	for (size_t i = 0; i < t->nr_ops; i++) {
-		int32_t p = t->ops[i].parent;
-		uint64_t d = op_duration(&t->ops[i]);
-
-		if (p >= 0)
-			self[p] = self[p] > d ? self[p] - d : 0;
-	}
-	return self;
-}
-
-int op_gpu_times(const struct trace *t, uint64_t **self, uint64_t **total,
-		 uint64_t **kernels)
-{
-	size_t n = t->nr_ops ? t->nr_ops : 1;
-
-	*self = calloc(n, sizeof(**self));
-	*total = calloc(n, sizeof(**total));
-	*kernels = calloc(n, sizeof(**kernels));
-	if (!*self || !*total || !*kernels) {
-		free(*self);
-		free(*total);
-		free(*kernels);
-		return -1;
-	}
-	for (size_t i = 0; i < t->gpu.nr_acts; i++) {
-		const struct gpu_activity *g = &t->gpu.acts[i];
-		int32_t op = gpu_activity_op(&t->gpu, g);
-		uint64_t d = gpu_duration(g);
-
-		if (op < 0 || (size_t)op >= t->nr_ops)
-			continue;
-		(*self)[op] += d;
-		(*kernels)[op] += g->kind == RF_GPU_ACT_KERNEL;
-		for (; op >= 0; op = t->ops[op].parent)
-			(*total)[op] += d;
-	}
-	return 0;
-}
-
-static void add_gpu(const struct trace *t, struct aggregate *a,
-		    const uint64_t *self, const uint64_t *total,
-		    const uint64_t *kernels)
-{
-	for (size_t i = 0; i < t->nr_ops; i++) {
-		struct op_stats *r = &a->rows[t->ops[i].name];
-
-		r->gpu_self_ns += self[i];
-		r->gpu_total_ns += total[i];
-		r->kernels += kernels[i];
-		a->gpu_self_ns += self[i];
-	}
-}
-
-int aggregate_ops(const struct trace *t, struct aggregate *a)
-{
-	uint64_t *self = op_self_times(t);
-	uint64_t *gself = NULL, *gtotal = NULL, *gkernels = NULL;
-
 	memset(a, 0, sizeof(*a));
-	a->rows = calloc(t->names.nr ? t->names.nr : 1, sizeof(*a->rows));
-	if (!self || !a->rows) {
-		free(self);
-		free(a->rows);
-		a->rows = NULL;
-		return -1;
-	}
-	a->nr = t->names.nr;
-	for (size_t n = 0; n < a->nr; n++)
-		a->rows[n].name = n;
-	for (size_t i = 0; i < t->nr_ops; i++) {
-		const struct op *o = &t->ops[i];
-		struct op_stats *r = &a->rows[o->name];
-		uint64_t d = op_duration(o);
+}
 
-		if (!r->calls || d < r->min_ns)
-			r->min_ns = d;
-		if (d > r->max_ns)
-			r->max_ns = d;
-		if (!r->calls)
-			r->scope = o->scope;
-		r->calls++;
-		r->total_ns += d;
-		r->self_ns += self[i];
-		r->total_sq += (double)d * d;
-		r->self_sq += (double)self[i] * self[i];
-		r->truncated += (o->flags & OP_TRUNCATED) != 0;
-		a->self_ns += self[i];
-		a->nr_called += r->calls == 1;
+/* The row of name id, created (zeroed) with every row below it. */
+static struct op_stats *row(struct aggregate *a, uint32_t name)
+{
+	if (name >= a->cap) {
+		size_t cap = a->cap ? a->cap : 64;
+		struct op_stats *rows;
+
+		while (cap <= name)
+			cap *= 2;
+		rows = realloc(a->rows, cap * sizeof(*rows));
+		if (!rows) {
+			a->oom = true;
+			return NULL;
+		}
+		a->rows = rows;
+		a->cap = cap;
 	}
-	free(self);
-	if (t->gpu.nr_acts) {
-		if (op_gpu_times(t, &gself, &gtotal, &gkernels))
-			return aggregate_free(a), -1;
-		add_gpu(t, a, gself, gtotal, gkernels);
-		free(gself);
-		free(gtotal);
-		free(gkernels);
+	while (a->nr <= name) {
+		memset(&a->rows[a->nr], 0, sizeof(a->rows[0]));
+		a->rows[a->nr].name = a->nr;
+		a->nr++;
 	}
-	return 0;
+	return &a->rows[name];
+}
+
+static unsigned latency_bucket(uint64_t ns)
+{
+	unsigned b = 0;
+
+	while (b < AGG_LATENCY_BUCKETS - 1 &&
+	       ns > agg_latency_bounds_s[b] * 1e9)
+		b++;
+	return b;
+}
+
+void aggregate_add(struct aggregate *a, const struct closed_op *c)
+{
+	const struct op *o = c->op;
+	struct op_stats *r = row(a, o->name);
+	uint64_t d = op_duration(o);
+
+	if (!r)
+		return;
+	if (!r->calls || d < r->min_ns)
+		r->min_ns = d;
+	if (d > r->max_ns)
+		r->max_ns = d;
+	if (!r->calls) {
+		r->scope = o->scope;
+		a->nr_called++;
+	}
+	r->calls++;
+	r->total_ns += d;
+	r->self_ns += c->self_ns;
+	r->total_sq += (double)d * d;
+	r->self_sq += (double)c->self_ns * c->self_ns;
+	r->truncated += (o->flags & OP_TRUNCATED) != 0;
+	r->latency[latency_bucket(d)]++;
+	a->self_ns += c->self_ns;
+}
+
+static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
+{
+	(void)t;
+	aggregate_add(ctx, c);
+}
+
+/* A record's time is the launching op's own, and every op's around it. */
+static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
+{
+	struct aggregate *a = ctx;
+	const struct gpu_launch *l = g->launch;
+	uint64_t d = gpu_duration(g->act);
+	struct op_stats *r;
+
+	(void)t;
+	if (!l || !l->depth)
+		return;
+	r = row(a, l->op_name);
+	if (!r)
+		return;
+	r->gpu_self_ns += d;
+	r->kernels += g->act->kind == RF_GPU_ACT_KERNEL;
+	a->gpu_self_ns += d;
+	for (uint32_t i = 0; i < l->depth; i++)
+		if ((r = row(a, l->frames[i])))
+			r->gpu_total_ns += d;
+}
+
+struct trace_sink aggregate_sink(struct aggregate *a)
+{
+	return (struct trace_sink){ .op = on_op, .gpu = on_gpu, .ctx = a };
 }
 
 static int by_self(const void *x, const void *y)
@@ -146,17 +139,33 @@ static int by_cuda(const void *x, const void *y)
 	       a->gpu_total_ns > b->gpu_total_ns ? -1 : by_self(x, y);
 }
 
-void aggregate_sort(struct aggregate *a, enum sort_key key)
+struct op_stats *aggregate_sorted(const struct aggregate *a,
+				  enum sort_key key, size_t *nr)
 {
 	int (*cmp)(const void *, const void *) = by_self;
+	struct op_stats *rows = malloc((a->nr ? a->nr : 1) * sizeof(*rows));
 
+	*nr = 0;
+	if (!rows)
+		return NULL;
+	for (size_t i = 0; i < a->nr; i++)
+		if (a->rows[i].calls || a->rows[i].gpu_total_ns)
+			rows[(*nr)++] = a->rows[i];
 	if (key == SORT_TOTAL)
 		cmp = by_total;
 	else if (key == SORT_CALLS)
 		cmp = by_calls;
 	else if (key == SORT_CUDA)
 		cmp = by_cuda;
-	qsort(a->rows, a->nr, sizeof(*a->rows), cmp);
+	qsort(rows, *nr, sizeof(*rows), cmp);
+	return rows;
+}
+
+void aggregate_reset(struct aggregate *a)
+{
+	a->nr = 0;
+	a->self_ns = a->gpu_self_ns = 0;
+	a->nr_called = 0;
 }
 
 void aggregate_free(struct aggregate *a)

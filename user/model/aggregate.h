@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Per-op statistics over a finished trace, as torch.profiler's
- * key_averages(): calls, total time, self time (total minus the time of
- * direct children on the same thread), min and max.
+ * Per-op statistics as torch.profiler's key_averages(): calls, total time,
+ * self time (total minus the time of direct children on the same thread),
+ * min, max and a latency histogram. A trace sink: each closed op is added
+ * to its name's row and forgotten, so the size is the number of names.
  */
 #ifndef RFBPF_AGGREGATE_H
 #define RFBPF_AGGREGATE_H
@@ -13,6 +14,11 @@
 /* How the table is ordered (--sort). */
 enum sort_key { SORT_SELF, SORT_TOTAL, SORT_CALLS, SORT_CUDA };
 
+/* Upper bounds of the latency histogram (seconds), as Prometheus's "le";
+ * the last bucket is +Inf. */
+#define AGG_LATENCY_BUCKETS 9
+extern const double agg_latency_bounds_s[AGG_LATENCY_BUCKETS - 1];
+
 struct op_stats {
 	uint32_t name;
 	uint8_t scope;		/* scope of its first call */
@@ -20,6 +26,8 @@ struct op_stats {
 	uint64_t total_ns, self_ns, min_ns, max_ns;
 	uint64_t truncated;	/* calls whose end was not their own end() */
 	double total_sq, self_sq;	/* sums of squares, ns^2 (for SEs) */
+	uint64_t latency[AGG_LATENCY_BUCKETS];	/* calls per bucket (not
+						 * cumulative) */
 	/* GPU activity its calls launched: directly (self) or through any
 	 * op nested in them (total), and the kernels launched directly. */
 	uint64_t gpu_self_ns, gpu_total_ns, kernels;
@@ -38,21 +46,25 @@ struct op_estimate {
 void estimate_op(const struct op_stats *r, double p, struct op_estimate *e);
 
 struct aggregate {
-	struct op_stats *rows;	/* one per name seen */
-	size_t nr;
+	struct op_stats *rows;	/* indexed by name id */
+	size_t nr, cap;
 	uint64_t self_ns;	/* sum of every op's self time */
 	uint64_t gpu_self_ns;	/* GPU time attributed to some op */
 	size_t nr_called;	/* rows with calls (not kernel names) */
+	bool oom;		/* a row could not be added */
 };
 
-/* Self time of every op (index as trace.ops); NULL on ENOMEM. */
-uint64_t *op_self_times(const struct trace *t);
-/* GPU time launched by each op directly and with its descendants, and its
- * kernel count (index as trace.ops); -1 on ENOMEM. */
-int op_gpu_times(const struct trace *t, uint64_t **self, uint64_t **total,
-		 uint64_t **kernels);
-int aggregate_ops(const struct trace *t, struct aggregate *a);
-void aggregate_sort(struct aggregate *a, enum sort_key key);
+void aggregate_init(struct aggregate *a);
+/* The sink that feeds a (closed ops and GPU activity). */
+struct trace_sink aggregate_sink(struct aggregate *a);
+/* Adds one closed op (what the sink does). */
+void aggregate_add(struct aggregate *a, const struct closed_op *c);
+/* The rows with calls or GPU time, ordered by key: a malloc'd copy
+ * (*nr rows), NULL on ENOMEM. */
+struct op_stats *aggregate_sorted(const struct aggregate *a,
+				  enum sort_key key, size_t *nr);
+/* Forgets every row (a new interval), keeping the memory. */
+void aggregate_reset(struct aggregate *a);
 void aggregate_free(struct aggregate *a);
 
 #endif

@@ -9,28 +9,36 @@ void gpu_init(struct gpu *g)
 	memset(g, 0, sizeof(*g));
 }
 
+static struct gpu_launch *at(const struct gpu *g, uint64_t seq)
+{
+	return &g->ring[seq & (g->cap - 1)];
+}
+
 void gpu_free(struct gpu *g)
 {
-	free(g->launches);
-	free(g->acts);
+	for (uint64_t s = g->head; s < g->tail; s++)
+		free(at(g, s)->frames);
+	free(g->ring);
 	u64map_free(&g->pending);
 	memset(g, 0, sizeof(*g));
 }
 
-static bool grow(void **arr, size_t *cap, size_t need, size_t size)
+/* Room for one more launch: the ring doubles, keeping sequence numbers. */
+static bool make_room(struct gpu *g)
 {
-	size_t n = *cap ? *cap * 2 : 256;
-	void *p;
+	size_t cap = g->cap ? g->cap * 2 : 256;
+	struct gpu_launch *ring;
 
-	if (need <= *cap)
+	if (gpu_pending(g) < g->cap)
 		return true;
-	while (n < need)
-		n *= 2;
-	p = realloc(*arr, n * size);
-	if (!p)
+	ring = malloc(cap * sizeof(*ring));
+	if (!ring)
 		return false;
-	*arr = p;
-	*cap = n;
+	for (uint64_t s = g->head; s < g->tail; s++)
+		ring[s & (cap - 1)] = *at(g, s);
+	free(g->ring);
+	g->ring = ring;
+	g->cap = cap;
 	return true;
 }
 
@@ -41,45 +49,63 @@ static uint64_t pending_key(uint32_t correlation_id)
 }
 
 bool gpu_add_launch(struct gpu *g, struct names *names, uint64_t ts_ns,
-		    uint32_t tid, int32_t op, const struct rf_gpu_launch_event *e)
+		    const struct gpu_launch_site *site,
+		    const struct rf_gpu_launch_event *e)
 {
+	const uint32_t *frames = site->frames;
+	uint32_t depth = site->depth;
 	struct gpu_launch *l;
 	size_t len = strnlen(e->api_name, sizeof(e->api_name));
 	uint64_t *prev;
 
 	g->counts.launches++;
-	if (!grow((void **)&g->launches, &g->cap_launches, g->nr_launches + 1,
-		  sizeof(*g->launches)))
+	if (!make_room(g))
 		return false;
-	l = &g->launches[g->nr_launches];
+	l = at(g, g->tail);
 	memset(l, 0, sizeof(*l));
+	if (depth) {
+		l->frames = malloc(depth * sizeof(*frames));
+		if (!l->frames)
+			return false;
+		memcpy(l->frames, frames, depth * sizeof(*frames));
+	}
+	l->depth = depth;
+	l->op_name = depth ? frames[depth - 1] : UINT32_MAX;
 	l->ts_ns = ts_ns;
-	l->tid = tid;
-	l->op = op;
+	l->pid = site->pid;
+	l->tid = site->tid;
+	l->thread_name = site->thread_name;
 	l->correlation_id = e->correlation_id;
 	l->api_name = names_intern(names, e->api_name, len);
 	l->domain = e->domain;
 	l->flags = e->launch_flags;
-	l->outside_ops = op < 0 && !e->hdr.rf_addr;
+	l->outside_ops = !depth && !e->hdr.rf_addr;
 	if (l->outside_ops)
 		g->counts.launches_outside_ops++;
-	else if (op < 0)
+	else if (!depth)
 		g->counts.launches_op_unknown++;
 	l->driver_correlation_id = e->driver_correlation_id;
 	/* A reused correlation id replaces an older launch still waiting. */
 	prev = u64map_get(&g->pending, pending_key(e->correlation_id));
-	if (prev && !g->launches[*prev].activities)
+	if (prev && !at(g, *prev)->activities)
 		g->counts.launches_evicted_unmatched++;
-	if (!u64map_put(&g->pending, pending_key(e->correlation_id),
-			g->nr_launches))
-		return false;
 	/* Records of copies and sets carry the nested driver call's id:
 	 * the launch waits under both. */
+	if (!u64map_put(&g->pending, pending_key(e->correlation_id),
+			g->tail)) {
+		free(l->frames);
+		return false;
+	}
 	if (e->driver_correlation_id &&
 	    !u64map_put(&g->pending, pending_key(e->driver_correlation_id),
-			g->nr_launches))
+			g->tail)) {
+		/* The slot is not taken: its first entry must not stay, or a
+		 * record would join whatever launch takes the slot next. */
+		u64map_del(&g->pending, pending_key(e->correlation_id));
+		free(l->frames);
 		return false;
-	g->nr_launches++;
+	}
+	g->tail++;
 	return true;
 }
 
@@ -124,21 +150,17 @@ static uint32_t activity_name(struct names *names,
 }
 
 bool gpu_add_activity(struct gpu *g, struct names *names,
-		      const struct rf_gpu_activity_event *e)
+		      const struct rf_gpu_activity_event *e,
+		      struct gpu_activity *a, const struct gpu_launch **launch)
 {
 	const struct rf_gpu_activity *in = &e->act;
-	struct gpu_activity *a;
-	uint64_t *idx;
+	uint64_t *seq;
 
 	g->counts.activities++;
 	if (e->hdr.flags & RF_F_NAME_TRUNCATED)
 		g->counts.names_truncated++;
 	if (e->hdr.flags & RF_F_NAME_FAULT)
 		g->counts.name_faults++;
-	if (!grow((void **)&g->acts, &g->cap_acts, g->nr_acts + 1,
-		  sizeof(*g->acts)))
-		return false;
-	a = &g->acts[g->nr_acts];
 	memset(a, 0, sizeof(*a));
 	a->start_ns = in->start_ns;
 	a->end_ns = in->end_ns;
@@ -157,68 +179,52 @@ bool gpu_add_activity(struct gpu *g, struct names *names,
 	a->copy_kind = in->copy_kind;
 	a->name_truncated = e->hdr.flags & RF_F_NAME_TRUNCATED;
 	a->graph_id = in->graph_id;
-	idx = u64map_get(&g->pending, pending_key(in->correlation_id));
-	if (idx) {
-		a->launch = (int32_t)*idx;
-		g->launches[*idx].activities++;
-	} else {
-		a->launch = -1;
+	seq = u64map_get(&g->pending, pending_key(in->correlation_id));
+	*launch = seq ? at(g, *seq) : NULL;
+	if (seq)
+		at(g, *seq)->activities++;
+	else
 		g->counts.activities_unmatched++;
+	return a->name != UINT32_MAX;
+}
+
+/* Drops the oldest launch, with its pending entries if still its own. */
+static void pop_launch(struct gpu *g, bool at_detach)
+{
+	struct gpu_launch *l = at(g, g->head);
+	uint64_t key = pending_key(l->correlation_id);
+	uint64_t *seq = u64map_get(&g->pending, key);
+
+	/* Still the pending entry for its id (not replaced)? */
+	if (seq && *seq == g->head) {
+		if (!l->activities && at_detach)
+			g->counts.launches_unmatched_at_end++;
+		else if (!l->activities)
+			g->counts.launches_evicted_unmatched++;
+		u64map_del(&g->pending, key);
 	}
-	g->nr_acts++;
-	return true;
+	key = pending_key(l->driver_correlation_id);
+	seq = l->driver_correlation_id ? u64map_get(&g->pending, key) : NULL;
+	if (seq && *seq == g->head)
+		u64map_del(&g->pending, key);
+	free(l->frames);
+	g->head++;
 }
 
 void gpu_evict(struct gpu *g, uint64_t now_ns)
 {
-	uint64_t horizon;
-
 	if (now_ns < GPU_PENDING_NS)
 		return;
-	horizon = now_ns - GPU_PENDING_NS;
-	/* Launches are kept in arrival order: walk from the oldest not yet
-	 * looked at, so each launch is visited once over the whole run. */
-	while (g->evict_next < g->nr_launches &&
-	       g->launches[g->evict_next].ts_ns < horizon) {
-		const struct gpu_launch *l = &g->launches[g->evict_next];
-		uint64_t key = pending_key(l->correlation_id);
-		uint64_t *idx = u64map_get(&g->pending, key);
-
-		/* Still the pending entry for its id (not replaced)? */
-		if (idx && *idx == g->evict_next) {
-			if (!l->activities)
-				g->counts.launches_evicted_unmatched++;
-			u64map_del(&g->pending, key);
-		}
-		key = pending_key(l->driver_correlation_id);
-		idx = l->driver_correlation_id ?
-		      u64map_get(&g->pending, key) : NULL;
-		if (idx && *idx == g->evict_next)
-			u64map_del(&g->pending, key);
-		g->evict_next++;
-	}
+	while (g->head < g->tail &&
+	       at(g, g->head)->ts_ns < now_ns - GPU_PENDING_NS)
+		pop_launch(g, false);
 }
 
 void gpu_detach(struct gpu *g)
 {
-	for (size_t i = 0; i < g->pending.cap; i++) {
-		const struct u64map_slot *s = &g->pending.slots[i];
-		const struct gpu_launch *l;
-
-		if (!s->key)
-			continue;
-		l = &g->launches[s->value];
-		/* Once per launch: skip its second (driver id) entry. */
-		if (!l->activities &&
-		    s->key == pending_key(l->correlation_id))
-			g->counts.launches_unmatched_at_end++;
-	}
+	while (g->head < g->tail)
+		pop_launch(g, true);
 	u64map_free(&g->pending);
-}
-
-int32_t gpu_activity_op(const struct gpu *g, const struct gpu_activity *a)
-{
-	return a->launch >= 0 ? g->launches[a->launch].op : -1;
 }
 
 void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,

@@ -6,7 +6,9 @@
  *
  * Launches come first (at API exit), activity later (when the agent
  * flushes, about once a second), so a launch waits in `pending` until its
- * records arrive. A CUDA graph launch has one correlation id and many
+ * records arrive. A launch keeps the stack of the op it ran in (that op
+ * has usually closed and been forgotten by the time its kernels end);
+ * records are joined and handed on, never kept. A CUDA graph launch has one correlation id and many
  * kernels, so a launch stays pending after its first record and leaves
  * only when it is older than GPU_PENDING_NS: then it is evicted, and
  * counted if no record ever came for it.
@@ -27,8 +29,12 @@
 
 struct gpu_launch {
 	uint64_t ts_ns;
-	uint32_t tid;
-	int32_t op;		/* index in trace.ops, -1: none known */
+	uint32_t tid, pid;
+	uint32_t thread_name;	/* its thread's comm, id in names */
+	uint32_t op_name;	/* name id of the op it ran in, or
+				 * UINT32_MAX: none known */
+	uint32_t *frames;	/* that op's stack, outermost first (owned) */
+	uint32_t depth;
 	uint32_t correlation_id;
 	uint32_t driver_correlation_id;	/* of its nested driver call, or 0 */
 	uint32_t api_name;	/* id in trace.names */
@@ -43,7 +49,6 @@ struct gpu_activity {
 	uint32_t correlation_id;
 	uint32_t device_id, context_id, stream_id;
 	uint32_t name;		/* id in trace.names (kernels, else a label) */
-	int32_t launch;		/* index in gpu.launches, -1: not joined */
 	int32_t grid[3], block[3];
 	uint32_t registers_per_thread;
 	uint32_t static_shared_bytes, dynamic_shared_bytes;
@@ -73,26 +78,36 @@ struct gpu_counts {
 					 * are as last read while it ran */
 };
 
+/* Launches live in a ring in arrival order (which is time order), named
+ * by a sequence number: launch s is ring[s & (cap - 1)] while
+ * head <= s < tail. Eviction pops from the head. */
 struct gpu {
-	struct gpu_launch *launches;
-	size_t nr_launches, cap_launches;
-	struct gpu_activity *acts;
-	size_t nr_acts, cap_acts;
-	struct u64map pending;	/* correlation id + 1 -> launch index */
-	size_t evict_next;	/* launches before it were looked at */
+	struct gpu_launch *ring;
+	size_t cap;		/* power of two, or 0 */
+	uint64_t head, tail;
+	struct u64map pending;	/* correlation id + 1 -> launch sequence */
 	struct gpu_counts counts;
 };
 
 void gpu_init(struct gpu *g);
 void gpu_free(struct gpu *g);
-/* A launch; op is the index of the op it ran in (-1: none known; counted
- * as outside any op when BPF saw none open, else as in an op that was not
- * recorded). Returns false on ENOMEM. */
+/* A launch in the op whose stack is frames[0..depth) (depth 0: none
+ * known; counted as outside any op when BPF saw none open, else as in an
+ * op that was not recorded). Returns false on ENOMEM. */
+struct gpu_launch_site {
+	uint32_t pid, tid, thread_name;
+	const uint32_t *frames;
+	uint32_t depth;
+};
 bool gpu_add_launch(struct gpu *g, struct names *names, uint64_t ts_ns,
-		    uint32_t tid, int32_t op, const struct rf_gpu_launch_event *e);
-/* A completed record, joined to its launch if one is pending. */
+		    const struct gpu_launch_site *site,
+		    const struct rf_gpu_launch_event *e);
+/* A completed record, decoded into *a and joined to its launch if one is
+ * pending (*launch, else NULL; valid until the next add or evict).
+ * Returns false on ENOMEM. */
 bool gpu_add_activity(struct gpu *g, struct names *names,
-		      const struct rf_gpu_activity_event *e);
+		      const struct rf_gpu_activity_event *e,
+		      struct gpu_activity *a, const struct gpu_launch **launch);
 /* Evicts launches older than now_ns - GPU_PENDING_NS. */
 void gpu_evict(struct gpu *g, uint64_t now_ns);
 /* Tracing stopped: launches still waiting for records are counted. */
@@ -109,7 +124,10 @@ const char *gpu_copy_kind_name(uint8_t copy_kind);
  * bad_records is BPF's count of records of an unknown ABI version. */
 void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 		       char *buf, size_t len);
-/* The op whose launch produced activity a, or -1. */
-int32_t gpu_activity_op(const struct gpu *g, const struct gpu_activity *a);
+/* Launches waiting for records now. */
+static inline size_t gpu_pending(const struct gpu *g)
+{
+	return g->tail - g->head;
+}
 
 #endif

@@ -8,9 +8,13 @@
  * from ~RecordFunction for objects that never called before() (unsampled,
  * or built while nothing was active), and a RecordFunction may see end()
  * twice (explicitly, then from its destructor); those ends are counted and
- * otherwise ignored. Every op that does not close cleanly is kept, with its
- * end time set to the moment we learnt it was over and a flag saying why,
- * so nothing disappears silently.
+ * otherwise ignored. Every op that does not close cleanly still closes,
+ * with its end time set to the moment we learnt it was over and a flag
+ * saying why, so nothing disappears silently.
+ *
+ * An open op lives in a slot of trace.ops; when it closes it goes to the
+ * sinks with its stack and self time and its slot is reused. Its parent
+ * is always still open then: an enclosing op closes its children first.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +46,31 @@ static uint64_t op_key(uint32_t pid, uint64_t rf_addr)
 	return rf_addr ^ ((uint64_t)(pid & 0xffff) << 48);
 }
 
+/* Hands a closed op to every sink, then frees its slot. */
+static void emit(struct trace *t, uint32_t i)
+{
+	struct op *o = &t->ops[i];
+	uint64_t d = op_duration(o);
+	struct closed_op c = {
+		.op = o,
+		.self_ns = d > o->child_ns ? d - o->child_ns : 0,
+		.parent_id = o->parent >= 0 ? (int64_t)t->ops[o->parent].id : -1,
+		.pid = trace_pid_of(t, o->tid),
+	};
+	long th = trace_thread_index(t, o->tid);
+
+	if (o->parent >= 0)
+		t->ops[o->parent].child_ns += d;
+	c.thread = th >= 0 ? &t->threads[th] : NULL;
+	c.frames = trace_frames(t, i, &c.depth);
+	for (int s = 0; s < t->nr_sinks; s++)
+		if (t->sinks[s].op)
+			t->sinks[s].op(t->sinks[s].ctx, t, &c);
+	o->next_free = t->free_slot;
+	t->free_slot = i;
+	t->nr_open--;
+}
+
 static void close_op(struct trace *t, uint32_t i, uint64_t ts, uint32_t why)
 {
 	struct op *o = &t->ops[i];
@@ -49,20 +78,32 @@ static void close_op(struct trace *t, uint32_t i, uint64_t ts, uint32_t why)
 	o->end_ns = ts < o->start_ns ? o->start_ns : ts;
 	o->flags = (o->flags & ~OP_OPEN) | why;
 	u64map_del(&t->open, o->rf_addr);
+	emit(t, i);
 }
 
-static struct op *new_op(struct trace *t)
+/* A free slot (not yet taken off the free list), or UINT32_MAX. */
+static uint32_t free_slot(struct trace *t)
 {
-	if (t->nr_ops == t->cap_ops) {
-		size_t cap = t->cap_ops ? t->cap_ops * 2 : 4096;
-		struct op *ops = realloc(t->ops, cap * sizeof(*ops));
+	size_t cap;
+	struct op *ops;
 
-		if (!ops)
-			return NULL;
-		t->ops = ops;
-		t->cap_ops = cap;
+	if (t->free_slot != UINT32_MAX)
+		return t->free_slot;
+	cap = t->cap_ops ? t->cap_ops * 2 : 256;
+	if (cap >= UINT32_MAX)
+		return UINT32_MAX;
+	ops = realloc(t->ops, cap * sizeof(*ops));
+	if (!ops)
+		return UINT32_MAX;
+	/* New slots join the free list, lowest first. */
+	for (size_t i = cap; i-- > t->cap_ops;) {
+		ops[i].flags = 0;
+		ops[i].next_free = t->free_slot;
+		t->free_slot = i;
 	}
-	return &t->ops[t->nr_ops];
+	t->ops = ops;
+	t->cap_ops = cap;
+	return t->free_slot;
 }
 
 static void seen(struct trace *t, uint64_t ts)
@@ -90,7 +131,7 @@ void stacks_before(struct trace *t, const struct rf_event_hdr *h,
 	struct thread *th;
 	struct op *o;
 	uint64_t *prev, key;
-	uint32_t id;
+	uint32_t id, slot;
 
 	t->counts.events++;
 	if (h->variant < RF_V_NR_BEFORE)
@@ -124,14 +165,22 @@ void stacks_before(struct trace *t, const struct rf_event_hdr *h,
 
 	th = trace_thread(t, h->tid, NULL);
 	id = names_intern(&t->names, name, h->name_len);
-	o = new_op(t);
-	if (!th || id == UINT32_MAX || !o || push(th, t->nr_ops)) {
+	slot = free_slot(t);
+	if (!th || id == UINT32_MAX || slot == UINT32_MAX || push(th, slot)) {
 		t->counts.oom++;
 		return;
 	}
+	o = &t->ops[slot];
+	if (!u64map_put(&t->open, key, slot)) {
+		th->depth--;
+		t->counts.oom++;
+		return;
+	}
+	t->free_slot = o->next_free;
 	memset(o, 0, sizeof(*o));
 	o->start_ns = h->ts_ns;
 	o->rf_addr = key;
+	o->id = t->nr_ops++;
 	o->seq = seq;
 	o->tid = h->tid;
 	o->name = id;
@@ -144,12 +193,8 @@ void stacks_before(struct trace *t, const struct rf_event_hdr *h,
 		o->flags |= OP_NAME_TRUNCATED;
 	if (h->flags & RF_F_NAME_FAULT)
 		o->flags |= OP_NAME_FAULT;
-	if (!u64map_put(&t->open, key, t->nr_ops)) {
-		th->depth--;
-		t->counts.oom++;
-		return;
-	}
-	t->nr_ops++;
+	t->nr_open++;
+	t->counts.ops++;
 }
 
 static bool ended_recently(const struct thread *th, uint64_t addr)
@@ -235,6 +280,10 @@ void stacks_thread_exit(struct trace *t, uint32_t tid, uint64_t ts_ns)
 	unwind_to(t, &t->threads[i], 0, ts_ns, OP_THREAD_EXITED,
 		  &t->counts.open_at_thread_exit);
 	t->threads[i].exited = true;
+	/* Nothing of it is open (an async op it began is off its stack and
+	 * names it by tid only): forget it, or a job that churns threads
+	 * grows the model for ever. */
+	trace_forget_thread(t, tid);
 }
 
 void stacks_detach(struct trace *t, uint64_t ts_ns)
@@ -243,11 +292,23 @@ void stacks_detach(struct trace *t, uint64_t ts_ns)
 		unwind_to(t, &t->threads[i], 0, ts_ns, OP_OPEN_AT_DETACH,
 			  &t->counts.open_at_detach);
 	/* Async ops already removed from their stack but not yet ended. */
-	for (size_t i = 0; i < t->nr_ops; i++)
-		if (t->ops[i].flags & OP_OPEN) {
+	for (size_t i = 0; i < t->cap_ops && t->nr_open; i++)
+		if (t->ops[i].flags & OP_OPEN && u64map_get(&t->open,
+						t->ops[i].rf_addr)) {
 			close_op(t, i, ts_ns, OP_OPEN_AT_DETACH);
 			t->counts.open_at_detach++;
 		}
+}
+
+void stacks_pause(struct trace *t, uint32_t tid, uint64_t from_ns,
+		  uint64_t to_ns)
+{
+	long i = trace_thread_index(t, tid);
+	const struct thread *th = i >= 0 ? &t->threads[i] : NULL;
+
+	for (uint32_t d = 0; th && to_ns > from_ns && d < th->depth; d++)
+		if (t->ops[th->stack[d]].start_ns <= from_ns)
+			t->ops[th->stack[d]].paused_ns += to_ns - from_ns;
 }
 
 int32_t stacks_open_op(const struct trace *t, uint32_t tid, uint64_t rf_addr)

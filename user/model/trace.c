@@ -10,6 +10,7 @@ void trace_init(struct trace *t, uint32_t pid)
 {
 	memset(t, 0, sizeof(*t));
 	t->pid = pid;
+	t->free_slot = UINT32_MAX;
 	t->sample_prob = 1.0;
 	t->tree_prob = 1.0;
 	gpu_init(&t->gpu);
@@ -21,11 +22,69 @@ void trace_free(struct trace *t)
 		free(t->threads[i].stack);
 	free(t->threads);
 	free(t->ops);
+	free(t->frames);
 	names_free(&t->names);
 	u64map_free(&t->thread_index);
 	u64map_free(&t->open);
 	gpu_free(&t->gpu);
 	memset(t, 0, sizeof(*t));
+}
+
+bool trace_add_sink(struct trace *t, const struct trace_sink *sink)
+{
+	if (t->nr_sinks == TRACE_MAX_SINKS)
+		return false;
+	t->sinks[t->nr_sinks++] = *sink;
+	return true;
+}
+
+const uint32_t *trace_frames(struct trace *t, uint32_t slot, uint32_t *depth)
+{
+	uint32_t n = 0;
+
+	for (int32_t k = slot; k >= 0; k = t->ops[k].parent)
+		n++;
+	if (n > t->cap_frames) {
+		uint32_t *f = realloc(t->frames, n * 2 * sizeof(*f));
+
+		if (!f) {	/* keep the innermost frames that fit */
+			n = t->cap_frames;
+		} else {
+			t->frames = f;
+			t->cap_frames = n * 2;
+		}
+	}
+	*depth = n;
+	for (int32_t k = slot; k >= 0 && n; k = t->ops[k].parent)
+		t->frames[--n] = t->ops[k].name;
+	return t->frames;
+}
+
+void trace_name_thread(struct trace *t, struct thread *th, const char *comm)
+{
+	uint32_t id;
+
+	snprintf(th->comm, sizeof(th->comm), "%s", comm);
+	id = names_intern(&t->names, th->comm[0] ? th->comm : "thread",
+			  strlen(th->comm[0] ? th->comm : "thread"));
+	if (id != UINT32_MAX)
+		th->comm_name = id;
+}
+
+void trace_forget_thread(struct trace *t, uint32_t tid)
+{
+	long i = trace_thread_index(t, tid);
+	size_t last = t->nr_threads - 1;
+
+	if (i < 0 || t->threads[i].depth)
+		return;
+	free(t->threads[i].stack);
+	u64map_del(&t->thread_index, tid);
+	if ((size_t)i != last) {
+		t->threads[i] = t->threads[last];
+		u64map_put(&t->thread_index, t->threads[i].tid, i);
+	}
+	t->nr_threads--;
 }
 
 long trace_thread_index(const struct trace *t, uint32_t tid)
@@ -64,6 +123,8 @@ struct thread *trace_thread(struct trace *t, uint32_t tid, bool *created)
 	struct thread *th = &t->threads[t->nr_threads++];
 	memset(th, 0, sizeof(*th));
 	th->tid = tid;
+	th->comm_name = names_intern(&t->names, "thread", 6);
+	t->counts.threads_seen++;
 	if (created)
 		*created = true;
 	return th;

@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The trace model the loader rebuilds from events: every op ever opened (in
- * the order it began), the threads it ran on, and counters for everything
- * that did not pair up cleanly. Exporters and the table read this model
- * once tracing has stopped; nothing in it reaches back into BPF.
+ * The trace model the loader rebuilds from events. It holds only what is
+ * open: the ops that have begun and not ended, the threads they run on,
+ * GPU launches still waiting for their records. When an op closes it is
+ * handed, with its self time and its stack, to every consumer registered
+ * with trace_add_sink() (aggregates, stack profiles, the Chrome writer),
+ * and forgotten: memory follows how much is open, not how long rfbpf ran.
+ * Counters for everything that did not pair up cleanly stay for the run.
+ * Nothing in it reaches back into BPF.
  */
 #ifndef RFBPF_TRACE_H
 #define RFBPF_TRACE_H
@@ -33,11 +37,18 @@ enum op_flag {
 
 struct op {
 	uint64_t start_ns, end_ns;
-	uint64_t rf_addr;
+	uint64_t rf_addr;	/* key in trace.open (address and process) */
+	uint64_t id;		/* which op this is, counting from 0 in the
+				 * order they began */
 	int64_t seq;
+	uint64_t child_ns;	/* time of its direct children closed so far */
+	uint64_t paused_ns;	/* its thread was held by rfbpf meanwhile */
 	uint32_t tid;		/* thread it began on (and is nested in) */
 	uint32_t name;		/* id in trace.names */
-	int32_t parent;		/* enclosing op on the same thread, -1 at top */
+	int32_t parent;		/* slot of the enclosing op on the same
+				 * thread, -1 at top (it stays open until
+				 * this op closes) */
+	uint32_t next_free;	/* free-list link while the slot is unused */
 	uint16_t depth;
 	uint8_t scope;		/* at::RecordScope */
 	uint8_t variant;	/* enum rf_variant of its before() */
@@ -51,7 +62,8 @@ struct thread {
 	uint32_t pid;		/* its process: the target, or a child of it
 				 * (--children); 0 if unknown (the target) */
 	char comm[16];
-	uint32_t *stack;	/* indexes into trace.ops, bottom first */
+	uint32_t comm_name;	/* comm as an id in trace.names */
+	uint32_t *stack;	/* slots of its open ops, bottom first */
 	uint32_t depth, cap;
 	uint64_t recent_ends[RECENT_ENDS]; /* to tell a repeated end() */
 	uint32_t recent_next;
@@ -78,7 +90,42 @@ struct counts {
 	uint64_t drops;
 	uint64_t trees_seen, trees_kept, tree_too_deep;	/* --tree-sample */
 	uint64_t gpu_launch_hits, gpu_record_hits, gpu_bad_records;
+	uint64_t ops;			/* ops opened */
+	uint64_t threads_seen;
+	uint64_t child_processes_seen;	/* --children */
 };
+
+/* An op that has just closed, as the consumers see it; valid only during
+ * the call. frames are its stack as name ids, outermost first, ending
+ * with its own name. */
+struct closed_op {
+	const struct op *op;
+	uint64_t self_ns;	/* duration minus its direct children's */
+	int64_t parent_id;	/* op.id of the enclosing op, -1 at top */
+	uint32_t pid;		/* its process */
+	const struct thread *thread;
+	const uint32_t *frames;
+	uint32_t depth;
+};
+
+/* GPU work that completed, joined to the launch that queued it (NULL if
+ * none was seen); valid only during the call. */
+struct gpu_done {
+	const struct gpu_activity *act;
+	const struct gpu_launch *launch;
+	uint32_t pid;
+};
+
+struct trace;
+/* A consumer of closed ops and of GPU activity (either may be NULL),
+ * called in the order they were added; finish is called once by
+ * trace_finish(), after the last op closed. */
+struct trace_sink {
+	void (*op)(void *ctx, struct trace *t, const struct closed_op *c);
+	void (*gpu)(void *ctx, struct trace *t, const struct gpu_done *g);
+	void *ctx;
+};
+#define TRACE_MAX_SINKS 8
 
 struct trace {
 	uint32_t pid;
@@ -86,13 +133,20 @@ struct trace {
 	char library[4096];	/* libtorch_cpu that was probed */
 	char build[256];		/* what the symbols say about the build */
 	char probes[64];	/* which probe path was used */
-	struct op *ops;
-	size_t nr_ops, cap_ops;
+	struct op *ops;		/* slots of open ops (and free ones) */
+	size_t cap_ops;
+	uint32_t free_slot;	/* head of the free list, UINT32_MAX: none */
+	size_t nr_open;		/* ops open now */
+	uint64_t nr_ops;	/* ops opened so far (the next op's id) */
 	struct names names;
 	struct thread *threads;
 	size_t nr_threads, cap_threads;
 	struct u64map thread_index;	/* tid -> index in threads */
-	struct u64map open;		/* rf_addr -> index in ops */
+	struct u64map open;		/* rf_addr -> slot in ops */
+	struct trace_sink sinks[TRACE_MAX_SINKS];
+	int nr_sinks;
+	uint32_t *frames;		/* scratch for closed_op.frames */
+	uint32_t cap_frames;
 	struct counts counts;
 	uint64_t first_ns, last_ns;	/* span of events seen */
 	double sample_prob;		/* 1.0 unless sampled */
@@ -102,6 +156,12 @@ struct trace {
 };
 
 void trace_init(struct trace *t, uint32_t pid);
+/* Registers a consumer; false if there are TRACE_MAX_SINKS already. */
+bool trace_add_sink(struct trace *t, const struct trace_sink *sink);
+/* The stack of the open op in slot, as name ids outermost first (it is
+ * the last); the array is scratch, valid until the next call. */
+const uint32_t *trace_frames(struct trace *t, uint32_t slot,
+			     uint32_t *depth);
 /* The process a thread belongs to (the target's pid if unknown). */
 uint32_t trace_pid_of(const struct trace *t, uint32_t tid);
 void trace_free(struct trace *t);
@@ -109,18 +169,33 @@ void trace_free(struct trace *t);
 struct thread *trace_thread(struct trace *t, uint32_t tid, bool *created);
 /* Index of a thread in trace.threads, or -1 */
 long trace_thread_index(const struct trace *t, uint32_t tid);
+/* Drops an exited thread whose stack is empty (indexes of others move). */
+void trace_forget_thread(struct trace *t, uint32_t tid);
+/* Sets a thread's comm (and its id in names). */
+void trace_name_thread(struct trace *t, struct thread *th, const char *comm);
 
 /* The events, in ring-buffer order. */
 void stacks_before(struct trace *t, const struct rf_event_hdr *h,
 		   const char *name, int64_t seq);
 void stacks_end(struct trace *t, const struct rf_event_hdr *h);
 void stacks_thread_exit(struct trace *t, uint32_t tid, uint64_t ts_ns);
-/* The op open at rf_addr on thread tid (its index in ops), or -1. */
+/* rfbpf held thread tid from from_ns to to_ns (to re-register the
+ * callback): the ops open on it that began before are paused that long,
+ * so their time is the job's own. */
+void stacks_pause(struct trace *t, uint32_t tid, uint64_t from_ns,
+		  uint64_t to_ns);
+/* The op open at rf_addr on thread tid (its slot in ops), or -1. */
 int32_t stacks_open_op(const struct trace *t, uint32_t tid, uint64_t rf_addr);
 /* The innermost op open on thread tid, or -1. */
 int32_t stacks_innermost_op(const struct trace *t, uint32_t tid);
 /* Tracing stopped: close every op still open at ts_ns. */
 void stacks_detach(struct trace *t, uint64_t ts_ns);
+/* A GPU launch: tagged with the op open on its thread (by BPF's rf_addr,
+ * else the innermost), whose stack it keeps for its records. */
+void trace_gpu_launch(struct trace *t, const struct rf_gpu_launch_event *e);
+/* A GPU record: joined to its launch and handed to the sinks. */
+void trace_gpu_activity(struct trace *t,
+			const struct rf_gpu_activity_event *e);
 
 /* The chance an op was recorded, for estimates over all ops. */
 static inline double trace_keep_prob(const struct trace *t)
@@ -128,9 +203,12 @@ static inline double trace_keep_prob(const struct trace *t)
 	return t->sample_prob * t->tree_prob;
 }
 
+/* How long it ran, without the time rfbpf held its thread. */
 static inline uint64_t op_duration(const struct op *o)
 {
-	return o->end_ns > o->start_ns ? o->end_ns - o->start_ns : 0;
+	uint64_t d = o->end_ns > o->start_ns ? o->end_ns - o->start_ns : 0;
+
+	return d > o->paused_ns ? d - o->paused_ns : 0;
 }
 
 /* Scope names as Kineto and torch.profiler show them. */

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* The overhead budget (user/fleet/budget.c): every plan it makes stays
+ * within the budget, and it spends what it may. */
+#include <math.h>
+#include "check.h"
+#include "fleet/budget.h"
+
+static struct budget_plan plan(double cost_ns, double rate, double cpu,
+			       double budget)
+{
+	struct budget_input in = {
+		.cost_ns = cost_ns, .op_rate = rate, .cpu_rate = cpu,
+		.budget = budget, .interval_s = 60,
+	};
+	struct budget_plan p;
+
+	budget_plan(&in, &p);
+	return p;
+}
+
+TEST(unknown_rate_starts_cheap)
+{
+	struct budget_plan p = plan(1000, 0, 1, 0.01);
+
+	CHECK(p.sample_prob == BUDGET_FIRST_PROB);
+	CHECK(p.window_s == 0);
+}
+
+TEST(a_job_that_fits_is_traced_whole)
+{
+	/* 1000 ops/s at 1 us on one CPU: 0.1% < 1%. */
+	struct budget_plan p = plan(1000, 1000, 1, 0.01);
+
+	CHECK(p.sample_prob == 1);
+	CHECK(p.window_s == 60);
+	CHECK(fabs(p.est_overhead - 0.001) < 1e-12);
+}
+
+TEST(busy_job_splits_the_budget)
+{
+	/* 200k ops/s at 2 us on one CPU: a full trace would cost 40%. */
+	struct budget_plan p = plan(2000, 200000, 1, 0.01);
+
+	CHECK(fabs(p.full_cost - 0.4) < 1e-12);
+	CHECK(fabs(p.sample_prob - 0.0125) < 1e-12);
+	CHECK(fabs(p.window_s - 0.0125 * 60) < 1e-9);
+	CHECK(p.est_overhead <= 0.01 + 1e-12);
+	CHECK(p.est_overhead > 0.0099);
+}
+
+TEST(tiny_window_goes_to_sampling)
+{
+	/* f = 1000: the window would be 0.3 ms of 60 s. */
+	struct budget_plan p = plan(1000, 1e9, 1, 0.01);
+
+	CHECK(p.window_s == 0);
+	CHECK(fabs(p.sample_prob - 1e-5) < 1e-15);
+	CHECK(p.est_overhead <= 0.01 + 1e-12);
+}
+
+TEST(every_plan_is_within_budget)
+{
+	for (double rate = 10; rate < 1e9; rate *= 3.7)
+		for (double cpu = 0.05; cpu < 64; cpu *= 2.3)
+			for (double b = 0.001; b <= 0.5; b *= 4) {
+				struct budget_plan p = plan(1300, rate, cpu, b);
+
+				CHECK(p.est_overhead <= b * (1 + 1e-9) ||
+				      p.sample_prob == BUDGET_MIN_PROB);
+				CHECK(p.sample_prob > 0 && p.sample_prob <= 1);
+				CHECK(p.window_s >= 0 && p.window_s <= 60);
+			}
+}
+
+TEST(reregister_only_on_a_2x_change)
+{
+	CHECK(!budget_should_change(0.01, 0.015));
+	CHECK(!budget_should_change(0.01, 0.006));
+	CHECK(!budget_should_change(0.01, 0.02));
+	CHECK(budget_should_change(0.01, 0.021));
+	CHECK(budget_should_change(0.01, 0.0049));
+}
+
+RUN_TESTS()

@@ -1,0 +1,55 @@
+"""Tiny CPU ops for a given time, as fast as dispatch allows, on the main
+thread and on short-lived threads started every --churn-ms (so a tracer
+meets threads that come and go). Prints "ready" once torch is imported and
+the number of steps at the end. For long runs: memory and fleet tests.
+
+  /usr/bin/python3 busy_ops.py --seconds 120 --churn-ms 500
+"""
+import argparse
+import sys
+import threading
+import time
+
+import torch
+
+
+def step(x):
+    y = torch.add(x, 1.0)
+    y = torch.mul(y, 0.5)
+    return torch.sum(torch.relu(y))
+
+
+def burst(x, n):
+    for _ in range(n):
+        step(x)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--churn-ms", type=float, default=0,
+                    help="start a thread running 50 steps this often")
+    ap.add_argument("--wait", action="store_true",
+                    help="print ready, then wait for a line on stdin")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    x = torch.ones(8)
+    print("ready", flush=True)
+    if a.wait:
+        sys.stdin.readline()
+    end = time.monotonic() + a.seconds
+    next_thread = time.monotonic()
+    steps = 0
+    while time.monotonic() < end:
+        step(x)
+        steps += 1
+        if a.churn_ms and time.monotonic() >= next_thread:
+            t = threading.Thread(target=burst, args=(x, 50))
+            t.start()
+            t.join()
+            next_thread += a.churn_ms / 1000
+    print(steps, flush=True)
+
+
+if __name__ == "__main__":
+    main()

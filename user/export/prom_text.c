@@ -1,0 +1,486 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "prom_text.h"
+
+void prom_init(struct prom_buf *b)
+{
+	*b = (struct prom_buf){};
+}
+
+void prom_free(struct prom_buf *b)
+{
+	free(b->data);
+	prom_init(b);
+}
+
+void prom_reset(struct prom_buf *b)
+{
+	b->len = 0;
+	b->oom = false;
+	if (b->data)
+		b->data[0] = '\0';
+}
+
+/* Room for n more bytes plus the terminating NUL; false (and oom) if not. */
+static bool reserve(struct prom_buf *b, size_t n)
+{
+	size_t cap = b->cap ? b->cap : 4096;
+	char *data;
+
+	if (b->oom)
+		return false;
+	if (b->len + n < b->cap)
+		return true;
+	while (cap <= b->len + n)
+		cap *= 2;
+	data = realloc(b->data, cap);
+	if (!data) {
+		b->oom = true;
+		return false;
+	}
+	b->data = data;
+	b->cap = cap;
+	return true;
+}
+
+static void put(struct prom_buf *b, const char *s, size_t n)
+{
+	if (!reserve(b, n))
+		return;
+	memcpy(b->data + b->len, s, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+}
+
+static void put_str(struct prom_buf *b, const char *s)
+{
+	put(b, s, strlen(s));
+}
+
+/* Length of the valid UTF-8 sequence at s, or 0 if it is not one. */
+static int utf8_len(const unsigned char *s)
+{
+	unsigned cp;
+	int n;
+
+	if (s[0] < 0x80)
+		return 1;
+	if ((s[0] & 0xe0) == 0xc0) { n = 2; cp = s[0] & 0x1f; }
+	else if ((s[0] & 0xf0) == 0xe0) { n = 3; cp = s[0] & 0x0f; }
+	else if ((s[0] & 0xf8) == 0xf0) { n = 4; cp = s[0] & 0x07; }
+	else
+		return 0;
+	for (int i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)	/* also stops at the NUL */
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	/* Overlong forms, surrogates and values past U+10FFFF are invalid. */
+	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/*
+ * Label values escape '\\', '"' and newline; HELP text escapes '\\' and
+ * newline only (a quote is literal there). Each invalid UTF-8 byte becomes
+ * U+FFFD, the replacement character, rather than '?': it shows a reader
+ * that a byte was lost instead of passing for a real question mark.
+ */
+static void put_escaped(struct prom_buf *b, const char *str, bool quote)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	while (*s) {
+		int n = utf8_len(s);
+
+		if (!n) {
+			put(b, "\xef\xbf\xbd", 3);
+			s++;
+		} else if (*s == '\\') {
+			put(b, "\\\\", 2);
+			s++;
+		} else if (*s == '\n') {
+			put(b, "\\n", 2);
+			s++;
+		} else if (*s == '"' && quote) {
+			put(b, "\\\"", 2);
+			s++;
+		} else {
+			put(b, (const char *)s, n);
+			s += n;
+		}
+	}
+}
+
+/* Metric names are [a-zA-Z_:][a-zA-Z0-9_:]*, label names the same without
+ * ':'. Other characters become '_' (a leading digit too), and an empty
+ * name becomes "_", so a typo cannot invalidate the exposition. */
+static void put_name(struct prom_buf *b, const char *name, bool colon_ok)
+{
+	const char *s = name;
+
+	if (!*s)
+		put(b, "_", 1);
+	for (; *s; s++) {
+		char c = *s;
+		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			  c == '_' || (c == ':' && colon_ok) ||
+			  (c >= '0' && c <= '9' && s != name);
+
+		put(b, ok ? &c : "_", 1);
+	}
+}
+
+/* Shortest of %.15g..%.17g that reads back as v: 0.1 stays "0.1" instead
+ * of "0.10000000000000001", and every double still survives exactly. */
+static void format_value(char *out, size_t cap, double v)
+{
+	if (isnan(v)) {
+		snprintf(out, cap, "NaN");
+		return;
+	}
+	if (isinf(v)) {
+		snprintf(out, cap, v > 0 ? "+Inf" : "-Inf");
+		return;
+	}
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(out, cap, "%.*g", prec, v);
+		if (strtod(out, NULL) == v)
+			return;
+	}
+}
+
+static void put_value(struct prom_buf *b, double v)
+{
+	char s[32];
+
+	format_value(s, sizeof(s), v);
+	put_str(b, s);
+}
+
+void prom_family(struct prom_buf *b, const char *name, const char *type,
+		 const char *help)
+{
+	static const char *const types[] = { "counter", "gauge", "histogram",
+					     "summary", "untyped" };
+	const char *t = "untyped";
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (type && !strcmp(type, types[i]))
+			t = types[i];
+	put_str(b, "# HELP ");
+	put_name(b, name, true);
+	put(b, " ", 1);
+	put_escaped(b, help ? help : "", false);
+	put_str(b, "\n# TYPE ");
+	put_name(b, name, true);
+	put(b, " ", 1);
+	put_str(b, t);
+	put(b, "\n", 1);
+}
+
+static void put_label(struct prom_buf *b, bool first, const char *name,
+		      const char *value)
+{
+	if (!first)
+		put(b, ",", 1);
+	put_name(b, name, false);
+	put(b, "=\"", 2);
+	put_escaped(b, value ? value : "", true);
+	put(b, "\"", 1);
+}
+
+/* name+suffix{labels[,le="le"]} value: one line of any sample type. */
+static void put_sample(struct prom_buf *b, const char *name,
+		       const char *suffix, const struct prom_label *labels,
+		       size_t nr_labels, const char *le, double value)
+{
+	put_name(b, name, true);
+	put_str(b, suffix);
+	if (nr_labels || le) {
+		put(b, "{", 1);
+		for (size_t i = 0; i < nr_labels; i++)
+			put_label(b, i == 0, labels[i].name, labels[i].value);
+		if (le)
+			put_label(b, nr_labels == 0, "le", le);
+		put(b, "}", 1);
+	}
+	put(b, " ", 1);
+	put_value(b, value);
+	put(b, "\n", 1);
+}
+
+void prom_sample(struct prom_buf *b, const char *name,
+		 const struct prom_label *labels, size_t nr_labels,
+		 double value)
+{
+	put_sample(b, name, "", labels, nr_labels, NULL, value);
+}
+
+void prom_histogram(struct prom_buf *b, const char *name,
+		    const struct prom_label *labels, size_t nr_labels,
+		    const double *upper_bounds,
+		    const double *cumulative_counts, size_t nr_buckets,
+		    double sum, double count)
+{
+	bool has_inf = false;
+	char le[32];
+
+	for (size_t i = 0; i < nr_buckets; i++) {
+		format_value(le, sizeof(le), upper_bounds[i]);
+		put_sample(b, name, "_bucket", labels, nr_labels, le,
+			   cumulative_counts[i]);
+		has_inf = isinf(upper_bounds[i]) && upper_bounds[i] > 0;
+	}
+	if (!has_inf)
+		put_sample(b, name, "_bucket", labels, nr_labels, "+Inf",
+			   count);
+	put_sample(b, name, "_sum", labels, nr_labels, NULL, sum);
+	put_sample(b, name, "_count", labels, nr_labels, NULL, count);
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		p += w;
+		n -= w;
+	}
+	return 0;
+}
+
+/* fsync of the directory makes the rename itself survive a crash. */
+static void sync_dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? strndup(path, slash - path + 1) : strdup(".");
+	int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+
+	if (fd >= 0) {
+		fsync(fd);	/* best effort: the data is already renamed */
+		close(fd);
+	}
+	free(dir);
+}
+
+int prom_write_file(const char *path, const struct prom_buf *b)
+{
+	const char *slash = strrchr(path, '/');
+	int dirlen = slash ? (int)(slash - path + 1) : 0;
+	char *tmp;
+	int fd, err;
+
+	if (b->oom)
+		return -ENOMEM;
+	if (asprintf(&tmp, "%.*s.%s.XXXXXX", dirlen, path, path + dirlen) < 0)
+		return -ENOMEM;
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		free(tmp);
+		return err;
+	}
+	err = write_all(fd, b->data ? b->data : "", b->len);
+	if (!err && fsync(fd))
+		err = -errno;
+	if (!err && fchmod(fd, 0644))
+		err = -errno;
+	if (close(fd) && !err)
+		err = -errno;
+	if (!err && rename(tmp, path))
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	else
+		sync_dir_of(path);
+	free(tmp);
+	return err;
+}
+
+/*
+ * Process metrics. /proc/self/stat's second field is the command name in
+ * parentheses and may itself hold spaces and ')', so fields are counted
+ * from the last ')': the token after it is field 3 (state).
+ */
+static int read_file(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, cap - 1);
+	if (n < 0)
+		n = -errno;
+	close(fd);
+	if (n < 0)
+		return n;
+	buf[n] = '\0';
+	return 0;
+}
+
+/* Field `field` (1-based, as proc(5) numbers them) of /proc/self/stat. */
+static int stat_field(const char *stat, int field, unsigned long long *out)
+{
+	const char *p = strrchr(stat, ')');
+
+	if (!p)
+		return -EINVAL;
+	p++;
+	for (int f = 3; f <= field; f++) {
+		char *end;
+
+		while (*p == ' ')
+			p++;
+		if (f == field) {
+			errno = 0;
+			*out = strtoull(p, &end, 10);
+			return end == p || errno ? -EINVAL : 0;
+		}
+		p = strchr(p, ' ');
+		if (!p)
+			return -EINVAL;
+	}
+	return -EINVAL;
+}
+
+/* Seconds since the epoch at boot: the "btime" line of /proc/stat, read
+ * line by line because the "intr" line before it can be very long. */
+static int boot_time(double *out)
+{
+	FILE *f = fopen("/proc/stat", "re");
+	size_t cap = 0;
+	char *line = NULL;
+	int err = -EINVAL;
+
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0)
+		if (!strncmp(line, "btime ", 6)) {
+			*out = strtod(line + 6, NULL);
+			err = 0;
+			break;
+		}
+	free(line);
+	fclose(f);
+	return err;
+}
+
+static int read_stat(struct prom_process *p)
+{
+	double ticks = sysconf(_SC_CLK_TCK), btime = 0;
+	unsigned long long utime = 0, stime = 0, start = 0;
+	char stat[1024];
+	int err = read_file("/proc/self/stat", stat, sizeof(stat));
+
+	if (!err)
+		err = stat_field(stat, 14, &utime);
+	if (!err)
+		err = stat_field(stat, 15, &stime);
+	if (!err)
+		p->cpu_seconds = (utime + stime) / ticks;
+	if (!err)
+		err = stat_field(stat, 22, &start);
+	if (!err)
+		err = boot_time(&btime);
+	if (!err)
+		p->start_time_seconds = btime + start / ticks;
+	return err;
+}
+
+static int read_statm(struct prom_process *p)
+{
+	double page = sysconf(_SC_PAGESIZE);
+	unsigned long long size, resident;
+	char statm[256];
+	int err = read_file("/proc/self/statm", statm, sizeof(statm));
+
+	if (err)
+		return err;
+	if (sscanf(statm, "%llu %llu", &size, &resident) != 2)
+		return -EINVAL;
+	p->virtual_bytes = size * page;
+	p->resident_bytes = resident * page;
+	return 0;
+}
+
+/* Counts /proc/self/fd without the descriptor that reads it. */
+static int count_fds(struct prom_process *p)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	double n = 0;
+
+	if (!d)
+		return -errno;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.' && atoi(e->d_name) != dirfd(d))
+			n++;
+	closedir(d);
+	p->open_fds = n;
+	return 0;
+}
+
+int prom_process_read(struct prom_process *p)
+{
+	struct rlimit rl;
+	int err, first_err;
+
+	p->cpu_seconds = p->resident_bytes = p->virtual_bytes = NAN;
+	p->open_fds = p->max_fds = p->start_time_seconds = NAN;
+	first_err = read_stat(p);
+	err = read_statm(p);
+	first_err = first_err ? first_err : err;
+	err = count_fds(p);
+	first_err = first_err ? first_err : err;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		p->max_fds = rl.rlim_cur == RLIM_INFINITY ? INFINITY :
+			     (double)rl.rlim_cur;
+	else if (!first_err)
+		first_err = -errno;
+	return first_err;
+}
+
+static void put_process_metric(struct prom_buf *b, const char *name,
+			       const char *type, const char *help, double v)
+{
+	if (isnan(v))
+		return;
+	prom_family(b, name, type, help);
+	prom_sample(b, name, NULL, 0, v);
+}
+
+void prom_process_write(struct prom_buf *b, const struct prom_process *p)
+{
+	put_process_metric(b, "process_cpu_seconds_total", "counter",
+		"Total user and system CPU time spent in seconds.",
+		p->cpu_seconds);
+	put_process_metric(b, "process_resident_memory_bytes", "gauge",
+		"Resident memory size in bytes.", p->resident_bytes);
+	put_process_metric(b, "process_virtual_memory_bytes", "gauge",
+		"Virtual memory size in bytes.", p->virtual_bytes);
+	put_process_metric(b, "process_open_fds", "gauge",
+		"Number of open file descriptors.", p->open_fds);
+	put_process_metric(b, "process_max_fds", "gauge",
+		"Maximum number of open file descriptors.", p->max_fds);
+	put_process_metric(b, "process_start_time_seconds", "gauge",
+		"Start time of the process since unix epoch in seconds.",
+		p->start_time_seconds);
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The overhead budget: how much of a job to trace so that tracing costs it
+ * at most a share of its CPU time.
+ *
+ * Tracing one op costs the job's thread c (calibrated on this host at
+ * start: two optimized uprobe hits with rfbpf's programs). A job running
+ * r ops/s on u CPUs would pay f = r c / u of its CPU time if every op were
+ * traced. Half the budget B goes to RecordFunction sampling at p (counts
+ * and inclusive times: unbiased at any p), half to one full-trace window
+ * per interval (stacks and self time, which sampled ops cannot give): the
+ * window lasts w of the interval with w f = B/2. A window too short to
+ * be worth a re-registration gives its half back to sampling.
+ */
+#ifndef RFBPF_BUDGET_H
+#define RFBPF_BUDGET_H
+
+#include <stdbool.h>
+
+/* Before a job's rate is known: cheap for any job (1% of its ops). */
+#define BUDGET_FIRST_PROB 0.01
+/* Shorter full-trace windows are not worth their two re-registrations. */
+#define BUDGET_MIN_WINDOW_S 0.002
+/* Sampling never goes below this: RecordFunction's sampler needs p > 0,
+ * and below it a job's counts would rest on a handful of ops. */
+#define BUDGET_MIN_PROB 1e-5
+
+struct budget_input {
+	double cost_ns;		/* one traced op, calibrated */
+	double op_rate;		/* the job's ops per second, all of them */
+	double cpu_rate;	/* the job's CPU seconds per second */
+	double budget;		/* share of its CPU time, e.g. 0.01 */
+	double interval_s;
+};
+
+struct budget_plan {
+	double sample_prob;	/* RecordFunction's sampling outside windows */
+	double window_s;	/* full-trace window per interval (0: none;
+				 * interval_s: the whole job fits) */
+	double full_cost;	/* f: share of its CPU a full trace costs */
+	double est_overhead;	/* share of its CPU this plan costs */
+};
+
+void budget_plan(const struct budget_input *in, struct budget_plan *out);
+/* The rule for re-registering: the wanted probability differs from the
+ * current one by more than 2x (callers ask at most once per interval). */
+bool budget_should_change(double current_p, double wanted_p);
+
+#endif

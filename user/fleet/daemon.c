@@ -1,0 +1,532 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "attach/privileges.h"
+#include "attach/target.h"
+#include "export/pprof.h"
+#include "fleet/budget.h"
+#include "fleet/calibrate.h"
+#include "fleet/daemon.h"
+#include "fleet/discovery.h"
+#include "fleet/fleet_metrics.h"
+#include "fleet/http.h"
+#include "fleet/job.h"
+
+/* New processes are looked for this often (the bar is 2 s). */
+#define SCAN_S 1.0
+/* A process that refused is tried again after 2, 4, 8... s, up to this. */
+#define RETRY_MAX_S 600.0
+#define MAX_REFUSED 4096
+
+/* A process that refused activation: when to try again, and whether it
+ * was logged (once, never in a loop). */
+struct refusal {
+	pid_t pid;
+	unsigned long long start_ticks;
+	double next_try, backoff;
+};
+
+struct daemon {
+	struct options opt;
+	int argc;
+	char **argv;
+	struct job **jobs;
+	size_t nr_jobs;
+	struct refusal refused[MAX_REFUSED];
+	size_t nr_refused;
+	struct calibration cal;
+	struct http_server *http;
+	/* This interval's stacks of every job, with their own names and
+	 * values already scaled to estimates. */
+	struct names names;
+	struct stack_profile profile;
+	double interval_start, next_scan;
+	int64_t interval_wall_ns;
+	/* ?seconds=N: a profile of every window from on_demand_start on. */
+	struct stack_profile on_demand;
+	double on_demand_start;
+	unsigned on_demand_secs;
+	struct prom_buf prom;
+	struct fleet_stats st;
+	double cpu_at_interval;
+};
+
+static void logf_(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("rfbpf: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static double wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+/* Where files go must be writable before any process is touched. */
+static int check_dir(const char *dir, const char *what, char *err,
+		     size_t len)
+{
+	struct stat st;
+
+	if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+		return snprintf(err, len, "%s %s: %s", what, dir,
+				errno && !S_ISDIR(st.st_mode) ?
+				strerror(errno) : "not a directory"), -1;
+	if (access(dir, W_OK | X_OK))
+		return snprintf(err, len, "%s %s is not writable: %s", what,
+				dir, strerror(errno)), -1;
+	return 0;
+}
+
+static int check_outputs(const struct options *o, char *err, size_t len)
+{
+	char dir[4096], *slash;
+
+	if (o->pprof_dir && check_dir(o->pprof_dir, "--pprof-dir", err, len))
+		return -1;
+	if (o->prom_file) {
+		snprintf(dir, sizeof(dir), "%s", o->prom_file);
+		slash = strrchr(dir, '/');
+		if (!slash)
+			snprintf(dir, sizeof(dir), ".");
+		else
+			slash[slash == dir] = 0;
+		if (check_dir(dir, "the directory of --prom-file", err, len))
+			return -1;
+	}
+	return 0;
+}
+
+static struct job *find_job(const struct daemon *d, pid_t pid)
+{
+	for (size_t i = 0; i < d->nr_jobs; i++)
+		if (d->jobs[i]->proc.pid == pid)
+			return d->jobs[i];
+	return NULL;
+}
+
+static struct refusal *find_refusal(struct daemon *d,
+				    const struct torch_process *p)
+{
+	for (size_t i = 0; i < d->nr_refused; i++)
+		if (d->refused[i].pid == p->pid &&
+		    d->refused[i].start_ticks == p->start_ticks)
+			return &d->refused[i];
+	return NULL;
+}
+
+static void refuse(struct daemon *d, const struct torch_process *p,
+		   const char *why, double now)
+{
+	struct refusal *r = find_refusal(d, p);
+
+	d->st.activation_failures++;
+	if (r) {
+		r->backoff = fmin(r->backoff * 2, RETRY_MAX_S);
+		r->next_try = now + r->backoff;
+		return;
+	}
+	d->st.processes_refused++;
+	logf_("pid %d (%s): not traced: %s; retrying with backoff, logged "
+	      "once", p->pid, p->comm, why);
+	if (d->nr_refused == MAX_REFUSED)	/* forget the oldest */
+		memmove(d->refused, d->refused + 1,
+			--d->nr_refused * sizeof(*r));
+	d->refused[d->nr_refused++] = (struct refusal){
+		.pid = p->pid, .start_ticks = p->start_ticks,
+		.next_try = now + 2, .backoff = 2,
+	};
+}
+
+static void start_job(struct daemon *d, const struct torch_process *p,
+		      double now)
+{
+	struct refusal *r = find_refusal(d, p);
+	struct job *j, **jobs;
+	char err[768];
+
+	if ((r && now < r->next_try) || find_job(d, p->pid))
+		return;
+	j = calloc(1, sizeof(*j));
+	jobs = realloc(d->jobs, (d->nr_jobs + 1) * sizeof(*jobs));
+	if (!j || !jobs) {
+		free(j);
+		if (jobs)
+			d->jobs = jobs;
+		return;
+	}
+	d->jobs = jobs;
+	if (job_start(j, p, &d->opt, BUDGET_FIRST_PROB, now, err,
+		      sizeof(err))) {
+		free(j);
+		refuse(d, p, err, now);
+		return;
+	}
+	d->jobs[d->nr_jobs++] = j;
+	d->st.jobs_started++;
+	logf_("pid %d (%s%s%s): traced, sampling p=%g%s", p->pid, p->comm,
+	      p->container[0] ? ", " : "", p->container, j->p,
+	      j->fixed_p ? " (its CUPTI agent's callback)" : "");
+}
+
+static void end_job(struct daemon *d, size_t i, const char *why)
+{
+	struct job *j = d->jobs[i];
+
+	logf_("pid %d (%s): %s", j->proc.pid, j->proc.comm, why);
+	job_stop(j);
+	free(j);
+	d->jobs[i] = d->jobs[--d->nr_jobs];
+	d->st.jobs_ended++;
+}
+
+/* Finds new processes and lets go of those that exited. */
+static void scan(struct daemon *d, double now)
+{
+	struct torch_process *found = NULL, one;
+	size_t nr = 0;
+
+	for (size_t i = d->nr_jobs; i-- > 0;)
+		if (job_gone(d->jobs[i]))
+			end_job(d, i, "exited, let go");
+	if (d->opt.all) {
+		if (discovery_scan("/proc", &found, &nr))
+			return;
+		for (size_t i = 0; i < nr && !stop_signals; i++)
+			start_job(d, &found[i], now);
+		free(found);
+		return;
+	}
+	for (int i = 0; i < d->opt.nr_pids && !stop_signals; i++)
+		if (!find_job(d, d->opt.pids[i]) &&
+		    !discovery_read("/proc", d->opt.pids[i], &one))
+			start_job(d, &one, now);
+}
+
+/* A job's window stacks into a daemon profile: names translated, values
+ * scaled by the job's T/L. */
+static void merge_stacks(struct daemon *d, struct stack_profile *into,
+			 const struct job *j)
+{
+	const struct names *jn = &j->s.trace.names;
+	double k = j->window_scale;
+
+	for (size_t i = 0; k > 0 && i < j->window_stacks.nr; i++) {
+		const struct stack_row *r = &j->window_stacks.rows[i];
+		uint32_t frames[r->depth ? r->depth : 1];
+		const char *tn = names_get(jn, r->thread_name);
+		struct stack_key key = {
+			.pid = r->pid, .tid = r->tid, .frames = frames,
+			.depth = r->depth,
+			.thread_name = names_intern(&d->names, tn, strlen(tn)),
+		};
+		struct stack_values v = {
+			.calls = llround(r->v.calls * k),
+			.self_ns = llround(r->v.self_ns * k),
+			.gpu_ns = llround(r->v.gpu_ns * k),
+		};
+
+		for (uint32_t f = 0; f < r->depth; f++) {
+			const char *n = names_get(jn, r->frames[f]);
+
+			frames[f] = names_intern(&d->names, n, strlen(n));
+		}
+		stack_profile_add(into, &key, &v);
+	}
+}
+
+static const struct pprof_process *process_labels(void *ctx, uint32_t pid)
+{
+	static struct pprof_process p;
+	struct job *j = find_job(ctx, pid);
+
+	if (!j)
+		return NULL;
+	p = (struct pprof_process){ j->proc.comm, j->proc.container,
+				    j->proc.cmdline };
+	return &p;
+}
+
+static const char ESTIMATOR[] = "rfbpf: calls and self_cpu from full-trace "
+	"windows at a uniformly random moment of each interval, scaled by "
+	"interval/window per job (unbiased); values are estimates for all ops";
+
+static int encode(struct daemon *d, const struct stack_profile *p,
+		  double seconds, uint8_t **gz, size_t *len)
+{
+	bool gpu = false;
+	struct pprof_meta m = {
+		.time_nanos = d->interval_wall_ns,
+		.duration_nanos = seconds * 1e9, .scale = 1, .comment = ESTIMATOR,
+		.process = process_labels, .ctx = d,
+	};
+
+	for (size_t i = 0; i < d->nr_jobs; i++)
+		gpu |= d->jobs[i]->s.trace.gpu.counts.agent_seen;
+	m.gpu = gpu;
+	return pprof_encode(p, &d->names, &m, gz, len);
+}
+
+static void write_pprof(struct daemon *d, const uint8_t *gz, size_t len)
+{
+	char path[4200], tmp[4200], stamp[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	FILE *f;
+
+	gmtime_r(&now, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	snprintf(path, sizeof(path), "%s/profile-%s-%llu.pb.gz",
+		 d->opt.pprof_dir, stamp, (unsigned long long)d->st.intervals);
+	snprintf(tmp, sizeof(tmp), "%s/.profile.tmp", d->opt.pprof_dir);
+	f = fopen(tmp, "we");
+	if (!f || fwrite(gz, 1, len, f) != len || fflush(f) ||
+	    fsync(fileno(f)) || fclose(f) || rename(tmp, path)) {
+		if (!d->st.pprof_errors++)
+			logf_("cannot write %s: %s (logged once)", path,
+			      strerror(errno));
+		return;
+	}
+	d->st.pprof_written++;
+	pprof_prune(d->opt.pprof_dir, d->opt.pprof_keep);
+}
+
+static void publish_metrics(struct daemon *d)
+{
+	prom_reset(&d->prom);
+	d->st.jobs = d->nr_jobs;
+	fleet_metrics_write(&d->prom, d->jobs, d->nr_jobs, &d->st);
+	if (d->opt.prom_file && prom_write_file(d->opt.prom_file, &d->prom) &&
+	    !d->st.prom_errors++)
+		logf_("cannot write %s (logged once)", d->opt.prom_file);
+	if (d->http && !d->prom.oom)
+		http_set_metrics(d->http, d->prom.data, d->prom.len);
+}
+
+static void end_interval(struct daemon *d, double now)
+{
+	struct budget_input in = {
+		.cost_ns = d->cal.ns_per_sampled_op,
+		.budget = d->opt.budget_pct / 100,
+		.interval_s = d->opt.interval_s,
+	};
+	struct prom_process self;
+	uint8_t *gz = NULL;
+	size_t len;
+
+	for (size_t i = 0; i < d->nr_jobs; i++) {
+		struct job *j = d->jobs[i];
+		struct counts c = { 0 };
+		struct budget_plan plan;
+
+		job_end_interval(j, now);
+		probes_read_counters(&j->s.probes, &c);
+		j->drops_prev = c.drops;
+		merge_stacks(d, &d->profile, j);
+		if (d->on_demand_secs)
+			merge_stacks(d, &d->on_demand, j);
+		in.op_rate = j->op_rate;
+		in.cpu_rate = j->cpu_rate;
+		budget_plan(&in, &plan);
+		j->est_overhead = plan.est_overhead;
+		job_plan(j, plan.sample_prob, plan.window_s, d->opt.interval_s,
+			 now);
+	}
+	d->st.intervals++;
+	if ((d->opt.pprof_dir || d->http) &&
+	    !encode(d, &d->profile, now - d->interval_start, &gz, &len)) {
+		if (d->opt.pprof_dir)
+			write_pprof(d, gz, len);
+		if (d->http)
+			http_set_profile(d->http, gz, len);
+		free(gz);
+	}
+	stack_profile_reset(&d->profile);
+	prom_process_read(&self);
+	d->st.last_interval_cpu_s = self.cpu_seconds - d->cpu_at_interval;
+	d->st.last_interval_rss = self.resident_bytes;
+	d->cpu_at_interval = self.cpu_seconds;
+	publish_metrics(d);
+	d->interval_start = now;
+	d->interval_wall_ns = wall_ns();
+}
+
+/* ?seconds=N: collect from now on; answer once N seconds and at least
+ * one interval (one window per job) have passed. */
+static void serve_on_demand(struct daemon *d, double now)
+{
+	unsigned want = http_window_wanted(d->http);
+	uint8_t *gz;
+	size_t len;
+
+	if (!d->on_demand_secs && want) {
+		stack_profile_reset(&d->on_demand);
+		d->on_demand_start = now;
+		d->on_demand_secs = want;
+		d->st.intervals += 0;
+		return;
+	}
+	if (!d->on_demand_secs || now < d->on_demand_start +
+	    d->on_demand_secs || d->interval_start <= d->on_demand_start)
+		return;
+	if (!encode(d, &d->on_demand, now - d->on_demand_start, &gz, &len)) {
+		http_set_window_profile(d->http, gz, len, d->on_demand_start,
+					now - d->on_demand_start);
+		free(gz);
+	}
+	d->on_demand_secs = 0;
+}
+
+/* SIGHUP: the options again (--config may have changed); what applies
+ * to a running daemon is taken, the rest needs a restart. */
+static void reload(struct daemon *d)
+{
+	struct options o;
+	char err[512];
+
+	if (reparse_options(d->argc, d->argv, &o, err, sizeof(err)) ||
+	    check_outputs(&o, err, sizeof(err))) {
+		logf_("SIGHUP: keeping the running options: %s", err);
+		return;
+	}
+	d->opt.interval_s = o.interval_s;
+	d->opt.budget_pct = o.budget_pct;
+	d->opt.pprof_dir = o.pprof_dir;
+	d->opt.pprof_keep = o.pprof_keep;
+	d->opt.prom_file = o.prom_file;
+	d->opt.max_ops = o.max_ops;
+	d->st.interval_s = o.interval_s;
+	d->st.budget = o.budget_pct / 100;
+	logf_("SIGHUP: options re-read (interval %gs, budget %g%%); --listen "
+	      "and the processes chosen need a restart", o.interval_s,
+	      o.budget_pct);
+}
+
+static int start(struct daemon *d, char *err, size_t len)
+{
+	char why[512];
+
+	if (!have_tracing_privileges(why, sizeof(why)))
+		return snprintf(err, len, "%s", why), -1;
+	if (check_outputs(&d->opt, err, len))
+		return -1;
+	for (int i = 0; i < d->opt.nr_pids; i++)
+		if (!target_alive(d->opt.pids[i]))
+			return snprintf(err, len, "no process with PID %d (is "
+					"it running?)", d->opt.pids[i]), -1;
+	if (d->opt.listen && http_start(d->opt.listen, &d->http, err, len))
+		return -1;
+	if (calibrate_sampled_op_cost(&d->cal, why, sizeof(why)))
+		return snprintf(err, len, "cannot calibrate the cost of "
+				"tracing an op on this host: %s", why), -1;
+	logf_("one traced op costs a job %.0f ns on this host (calibrated, %s "
+	      "uprobes); budget %g%% of each job's CPU", d->cal.ns_per_sampled_op,
+	      d->cal.optimized ? "optimized" : "trapping", d->opt.budget_pct);
+	return 0;
+}
+
+/* Events are read every 20 ms (the ring buffer holds far more), sooner
+ * when a window opens or closes: a window must last what the budget
+ * allows, not a multiple of the poll period. */
+static void sleep_until_due(const struct daemon *d)
+{
+	double now = monotonic_s(), due = now + 0.02;
+
+	for (size_t i = 0; i < d->nr_jobs; i++) {
+		double w = job_next_wakeup(d->jobs[i]);
+
+		if (w < due)
+			due = w;
+	}
+	if (due > now)
+		usleep((useconds_t)((due - now) * 1e6));
+}
+
+static volatile sig_atomic_t hup;
+
+static void on_hup(int sig)
+{
+	(void)sig;
+	hup = 1;
+}
+
+int fleet_run(const struct options *opt, int argc, char **argv)
+{
+	static struct daemon d;
+	char err[768];
+	double now;
+
+	d.opt = *opt;
+	d.argc = argc;
+	d.argv = argv;
+	d.st.interval_s = opt->interval_s;
+	d.st.budget = opt->budget_pct / 100;
+	stack_profile_init(&d.profile);
+	stack_profile_init(&d.on_demand);
+	prom_init(&d.prom);
+	srand48(getpid() ^ (long)wall_ns());
+	signal(SIGHUP, on_hup);
+	if (start(&d, err, sizeof(err))) {
+		fprintf(stderr, "rfbpf: %s\n", err);
+		http_stop(d.http);
+		return 1;
+	}
+	d.st.op_cost_s = d.cal.ns_per_sampled_op * 1e-9;
+	now = monotonic_s();
+	d.interval_start = now;
+	d.interval_wall_ns = wall_ns();
+	publish_metrics(&d);
+	logf_("continuous: %s, every %gs%s%s%s%s", d.opt.all ? "every PyTorch "
+	      "process" : "the processes named", d.opt.interval_s,
+	      d.opt.pprof_dir ? ", pprof to " : "",
+	      d.opt.pprof_dir ? d.opt.pprof_dir : "",
+	      d.opt.listen ? ", serving " : "", d.opt.listen ? d.opt.listen :
+	      "");
+	while (!stop_signals) {
+		now = monotonic_s();
+		if (hup) {
+			hup = 0;
+			reload(&d);
+		}
+		if (now >= d.next_scan) {
+			scan(&d, now);
+			d.next_scan = now + SCAN_S;
+		}
+		for (size_t i = 0; i < d.nr_jobs; i++)
+			job_poll(d.jobs[i], now);
+		if (now >= d.interval_start + d.opt.interval_s)
+			end_interval(&d, now);
+		if (d.http)
+			serve_on_demand(&d, now);
+		sleep_until_due(&d);
+	}
+	logf_("stopping: switching %zu process%s off", d.nr_jobs,
+	      d.nr_jobs == 1 ? "" : "es");
+	stop_signals = 0;	/* the detach must not be cancelled */
+	while (d.nr_jobs)
+		end_job(&d, d.nr_jobs - 1, "switched off");
+	/* --prom-file keeps the last interval's figures. */
+	http_stop(d.http);
+	free(d.jobs);
+	stack_profile_free(&d.profile);
+	stack_profile_free(&d.on_demand);
+	names_free(&d.names);
+	prom_free(&d.prom);
+	return 0;
+}

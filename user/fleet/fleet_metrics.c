@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <stdio.h>
+#include "fleet/fleet_metrics.h"
+
+/* pid, process, container: the labels every job series starts with. */
+#define JOB_LABELS 3
+
+static void job_labels(const struct job *j, struct prom_label *l,
+		       char *pid, size_t len)
+{
+	snprintf(pid, len, "%d", j->proc.pid);
+	l[0] = (struct prom_label){ "pid", pid };
+	l[1] = (struct prom_label){ "process", j->proc.comm };
+	l[2] = (struct prom_label){ "container", j->proc.container };
+}
+
+/* One family with one sample per job. */
+static void per_job(struct prom_buf *b, struct job *const *jobs, size_t nr,
+		    const char *name, const char *type, const char *help,
+		    double (*value)(const struct job *j))
+{
+	prom_family(b, name, type, help);
+	for (size_t i = 0; i < nr; i++) {
+		struct prom_label l[JOB_LABELS];
+		char pid[16];
+
+		job_labels(jobs[i], l, pid, sizeof(pid));
+		prom_sample(b, name, l, JOB_LABELS, value(jobs[i]));
+	}
+}
+
+static double v_prob(const struct job *j) { return j->p; }
+static double v_overhead(const struct job *j) { return j->est_overhead; }
+static double v_window(const struct job *j) { return j->window_s; }
+static double v_op_rate(const struct job *j) { return j->op_rate; }
+static double v_cpu_rate(const struct job *j) { return j->cpu_rate; }
+static double v_rereg(const struct job *j) { return j->reregistrations; }
+static double v_drops(const struct job *j) { return j->drops_prev; }
+static double v_events(const struct job *j)
+{
+	return j->s.trace.counts.events;
+}
+
+/* Ops the model could not pair cleanly, by why (never lost silently). */
+static void unpaired(struct prom_buf *b, struct job *const *jobs, size_t nr)
+{
+	static const char *const name = "rfbpf_job_ops_unpaired_total";
+
+	prom_family(b, name, "counter", "Ops or events that did not pair "
+		    "cleanly, by reason (see rfbpf's README)");
+	for (size_t i = 0; i < nr; i++) {
+		const struct counts *c = &jobs[i]->s.trace.counts;
+		const struct { const char *why; uint64_t n; } r[] = {
+			{ "unmatched_end", c->unmatched_ends },
+			{ "repeated_end", c->repeated_ends },
+			{ "async_end", c->async_ends },
+			{ "open_at_thread_exit", c->open_at_thread_exit },
+			{ "closed_by_parent", c->closed_by_parent },
+			{ "replaced", c->replaced },
+			{ "name_truncated", c->names_truncated },
+			{ "name_unreadable", c->name_faults },
+			{ "out_of_memory", c->oom },
+		};
+		struct prom_label l[JOB_LABELS + 1];
+		char pid[16];
+
+		job_labels(jobs[i], l, pid, sizeof(pid));
+		for (size_t k = 0; k < sizeof(r) / sizeof(r[0]); k++) {
+			l[JOB_LABELS] = (struct prom_label){ "reason",
+							    r[k].why };
+			prom_sample(b, name, l, JOB_LABELS + 1, r[k].n);
+		}
+	}
+}
+
+/* Per-op counters and the latency histogram, every op a series (up to
+ * --max-ops, then "[other]"). */
+static void per_op(struct prom_buf *b, struct job *const *jobs, size_t nr)
+{
+	static const char *const calls = "rfbpf_op_calls_total";
+	static const char *const total = "rfbpf_op_seconds_total";
+	static const char *const self = "rfbpf_op_self_seconds_total";
+	static const char *const lat = "rfbpf_op_duration_seconds";
+	const char *names[] = { calls, total, self };
+	const char *helps[] = {
+		"Estimated calls of the op (sampled ops scaled by 1/p)",
+		"Estimated inclusive time of the op's calls (sampled ops "
+		"scaled by 1/p)",
+		"Estimated self time of the op (full-trace windows at a random "
+		"moment of each interval, scaled by interval/window)",
+	};
+	double bounds[AGG_LATENCY_BUCKETS - 1];
+
+	for (int k = 0; k < AGG_LATENCY_BUCKETS - 1; k++)
+		bounds[k] = agg_latency_bounds_s[k];
+	for (int f = 0; f < 4; f++) {
+		prom_family(b, f < 3 ? names[f] : lat, f < 3 ? "counter" :
+			    "histogram", f < 3 ? helps[f] : "Estimated "
+			    "durations of the op's calls (sampled ops scaled "
+			    "by 1/p)");
+		for (size_t i = 0; i < nr; i++) {
+			const struct job *j = jobs[i];
+			struct prom_label l[JOB_LABELS + 1];
+			char pid[16];
+
+			job_labels(j, l, pid, sizeof(pid));
+			for (size_t o = 0; o < j->nr_ops; o++) {
+				const struct job_op *r = &j->ops[o];
+				double cum[AGG_LATENCY_BUCKETS], run = 0;
+
+				if (!(r->calls > 0))
+					continue;
+				l[JOB_LABELS] = (struct prom_label){
+					"op", job_op_name(j, o) };
+				if (f < 3) {
+					prom_sample(b, names[f], l,
+						    JOB_LABELS + 1, f == 0 ?
+						    r->calls : f == 1 ?
+						    r->total_s : r->self_s);
+					continue;
+				}
+				for (int k = 0; k < AGG_LATENCY_BUCKETS; k++)
+					cum[k] = run += r->latency[k];
+				prom_histogram(b, lat, l, JOB_LABELS + 1,
+					       bounds, cum,
+					       AGG_LATENCY_BUCKETS - 1,
+					       r->total_s, run);
+			}
+		}
+	}
+}
+
+static void gauge(struct prom_buf *b, const char *name, const char *type,
+		  const char *help, double v)
+{
+	prom_family(b, name, type, help);
+	prom_sample(b, name, NULL, 0, v);
+}
+
+void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
+			 size_t nr, const struct fleet_stats *st)
+{
+	struct prom_process self;
+
+	per_op(b, jobs, nr);
+	per_job(b, jobs, nr, "rfbpf_job_sample_probability", "gauge",
+		"RecordFunction sampling probability the budget chose",
+		v_prob);
+	per_job(b, jobs, nr, "rfbpf_job_estimated_overhead_ratio", "gauge",
+		"Estimated share of the job's CPU time tracing costs it",
+		v_overhead);
+	per_job(b, jobs, nr, "rfbpf_job_window_seconds", "gauge",
+		"Full-trace window per interval (stacks and self time)",
+		v_window);
+	per_job(b, jobs, nr, "rfbpf_job_ops_per_second", "gauge",
+		"Estimated ops per second, all of them, last interval",
+		v_op_rate);
+	per_job(b, jobs, nr, "rfbpf_job_cpu_ratio", "gauge",
+		"The job's CPU seconds per second, last interval", v_cpu_rate);
+	per_job(b, jobs, nr, "rfbpf_job_reregistrations_total", "counter",
+		"Times the callback was re-registered (sampling changes and "
+		"windows)", v_rereg);
+	per_job(b, jobs, nr, "rfbpf_job_events_total", "counter",
+		"Events read from the job's ring buffer", v_events);
+	per_job(b, jobs, nr, "rfbpf_job_events_dropped_total", "counter",
+		"Events the ring buffer had no room for", v_drops);
+	unpaired(b, jobs, nr);
+	gauge(b, "rfbpf_jobs_traced", "gauge", "Processes traced now",
+	      st->jobs);
+	gauge(b, "rfbpf_jobs_started_total", "counter",
+	      "Processes switched on since start", st->jobs_started);
+	gauge(b, "rfbpf_jobs_ended_total", "counter",
+	      "Processes let go (exited) since start", st->jobs_ended);
+	gauge(b, "rfbpf_activation_failures_total", "counter",
+	      "Attempts to switch a process on that it refused",
+	      st->activation_failures);
+	gauge(b, "rfbpf_processes_refused_total", "counter",
+	      "Processes that refused activation (counted once each)",
+	      st->processes_refused);
+	gauge(b, "rfbpf_budget_ratio", "gauge",
+	      "--budget: the share of a job's CPU tracing may cost",
+	      st->budget);
+	gauge(b, "rfbpf_op_cost_seconds", "gauge", "Calibrated cost of "
+	      "tracing one op on this host (two uprobe hits)", st->op_cost_s);
+	gauge(b, "rfbpf_interval_seconds", "gauge", "--interval",
+	      st->interval_s);
+	gauge(b, "rfbpf_intervals_total", "counter", "Intervals exported",
+	      st->intervals);
+	gauge(b, "rfbpf_pprof_profiles_written_total", "counter",
+	      "pprof files written to --pprof-dir", st->pprof_written);
+	gauge(b, "rfbpf_export_errors_total", "counter",
+	      "pprof or metrics files that could not be written",
+	      st->pprof_errors + st->prom_errors);
+	gauge(b, "rfbpf_interval_cpu_seconds", "gauge",
+	      "rfbpf's own CPU time during the last interval",
+	      st->last_interval_cpu_s);
+	gauge(b, "rfbpf_interval_resident_memory_bytes", "gauge",
+	      "rfbpf's resident memory at the end of the last interval",
+	      st->last_interval_rss);
+	prom_process_read(&self);
+	prom_process_write(b, &self);
+}

@@ -1,0 +1,354 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "attach/remote_call.h"
+#include "attach/target.h"
+#include "fleet/budget.h"
+#include "fleet/job.h"
+#include "model/profile_sink.h"
+#include "session_gpu.h"
+
+/* The row of op name id: its own while under max_ops rows, else the
+ * shared "[other]" row at index max_ops. */
+static struct job_op *op_row(struct job *j, uint32_t name)
+{
+	size_t i = name < j->opt.max_ops ? name : j->opt.max_ops;
+
+	if (i >= j->nr_ops) {
+		size_t cap = i + 1 > 2 * j->nr_ops ? i + 1 : 2 * j->nr_ops;
+		struct job_op *ops = realloc(j->ops, cap * sizeof(*ops));
+
+		if (!ops)
+			return NULL;
+		memset(ops + j->nr_ops, 0, (cap - j->nr_ops) * sizeof(*ops));
+		j->ops = ops;
+		j->nr_ops = cap;
+	}
+	return &j->ops[i];
+}
+
+const char *job_op_name(const struct job *j, size_t i)
+{
+	return i >= j->opt.max_ops ? "[other]" : names_get(&j->s.trace.names,
+							   i);
+}
+
+static unsigned bucket_of(uint64_t ns)
+{
+	unsigned b = 0;
+
+	while (b < AGG_LATENCY_BUCKETS - 1 &&
+	       ns > agg_latency_bounds_s[b] * 1e9)
+		b++;
+	return b;
+}
+
+/* Did something that began at ts (CLOCK_MONOTONIC, as BPF's clock) begin
+ * under the window's p = 1? By time, not by when its event is read: the
+ * ring buffer is read in batches, and an op weighed 1/p by mistake would
+ * count 1/p times too much. */
+static bool in_window(const struct job *j, uint64_t ts)
+{
+	return j->win_on_ns && ts >= j->win_on_ns && ts <= j->win_off_ns;
+}
+
+static uint64_t now_ns(void)
+{
+	return (uint64_t)(monotonic_s() * 1e9);
+}
+
+/* Every closed op: its 1/p share of the counters; inside a window also
+ * its stack and self time. */
+static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
+{
+	struct job *j = ctx;
+	bool full = in_window(j, c->op->start_ns);
+	double w = 1 / (full ? 1.0 : j->p);
+	uint64_t d = op_duration(c->op);
+	struct job_op *r = op_row(j, c->op->name);
+	struct trace_sink stacks;
+
+	if (r) {
+		r->calls += w;
+		r->total_s += w * d * 1e-9;
+		r->latency[bucket_of(d)] += w;
+	}
+	if (!full) {
+		j->sampled_closed++;
+		return;
+	}
+	aggregate_add(&j->window_agg, c);
+	stacks = profile_sink_ops(&j->window_stacks);
+	stacks.op(stacks.ctx, t, c);
+}
+
+/* GPU time launched inside a window goes to its stack. */
+static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
+{
+	struct job *j = ctx;
+	struct trace_sink stacks = profile_sink_ops(&j->window_stacks);
+
+	if (g->launch && in_window(j, g->launch->ts_ns))
+		stacks.gpu(stacks.ctx, t, g);
+}
+
+static double job_cpu_s(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut, st;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return NAN;
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	if (!p || !(p = strrchr(buf, ')')) ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+		   &ut, &st) != 2)
+		return NAN;
+	return (double)(ut + st) / sysconf(_SC_CLK_TCK);
+}
+
+int job_start(struct job *j, const struct torch_process *proc,
+	      const struct options *opt, double p, double now, char *err,
+	      size_t len)
+{
+	struct trace_sink sink = { .op = on_op, .gpu = on_gpu, .ctx = j };
+
+	memset(j, 0, sizeof(*j));
+	j->s.pidfd = -1;
+	j->s.act.lock_fd = -1;
+	j->s.gpu.mem_fd = -1;
+	j->proc = *proc;
+	j->opt = *opt;
+	j->opt.pid = proc->pid;
+	j->opt.nr_pids = 0;
+	j->opt.continuous = false;
+	j->opt.all = false;
+	j->opt.table = false;
+	j->opt.quiet = true;
+	j->opt.sample_prob = p;
+	j->opt.lib = NULL;
+	j->p = p;
+	j->s.opt = &j->opt;
+	stack_profile_init(&j->window_stacks);
+	aggregate_init(&j->window_agg);
+	if (session_setup(&j->s, &j->opt)) {
+		snprintf(err, len, "%s", j->s.error);
+		session_abort(&j->s);
+		if (j->s.pidfd >= 0)
+			close(j->s.pidfd);
+		stack_profile_free(&j->window_stacks);
+		aggregate_free(&j->window_agg);
+		outputs_free(&j->s.out);
+		trace_free(&j->s.trace);
+		return -1;
+	}
+	/* The agent registered its own callback (RFBPF_SAMPLE): its p. */
+	j->fixed_p = !j->s.act.handle;
+	if (j->fixed_p)
+		j->p = j->s.trace.sample_prob;
+	trace_add_sink(&j->s.trace, &sink);
+	j->interval_start = now;
+	j->cpu_s_prev = job_cpu_s(proc->pid);
+	j->s.start_s = now;
+	return 0;
+}
+
+/* Re-registers at p; false (said on stderr) if that failed. times says
+ * when the old callback went and the new one came. */
+static bool set_p(struct job *j, double p, struct replace_times *times)
+{
+	struct replace_times ignored;
+	char err[512];
+
+	if (j->fixed_p || !j->s.act.handle)
+		return false;
+	double t0 = monotonic_s();
+
+	if (!times)
+		times = &ignored;
+	if (session_set_sample_prob(&j->s, p, times, err, sizeof(err))) {
+		fprintf(stderr, "rfbpf: pid %d: cannot change sampling to %g: "
+			"%s\n", j->proc.pid, p, err);
+		return false;
+	}
+	j->reregistrations++;
+	/* Its events up to the release are read; the ops it had open were
+	 * stopped meanwhile, which is not the job's time. */
+	ring_buffer__consume(j->s.rb);
+	stacks_pause(&j->s.trace, times->tid, times->held, times->released);
+	if (j->opt.verbose)
+		fprintf(stderr, "rfbpf: pid %d: p=%g: %.2f ms to hold, held "
+			"%.2f ms, remove %.2f ms, add %.2f ms\n", j->proc.pid,
+			p, times->held / 1e6 - t0 * 1e3,
+			(times->released - times->held) / 1e6,
+			(times->removed - times->held) / 1e6,
+			(times->released - times->adding) / 1e6);
+	return true;
+}
+
+/*
+ * A window switches the callback to p = 1 and back, each in one stop of
+ * one thread. An op recorded after the p = 1 callback was added began
+ * under it, and so did one recorded before it was removed: the window
+ * for weighing ops is [adding, removed]. The job ran normally traced from
+ * the first stop's release to the second stop: that is how long the
+ * window lasted, for the T/L scaling.
+ */
+static void window_on(struct job *j)
+{
+	struct replace_times t;
+
+	if (!set_p(j, 1.0, &t))
+		return;
+	j->win_on_ns = t.adding;
+	j->win_off_ns = UINT64_MAX;
+	j->run_from_ns = t.released;
+	j->in_window = true;
+	j->windows++;
+}
+
+static void window_off(struct job *j)
+{
+	struct replace_times t;
+	uint64_t from = j->run_from_ns > j->cut_ns ? j->run_from_ns :
+			j->cut_ns;
+
+	if (!set_p(j, j->p, &t)) {	/* still at 1: weigh by time */
+		t.removed = t.held = now_ns();
+	}
+	j->win_off_ns = t.removed;
+	j->in_window = false;
+	/* Only its part in this interval (an earlier part was counted at
+	 * the interval's end). */
+	j->window_time += t.held > from ? (t.held - from) * 1e-9 : 0;
+}
+
+void job_poll(struct job *j, double now)
+{
+	ring_buffer__consume(j->s.rb);
+	session_gpu_poll(&j->s, now);
+	if (!j->in_window && !j->window_done && j->window_s > 0 &&
+	    now >= j->window_at) {
+		window_on(j);
+	} else if (j->in_window && !j->whole_interval &&
+		   now_ns() >= j->run_from_ns + j->window_s * 1e9) {
+		window_off(j);
+		j->window_done = true;
+	}
+}
+
+double job_next_wakeup(const struct job *j)
+{
+	if (j->in_window && !j->whole_interval)
+		return j->run_from_ns * 1e-9 + j->window_s;
+	if (!j->in_window && !j->window_done && j->window_s > 0)
+		return j->window_at;
+	return INFINITY;
+}
+
+bool job_gone(const struct job *j)
+{
+	return !target_alive(j->proc.pid) ||
+	       target_start_time(j->proc.pid) != j->proc.start_ticks;
+}
+
+void job_end_interval(struct job *j, double now)
+{
+	double t = now - j->interval_start, cpu = job_cpu_s(j->proc.pid);
+	double sampled_t;
+	uint64_t window_calls = 0;
+
+	ring_buffer__consume(j->s.rb);
+	if (j->in_window) {	/* a window open across the interval's end */
+		uint64_t cut = now_ns();
+
+		uint64_t from = j->run_from_ns > j->cut_ns ? j->run_from_ns :
+				j->cut_ns;
+
+		j->window_time += cut > from ? (cut - from) * 1e-9 : 0;
+		j->cut_ns = cut;
+	}
+	/* Self time: the window's sums scaled by T/L (see job.h). */
+	j->window_scale = j->window_time > 0 ? t / j->window_time : 0;
+	for (size_t i = 0; i < j->window_agg.nr; i++) {
+		const struct op_stats *r = &j->window_agg.rows[i];
+		struct job_op *o = r->calls && j->window_scale ?
+				   op_row(j, r->name) : NULL;
+
+		window_calls += r->calls;
+		if (o)
+			o->self_s += r->self_ns * 1e-9 * j->window_scale;
+	}
+	/* The job's op rate, from the sampled part of the interval when
+	 * there is one, else from the window. */
+	sampled_t = t - j->window_time;
+	if (sampled_t > 0.01)
+		j->op_rate = j->sampled_closed / j->p / sampled_t;
+	else if (j->window_time > 0)
+		j->op_rate = window_calls / j->window_time;
+	j->cpu_rate = t > 0 && !isnan(cpu) && !isnan(j->cpu_s_prev) ?
+		      (cpu - j->cpu_s_prev) / t : 0;
+	j->cpu_s_prev = cpu;
+	if (j->opt.verbose)
+		fprintf(stderr, "rfbpf: pid %d: interval %.2fs: p=%g, %llu "
+			"sampled ops, window %.4fs with %llu ops; %.0f ops/s "
+			"on %.2f CPUs\n", j->proc.pid, t, j->p,
+			(unsigned long long)j->sampled_closed, j->window_time,
+			(unsigned long long)window_calls, j->op_rate,
+			j->cpu_rate);
+	j->sampled_closed = 0;
+}
+
+void job_plan(struct job *j, double p, double window_s, double interval_s,
+	      double now)
+{
+	stack_profile_reset(&j->window_stacks);
+	aggregate_reset(&j->window_agg);
+	j->window_time = 0;
+	j->window_done = false;
+	j->interval_start = now;
+	if (!j->fixed_p && budget_should_change(j->p, p)) {
+		j->p = p;
+		if (!j->in_window)
+			set_p(j, p, NULL);
+	}
+	if (window_s >= interval_s) {	/* the whole job fits: always on */
+		j->whole_interval = true;
+		if (!j->in_window)
+			window_on(j);
+		return;
+	}
+	if (j->in_window)		/* a whole-interval window ends */
+		window_off(j);
+	j->whole_interval = false;
+	j->window_time = 0;
+	j->window_s = window_s;
+	/* Uniformly random, so every op has the same chance L/T to be in
+	 * it: what makes the T/L scaling unbiased. */
+	j->window_at = now + drand48() * (interval_s - window_s);
+}
+
+void job_stop(struct job *j)
+{
+	session_finish(&j->s);
+	remote_set_idle(NULL, NULL);	/* it drained this job's ring */
+	ring_buffer__free(j->s.rb);
+	probes_destroy(&j->s.probes);
+	activation_unlock(&j->s.act);
+	if (j->s.pidfd >= 0)
+		close(j->s.pidfd);
+	stack_profile_free(&j->window_stacks);
+	aggregate_free(&j->window_agg);
+	outputs_free(&j->s.out);
+	trace_free(&j->s.trace);
+	free(j->ops);
+	j->ops = NULL;
+}

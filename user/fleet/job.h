@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * One PyTorch process traced by the fleet daemon: a session with
+ * RecordFunction switched on at the sampling probability the budget
+ * chose, and what the exports need from it.
+ *
+ * Estimators (what feeds each export, and why it is sound):
+ * - Calls, inclusive time and the latency histogram: every op that closes
+ *   counts 1/p, p being the sampling in force (1 inside a window).
+ *   RecordFunction keeps each op independently with probability p, so the
+ *   sums are unbiased (Horvitz-Thompson) at any p.
+ * - Self time and stacks: sampled ops cannot give them (the unsampled ops
+ *   in between are invisible), so they come only from a full-trace window
+ *   per interval, started at a uniformly random moment of the interval:
+ *   every op then has the same chance L/T of falling in a window of
+ *   length L, and scaling the window's sums by T/L is unbiased. Windows
+ *   are switched on and off by re-registering the callback at p = 1 and
+ *   back.
+ */
+#ifndef RFBPF_FLEET_JOB_H
+#define RFBPF_FLEET_JOB_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include "fleet/discovery.h"
+#include "model/aggregate.h"
+#include "model/stack_profile.h"
+#include "session.h"
+
+/* Estimated totals since the job was first traced, per op name: the
+ * counters of the metrics. */
+struct job_op {
+	double calls;
+	double total_s, self_s;
+	double latency[AGG_LATENCY_BUCKETS];	/* estimated calls per bucket */
+};
+
+struct job {
+	struct session s;
+	struct options opt;	/* the daemon's, with this pid and p */
+	struct torch_process proc;	/* as discovery found it */
+	double p;		/* RecordFunction's sampling outside windows */
+	bool fixed_p;		/* the job's CUPTI agent owns the callback */
+	/* The window of this interval: [window_at, window_at + window_s). */
+	double window_at, window_s;
+	bool in_window, window_done;
+	bool whole_interval;	/* the whole job fits the budget: p = 1 */
+	/* The last window, CLOCK_MONOTONIC ns: ops that began in it were
+	 * recorded at p = 1 (off is UINT64_MAX while it is open). */
+	uint64_t win_on_ns, win_off_ns;
+	uint64_t run_from_ns;	/* the job ran again after the window's
+				 * first stop */
+	uint64_t cut_ns;	/* an open window was counted up to here */
+	double window_time;	/* seconds of window in this interval */
+	double window_scale;	/* T/L of the interval that just ended */
+	struct stack_profile window_stacks;	/* the window's stacks */
+	struct aggregate window_agg;		/* the window's self times */
+	/* Counters. */
+	struct job_op *ops;	/* by name id; beyond max_ops: [other] */
+	size_t nr_ops;
+	uint64_t sampled_closed;	/* ops closed outside windows, this
+					 * interval */
+	double interval_start;
+	double cpu_s_prev;	/* the job's CPU seconds at interval start */
+	double cpu_rate, op_rate;	/* measured over the last interval */
+	double est_overhead;	/* share of its CPU tracing costs, planned */
+	uint64_t reregistrations, windows;
+	uint64_t drops_prev;
+};
+
+/* Traces proc: claims it, probes it, registers the callback at p. 0, or
+ * -1 with a one-line reason in err (the process is left as it was). */
+int job_start(struct job *j, const struct torch_process *proc,
+	      const struct options *opt, double p, double now, char *err,
+	      size_t len);
+/* Reads its events (non-blocking); switches a window on or off when due. */
+void job_poll(struct job *j, double now);
+/* Has the process exited (or been replaced by another with its pid)? */
+bool job_gone(const struct job *j);
+/* When job_poll has something to do next (a window to open or close),
+ * CLOCK_MONOTONIC seconds; INFINITY if nothing. */
+double job_next_wakeup(const struct job *j);
+/* The end of an interval of length T: window sums scaled into the
+ * counters, rates measured. Then the caller plans the next interval. */
+void job_end_interval(struct job *j, double now);
+/* The next interval: sampling p (re-registered if it changed by more than
+ * 2x) and a window of window_s at a random moment (0: none). */
+void job_plan(struct job *j, double p, double window_s, double interval_s,
+	      double now);
+/* Switches RecordFunction off and lets the process go. */
+void job_stop(struct job *j);
+/* The name of op row i (i == nr_ops: "[other]"). */
+const char *job_op_name(const struct job *j, size_t i);
+
+#endif

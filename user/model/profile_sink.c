@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <string.h>
+#include "profile_sink.h"
+
+static void ops_on_op(void *ctx, struct trace *t,
+		      const struct closed_op *c)
+{
+	struct stack_key key = {
+		.pid = c->pid, .tid = c->op->tid,
+		.thread_name = c->thread ? c->thread->comm_name : UINT32_MAX,
+		.frames = c->frames, .depth = c->depth,
+	};
+	struct stack_values v = { .calls = 1, .self_ns = c->self_ns };
+
+	if (stack_profile_add(ctx, &key, &v))
+		t->counts.oom++;
+}
+
+/* GPU time is the launching op's own: its stack gets it. */
+static void ops_on_gpu(void *ctx, struct trace *t,
+		       const struct gpu_done *g)
+{
+	const struct gpu_launch *l = g->launch;
+	struct stack_values v = { .gpu_ns = gpu_duration(g->act) };
+	struct stack_key key;
+
+	if (!l || !l->depth)
+		return;
+	key = (struct stack_key){
+		.pid = l->pid, .tid = l->tid, .thread_name = l->thread_name,
+		.frames = l->frames, .depth = l->depth,
+	};
+	if (stack_profile_add(ctx, &key, &v))
+		t->counts.oom++;
+}
+
+struct trace_sink profile_sink_ops(struct stack_profile *p)
+{
+	return (struct trace_sink){ .op = ops_on_op, .gpu = ops_on_gpu,
+				    .ctx = p };
+}
+
+/* Why a record hangs under no op: its launch was never seen, it ran
+ * outside any op, or its op was not recorded (sampled out, or opened
+ * before rfbpf attached). */
+static uint32_t marker(struct trace *t, const struct gpu_launch *l)
+{
+	const char *m = !l ? "[no launch seen]" : l->outside_ops ?
+			"[outside any op]" : "[no op recorded]";
+
+	return names_intern(&t->names, m, strlen(m));
+}
+
+static void kernels_on_gpu(void *ctx, struct trace *t,
+			   const struct gpu_done *g)
+{
+	const struct gpu_launch *l = g->launch;
+	uint32_t depth = l && l->depth ? l->depth : 1;
+	uint32_t frames[depth + 1];
+	struct stack_values v = { .calls = 1, .gpu_ns = gpu_duration(g->act) };
+	struct stack_key key = {
+		.pid = g->pid, .frames = frames, .depth = depth + 1,
+		.thread_name = UINT32_MAX,
+	};
+
+	if (l && l->depth) {
+		memcpy(frames, l->frames, depth * sizeof(*frames));
+		key.tid = l->tid;
+		key.thread_name = l->thread_name;
+	} else {
+		frames[0] = marker(t, l);
+	}
+	frames[depth] = g->act->name;
+	if (stack_profile_add(ctx, &key, &v))
+		t->counts.oom++;
+}
+
+struct trace_sink profile_sink_gpu_kernels(struct stack_profile *p)
+{
+	return (struct trace_sink){ .gpu = kernels_on_gpu, .ctx = p };
+}

@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Trace sinks that feed stack profiles: one with every closed op's self
+ * time and GPU time by op stack (folded stacks, pprof), one with GPU time
+ * by op stack and kernel (--gpu-folded), where the last frame is the
+ * kernel (or copy) and a stack with no op names why there is none.
+ */
+#ifndef RFBPF_PROFILE_SINK_H
+#define RFBPF_PROFILE_SINK_H
+
+#include "stack_profile.h"
+#include "trace.h"
+
+struct trace_sink profile_sink_ops(struct stack_profile *p);
+struct trace_sink profile_sink_gpu_kernels(struct stack_profile *p);
+
+#endif

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * GPU events meet the op model here: a launch takes the stack of the op
+ * open on its thread when it happened, a record is joined to its launch
+ * and handed to the sinks (which add its time to that op's stack).
+ */
+#include "trace.h"
+
+void trace_gpu_launch(struct trace *t, const struct rf_gpu_launch_event *e)
+{
+	const struct rf_event_hdr *h = &e->hdr;
+	int32_t slot = stacks_open_op(t, h->tid, h->rf_addr);
+	long th = trace_thread_index(t, h->tid);
+	struct gpu_launch_site site = {
+		.pid = trace_pid_of(t, h->tid), .tid = h->tid,
+		.thread_name = th >= 0 ? t->threads[th].comm_name : UINT32_MAX,
+	};
+
+	t->counts.events++;
+	/* BPF tracks only ops opened after GPU tagging began (the agent may
+	 * load mid-run); the loader knows older ones. */
+	if (slot < 0 && !h->rf_addr)
+		slot = stacks_innermost_op(t, h->tid);
+	if (slot >= 0)
+		site.frames = trace_frames(t, slot, &site.depth);
+	if (!gpu_add_launch(&t->gpu, &t->names, h->ts_ns, &site, e))
+		t->counts.oom++;
+	gpu_evict(&t->gpu, h->ts_ns);
+}
+
+void trace_gpu_activity(struct trace *t, const struct rf_gpu_activity_event *e)
+{
+	struct gpu_activity act;
+	struct gpu_done done = { .act = &act, .pid = t->pid };
+
+	t->counts.events++;
+	if (!gpu_add_activity(&t->gpu, &t->names, e, &act, &done.launch)) {
+		t->counts.oom++;
+		return;
+	}
+	if (done.launch)
+		done.pid = done.launch->pid;
+	for (int s = 0; s < t->nr_sinks; s++)
+		if (t->sinks[s].gpu)
+			t->sinks[s].gpu(t->sinks[s].ctx, t, &done);
+}

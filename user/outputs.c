@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include "export/folded.h"
+#include "export/table.h"
+#include "model/profile_sink.h"
+#include "outputs.h"
+
+int outputs_start(struct outputs *o, struct trace *t,
+		  const struct options *opt)
+{
+	struct trace_sink s;
+
+	memset(o, 0, sizeof(*o));
+	aggregate_init(&o->agg);
+	stack_profile_init(&o->stacks);
+	stack_profile_init(&o->gpu_stacks);
+	s = aggregate_sink(&o->agg);
+	trace_add_sink(t, &s);
+	if (opt->folded_path) {
+		s = profile_sink_ops(&o->stacks);
+		trace_add_sink(t, &s);
+	}
+	if (opt->gpu_folded_path) {
+		s = profile_sink_gpu_kernels(&o->gpu_stacks);
+		trace_add_sink(t, &s);
+	}
+	if (opt->trace_path) {
+		if (chrome_open(&o->chrome, opt->trace_path))
+			return -1;
+		o->chrome_open = true;
+		s = chrome_sink(&o->chrome);
+		trace_add_sink(t, &s);
+	}
+	return 0;
+}
+
+static int failed(const char *path)
+{
+	fprintf(stderr, "rfbpf: cannot write %s: %s\n", path,
+		strerror(errno));
+	return 1;
+}
+
+int outputs_finish(struct outputs *o, const struct trace *t,
+		   const struct options *opt)
+{
+	int ret = 0;
+
+	if (opt->table)
+		print_table(stdout, t, &o->agg, opt->sort, opt->top);
+	if (o->chrome_open && chrome_finish(&o->chrome, t, &o->agg))
+		ret = failed(opt->trace_path);
+	o->chrome_open = false;
+	if (opt->folded_path &&
+	    export_folded(t, &o->stacks, opt->folded_path))
+		ret = failed(opt->folded_path);
+	if (opt->gpu_folded_path && !t->gpu.counts.agent_seen)
+		fprintf(stderr, "rfbpf: %s has no GPU frames: the target never "
+			"loaded the CUPTI agent (run it with "
+			"CUDA_INJECTION64_PATH=/path/to/librfbpf_cupti.so)\n",
+			opt->gpu_folded_path);
+	if (opt->gpu_folded_path &&
+	    export_gpu_folded(t, &o->gpu_stacks, opt->gpu_folded_path))
+		ret = failed(opt->gpu_folded_path);
+	return ret;
+}
+
+void outputs_free(struct outputs *o)
+{
+	aggregate_free(&o->agg);
+	stack_profile_free(&o->stacks);
+	stack_profile_free(&o->gpu_stacks);
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The one-shot outputs of a tracing run (-p PID or a command): the table,
+ * the Chrome trace, folded stacks. Each is fed by a trace sink as ops
+ * close, so memory holds aggregates and distinct stacks, never every op;
+ * the Chrome trace streams to its file.
+ */
+#ifndef RFBPF_OUTPUTS_H
+#define RFBPF_OUTPUTS_H
+
+#include "cli.h"
+#include "export/chrome.h"
+#include "model/aggregate.h"
+#include "model/stack_profile.h"
+#include "model/trace.h"
+
+struct outputs {
+	struct aggregate agg;		/* the table, Chrome's op_stats */
+	struct stack_profile stacks;	/* --folded */
+	struct stack_profile gpu_stacks;/* --gpu-folded */
+	struct chrome_writer chrome;	/* -o */
+	bool chrome_open;
+};
+
+/* Registers the sinks the options ask for; opens the Chrome file. 0, or
+ * -1 with errno (the trace file cannot be created). */
+int outputs_start(struct outputs *o, struct trace *t,
+		  const struct options *opt);
+/* Tracing stopped (every op closed): prints the table and finishes the
+ * files. Returns 0, or 1 if a file could not be written (said on
+ * stderr). */
+int outputs_finish(struct outputs *o, const struct trace *t,
+		   const struct options *opt);
+void outputs_free(struct outputs *o);
+
+#endif
