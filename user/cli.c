@@ -76,7 +76,8 @@ static const struct argp_option options[] = {
 	{ "lib", OPT_LIB, "PATH", 0,
 	  "The libtorch_cpu.so to probe (default: found in the target)", 0 },
 	{ "ringbuf-mb", OPT_RINGBUF, "MB", 0,
-	  "Ring buffer size in MiB, a power of two (default 16)", 0 },
+	  "Ring buffer size in MiB, a power of two (default 16; 4 a job "
+	  "with --continuous)", 0 },
 	{ "sample", OPT_SAMPLE, "P", 0,
 	  "Let RecordFunction's own sampler pick ops with probability P "
 	  "(0 < P <= 1, default 1); counts and times are scaled by 1/P", 0 },
@@ -217,8 +218,13 @@ static unsigned parse_scopes(const char *arg)
 }
 
 /* --continuous: a daemon over many jobs, with its own outputs. */
-static void check_continuous(const struct options *opt)
+static void check_continuous(struct options *opt)
 {
+	/* A job's ring holds a few ms of events between reads: its sampled
+	 * ops, or a short window's at p = 1. 16 MiB a job is memory the
+	 * daemon would hold for nothing. */
+	if (!opt->ringbuf_set)
+		opt->ringbuf_mb = 4;
 	if (opt->command)
 		bad("%s--continuous traces running processes: give --all or "
 		    "-p PID, not a command", "");
@@ -317,6 +323,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			bad("invalid --ringbuf-mb '%s': expected a power of "
 			    "two from 1 to 1024", arg);
 		opt->ringbuf_mb = mb;
+		opt->ringbuf_set = true;
 		break;
 	}
 	case OPT_SAMPLE:

@@ -24,6 +24,7 @@ struct options {
 	int top;		/* --top, rows of the table (0 = all) */
 	enum sort_key sort;
 	unsigned ringbuf_mb;	/* --ringbuf-mb */
+	bool ringbuf_set;	/* given (else fleet mode takes less) */
 	bool verbose;		/* -v */
 	bool activate;		/* off with --no-activate */
 	bool deactivate;	/* --deactivate: remove a leftover callback */

@@ -285,6 +285,18 @@ def refused(pid):
     return r.stderr
 
 
+def rss_kb(pid):
+    """A process's resident memory now, in kB (0 if gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def untraced_output(*args):
     r = run([PYTHON, WORKLOAD, *args])
     assert r.returncode == 0, r.stderr

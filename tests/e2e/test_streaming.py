@@ -6,17 +6,10 @@ import os
 import subprocess
 import time
 
-from conftest import PYTHON, ROOT, start_rfbpf, stop
+from conftest import PYTHON, ROOT, rss_kb, start_rfbpf, stop
 
 BUSY = os.path.join(ROOT, "tests", "workloads", "busy_ops.py")
 
-
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def test_full_trace_for_two_minutes_keeps_memory_flat(tmp_path):

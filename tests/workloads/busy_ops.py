@@ -31,6 +31,10 @@ def main():
                     help="start a thread running 50 steps this often")
     ap.add_argument("--wait", action="store_true",
                     help="print ready, then wait for a line on stdin")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="stop after this many steps (not --seconds)")
+    ap.add_argument("--linger", type=float, default=0,
+                    help="then sleep this long before exiting")
     a = ap.parse_args()
     torch.set_num_threads(1)
     x = torch.ones(8)
@@ -40,7 +44,7 @@ def main():
     end = time.monotonic() + a.seconds
     next_thread = time.monotonic()
     steps = 0
-    while time.monotonic() < end:
+    while (steps < a.steps) if a.steps else (time.monotonic() < end):
         step(x)
         steps += 1
         if a.churn_ms and time.monotonic() >= next_thread:
@@ -49,6 +53,7 @@ def main():
             t.join()
             next_thread += a.churn_ms / 1000
     print(steps, flush=True)
+    time.sleep(a.linger)
 
 
 if __name__ == "__main__":

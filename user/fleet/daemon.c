@@ -78,19 +78,29 @@ static double wall_ns(void)
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-/* Where files go must be writable before any process is touched. */
+/* Where files go must be writable before any process is touched: a file
+ * is made there and removed (access() would say yes to root on a
+ * read-only or special file system). */
 static int check_dir(const char *dir, const char *what, char *err,
 		     size_t len)
 {
+	char path[4200];
 	struct stat st;
+	int fd;
 
-	if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+	if (stat(dir, &st))
 		return snprintf(err, len, "%s %s: %s", what, dir,
-				errno && !S_ISDIR(st.st_mode) ?
-				strerror(errno) : "not a directory"), -1;
-	if (access(dir, W_OK | X_OK))
+				strerror(errno)), -1;
+	if (!S_ISDIR(st.st_mode))
+		return snprintf(err, len, "%s %s: not a directory", what,
+				dir), -1;
+	snprintf(path, sizeof(path), "%s/.rfbpf-check-XXXXXX", dir);
+	fd = mkstemp(path);
+	if (fd < 0)
 		return snprintf(err, len, "%s %s is not writable: %s", what,
 				dir, strerror(errno)), -1;
+	close(fd);
+	unlink(path);
 	return 0;
 }
 
@@ -175,7 +185,12 @@ static void start_job(struct daemon *d, const struct torch_process *p,
 	if (job_start(j, p, &d->opt, BUDGET_FIRST_PROB, now, err,
 		      sizeof(err))) {
 		free(j);
-		refuse(d, p, err, now);
+		/* One that exited meanwhile refused nothing. */
+		if (target_alive(p->pid) &&
+		    target_start_time(p->pid) == p->start_ticks)
+			refuse(d, p, err, now);
+		else
+			d->st.jobs_gone_early++;
 		return;
 	}
 	d->jobs[d->nr_jobs++] = j;

@@ -177,6 +177,9 @@ void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 	gauge(b, "rfbpf_processes_refused_total", "counter",
 	      "Processes that refused activation (counted once each)",
 	      st->processes_refused);
+	gauge(b, "rfbpf_jobs_exited_before_traced_total", "counter",
+	      "Processes that exited while being switched on",
+	      st->jobs_gone_early);
 	gauge(b, "rfbpf_budget_ratio", "gauge",
 	      "--budget: the share of a job's CPU tracing may cost",
 	      st->budget);

@@ -12,29 +12,45 @@
 #include "model/profile_sink.h"
 #include "session_gpu.h"
 
-/* The row of op name id: its own while under max_ops rows, else the
- * shared "[other]" row at index max_ops. */
+/* The counters of op name id: a series of its own while the job has
+ * fewer than --max-ops, else the shared "[other]" one (index max_ops),
+ * so a job with unbounded op names cannot grow the metrics without end. */
 static struct job_op *op_row(struct job *j, uint32_t name)
 {
-	size_t i = name < j->opt.max_ops ? name : j->opt.max_ops;
+	uint64_t *known = u64map_get(&j->series, (uint64_t)name + 1);
+	size_t i = known ? *known : j->nr_series < j->opt.max_ops ?
+		   j->nr_series : j->opt.max_ops;
 
-	if (i >= j->nr_ops) {
-		size_t cap = i + 1 > 2 * j->nr_ops ? i + 1 : 2 * j->nr_ops;
+	if (i >= j->cap_ops) {
+		size_t cap = i + 1 > 2 * j->cap_ops ? i + 1 : 2 * j->cap_ops;
 		struct job_op *ops = realloc(j->ops, cap * sizeof(*ops));
+		uint32_t *names = realloc(j->series_name,
+					  cap * sizeof(*names));
 
-		if (!ops)
+		if (ops)
+			j->ops = ops;
+		if (names)
+			j->series_name = names;
+		if (!ops || !names)
 			return NULL;
-		memset(ops + j->nr_ops, 0, (cap - j->nr_ops) * sizeof(*ops));
-		j->ops = ops;
-		j->nr_ops = cap;
+		memset(ops + j->cap_ops, 0, (cap - j->cap_ops) * sizeof(*ops));
+		j->cap_ops = cap;
 	}
+	if (!known && i < j->opt.max_ops) {
+		if (!u64map_put(&j->series, (uint64_t)name + 1, i))
+			return NULL;
+		j->series_name[i] = name;
+		j->nr_series++;
+	}
+	if (i + 1 > j->nr_ops)
+		j->nr_ops = i + 1;
 	return &j->ops[i];
 }
 
 const char *job_op_name(const struct job *j, size_t i)
 {
-	return i >= j->opt.max_ops ? "[other]" : names_get(&j->s.trace.names,
-							   i);
+	return i >= j->opt.max_ops ? "[other]" :
+	       names_get(&j->s.trace.names, j->series_name[i]);
 }
 
 static unsigned bucket_of(uint64_t ns)
@@ -350,5 +366,7 @@ void job_stop(struct job *j)
 	outputs_free(&j->s.out);
 	trace_free(&j->s.trace);
 	free(j->ops);
+	free(j->series_name);
+	u64map_free(&j->series);
 	j->ops = NULL;
 }

@@ -56,8 +56,11 @@ struct job {
 	struct stack_profile window_stacks;	/* the window's stacks */
 	struct aggregate window_agg;		/* the window's self times */
 	/* Counters. */
-	struct job_op *ops;	/* by name id; beyond max_ops: [other] */
-	size_t nr_ops;
+	struct job_op *ops;	/* by series; series max_ops is [other] */
+	size_t nr_ops, cap_ops;
+	struct u64map series;	/* name id + 1 -> series */
+	uint32_t *series_name;	/* series -> name id */
+	size_t nr_series;
 	uint64_t sampled_closed;	/* ops closed outside windows, this
 					 * interval */
 	double interval_start;
@@ -89,7 +92,7 @@ void job_plan(struct job *j, double p, double window_s, double interval_s,
 	      double now);
 /* Switches RecordFunction off and lets the process go. */
 void job_stop(struct job *j);
-/* The name of op row i (i == nr_ops: "[other]"). */
+/* The name of op series i ("[other]" for i == max_ops). */
 const char *job_op_name(const struct job *j, size_t i);
 
 #endif

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""What fleet mode costs a job: the tiny-op and MLP workloads with no
+daemon and under `rfbpf --continuous` at the default budget (1%), runs
+interleaved (A B A B ...) in one run, medians compared within the run.
+
+Each run is one timed phase of bench/timed_workload.py (the ops only),
+long enough to span several of the daemon's intervals (--interval, 5 s by
+default here: more re-registrations and windows per minute than the 60 s
+default, so the cost measured is on the high side). The daemon is started
+on the waiting job with -p and the phase begins once the job is traced.
+The budget's own estimate (rfbpf_job_estimated_overhead_ratio) and the
+window and sampling it chose are read from its metrics and shown beside
+the measured cost.
+
+  sudo bench/fleet_overhead.py [--seconds 30] [--reps 3] [--markdown FILE]
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RFBPF = os.path.join(ROOT, "rfbpf")
+DRIVER = os.path.join(ROOT, "bench", "timed_workload.py")
+PYTHON = "/usr/bin/python3"
+
+
+def start_job(workload, steps):
+    p = subprocess.Popen([PYTHON, DRIVER, "--workload", workload,
+                          "--steps", str(steps), "--wait"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    return p
+
+
+def finish_job(p):
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    _, err = p.communicate()
+    m = re.search(r"phase_seconds=([0-9.]+)", err)
+    if p.returncode or not m:
+        raise RuntimeError(err[-2000:])
+    return float(m.group(1))
+
+
+def metric(text, name):
+    m = re.search(r"^" + name + r"\{[^}]*\} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else float("nan")
+
+
+def run_once(workload, steps, daemon, interval):
+    job = start_job(workload, steps)
+    if not daemon:
+        return finish_job(job), None
+    with tempfile.TemporaryDirectory() as tmp:
+        prom = os.path.join(tmp, "m.prom")
+        d = subprocess.Popen([RFBPF, "--continuous", "-p", str(job.pid),
+                              "--interval", str(interval), "--prom-file",
+                              prom], stderr=subprocess.PIPE, text=True)
+        for line in d.stderr:
+            if "traced, sampling" in line:
+                break
+        else:
+            raise RuntimeError("the daemon did not trace the job")
+        t = finish_job(job)
+        text = open(prom).read() if os.path.exists(prom) else ""
+        d.terminate()
+        d.communicate(timeout=60)
+    return t, {k: metric(text, "rfbpf_job_" + k) for k in
+               ("estimated_overhead_ratio", "sample_probability",
+                "window_seconds")}
+
+
+def steps_for(workload, seconds):
+    """Steps that make a phase of about `seconds`, untraced."""
+    probe = 2000 if workload == "tiny" else 40
+    t = finish_job(start_job(workload, probe))
+    return max(probe, int(probe * seconds / t))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--interval", type=float, default=5)
+    ap.add_argument("--markdown")
+    a = ap.parse_args()
+    lines = ["| workload | phase, no daemon (median, min-max) | phase under "
+             "the daemon | measured cost | budget's estimate | p chosen | "
+             "window per interval |", "|---|---|---|---|---|---|---|"]
+    for workload in ("tiny", "mlp"):
+        steps = steps_for(workload, a.seconds)
+        base, under, est = [], [], []
+        for _ in range(a.reps):
+            base.append(run_once(workload, steps, False, a.interval)[0])
+            t, m = run_once(workload, steps, True, a.interval)
+            under.append(t)
+            est.append(m)
+        b, u = statistics.median(base), statistics.median(under)
+        last = est[-1]
+        lines.append(
+            f"| {workload} ({steps} steps) | {b:.2f} s ({min(base):.2f}-"
+            f"{max(base):.2f}) | {u:.2f} s ({min(under):.2f}-"
+            f"{max(under):.2f}) | {100 * (u / b - 1):+.2f}% | "
+            f"{100 * last['estimated_overhead_ratio']:.2f}% | "
+            f"{last['sample_probability']:.3g} | "
+            f"{1000 * last['window_seconds']:.1f} ms |")
+        print(lines[-1], file=sys.stderr, flush=True)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.markdown:
+        with open(a.markdown, "a") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,436 @@
+"""Fleet mode (rfbpf --continuous) with real PyTorch jobs, and its outputs
+read by the real clients: Debian's Prometheus server, promtool and
+go tool pprof."""
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from conftest import PYTHON, RFBPF, ROOT, rss_kb, run
+
+BUSY = os.path.join(ROOT, "tests", "workloads", "busy_ops.py")
+GO_ENV = dict(os.environ, HOME="/tmp", GOCACHE="/tmp/rfbpf-gocache",
+              GOFLAGS="")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon(subprocess.Popen):
+    """rfbpf --continuous in the background; its log lines collected."""
+
+    def __init__(self, args):
+        super().__init__([RFBPF, "--continuous", *args],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)
+        self.lines = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.stderr:
+            self.lines.append((time.monotonic(), line))
+
+    def log(self):
+        return "".join(l for _, l in self.lines)
+
+    def wait_for(self, pattern, timeout=30):
+        """The time the first log line matching pattern came, or fails."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for t, line in list(self.lines):
+                if re.search(pattern, line):
+                    return t
+            if self.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"no line matching {pattern!r}:\n{self.log()}")
+
+    def finish(self, sig=signal.SIGTERM, timeout=30):
+        self.send_signal(sig)
+        rc = self.wait(timeout=timeout)
+        self.reader.join(5)
+        return rc
+
+
+class Job(subprocess.Popen):
+    def __init__(self, *args):
+        super().__init__([PYTHON, BUSY, *args], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+        line = self.stdout.readline()
+        assert line.strip() == "ready", line
+        self.ready = time.monotonic()
+
+    def go(self):
+        self.stdin.write("go\n")
+        self.stdin.flush()
+
+    def end(self):
+        if self.poll() is None:
+            self.kill()
+        self.wait()
+
+
+@pytest.fixture
+def jobs():
+    started = []
+    yield started
+    for j in started:
+        j.end()
+
+
+
+def ops_seen_passively(pid, seconds=1.5):
+    """Ops a passive rfbpf sees: 0 unless a callback (rfbpf's, left
+    behind) keeps RecordFunction on in a job that runs ops all the time."""
+    r = run([RFBPF, "-q", "--no-activate", "-p", str(pid), "-d",
+             str(seconds), "--top", "1"])
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"; (\d+) ops;", r.stdout)
+    assert m, r.stdout
+    return int(m.group(1))
+
+
+def metric(text, name, **labels):
+    """The value of the sample of name whose labels include these."""
+    for line in text.splitlines():
+        if not (line.startswith(name + "{") or line.startswith(name + " ")):
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def pprof_top(source, *extra):
+    r = subprocess.run(["go", "tool", "pprof", *extra, "-top", source],
+                       capture_output=True, text=True, env=GO_ENV,
+                       timeout=120)
+    return r.returncode, r.stdout + r.stderr
+
+
+def http_get(url):
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return r.read().decode()
+
+
+def test_bar_find_export_scrape_and_let_go(tmp_path, jobs):
+    """The issue's bar, with every client for real."""
+    port, prom_port = free_port(), free_port()
+    pdir, prom = tmp_path / "pprof", tmp_path / "rfbpf.prom"
+    pdir.mkdir()
+    d = Daemon(["--all", "--interval", "5", "--pprof-dir", str(pdir),
+                "--prom-file", str(prom), "--listen",
+                f"127.0.0.1:{port}"])
+    prometheus = None
+    try:
+        d.wait_for(r"continuous:")
+        job = Job("--seconds", "90")
+        jobs.append(job)
+        traced = d.wait_for(rf"pid {job.pid} .*traced")
+        print(f"found and switched on {traced - job.ready:.2f} s after "
+              f"torch was imported")
+        assert traced - job.ready < 3.5, d.log()
+
+        # pprof files that go tool pprof reads, with aten:: ops.
+        end = time.monotonic() + 40
+        with_ops = None
+        while time.monotonic() < end and not with_ops:
+            time.sleep(1)
+            for f in sorted(pdir.glob("profile-*.pb.gz")):
+                rc, out = pprof_top(str(f))
+                assert rc == 0, out
+                if "aten::" in out:
+                    with_ops = out
+        assert with_ops, d.log()
+        # The endpoint as go tool pprof fetches it, latest and fresh.
+        rc, out = pprof_top(f"http://127.0.0.1:{port}/debug/pprof/profile")
+        assert rc == 0 and "Type: self_cpu" in out, out
+        rc, out = pprof_top(f"http://127.0.0.1:{port}/debug/pprof/profile",
+                            "-seconds", "3")
+        assert rc == 0 and "Type: self_cpu" in out, out
+        assert http_get(f"http://127.0.0.1:{port}/healthz") == "ok\n"
+
+        # promtool on the file and on the endpoint.
+        for text in (prom.read_text(),
+                     http_get(f"http://127.0.0.1:{port}/metrics")):
+            r = subprocess.run(["promtool", "check", "metrics"], input=text,
+                               capture_output=True, text=True)
+            assert r.returncode == 0, r.stdout + r.stderr
+            assert metric(text, "rfbpf_op_calls_total", pid=job.pid,
+                          op="aten::add") > 0
+
+        # A real Prometheus scrapes /metrics.
+        cfg = tmp_path / "prometheus.yml"
+        cfg.write_text("global:\n  scrape_interval: 1s\nscrape_configs:\n"
+                       "  - job_name: rfbpf\n    static_configs:\n"
+                       f"      - targets: ['127.0.0.1:{port}']\n")
+        prometheus = subprocess.Popen(
+            ["prometheus", f"--config.file={cfg}",
+             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{prom_port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        query = (f"http://127.0.0.1:{prom_port}/api/v1/query?query="
+                 "rfbpf_op_calls_total%7Bop%3D~%22aten%3A%3A.%2A%22%7D")
+        series = []
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not series:
+            time.sleep(1)
+            try:
+                import json
+                series = json.loads(http_get(query))["data"]["result"]
+            except OSError:
+                pass
+        assert series, "Prometheus never had an rfbpf_op_calls_total series"
+        assert all(s["metric"]["op"].startswith("aten::") for s in series)
+
+        # Steady tracing: memory within +25% over 12 s.
+        before = rss_kb(d.pid)
+        time.sleep(12)
+        after = rss_kb(d.pid)
+        print(f"rfbpf RSS {before} kB, 12 s later {after} kB")
+        assert after <= before * 1.25
+    finally:
+        if prometheus:
+            prometheus.terminate()
+            prometheus.wait()
+        rc = d.finish()
+    assert rc == 0, d.log()
+    assert f"pid {job.pid} (python3): switched off" in d.log()
+    assert ops_seen_passively(job.pid) == 0
+
+
+def test_jobs_before_and_after_start_and_none_left_on(tmp_path, jobs):
+    """Two jobs started before the daemon and one after: all found,
+    switched on, exported; SIGTERM switches every one off within 5 s."""
+    jobs += [Job("--seconds", "60"), Job("--seconds", "60")]
+    prom = tmp_path / "m.prom"
+    d = Daemon(["--all", "--interval", "2", "--prom-file", str(prom)])
+    try:
+        for j in jobs:
+            d.wait_for(rf"pid {j.pid} .*traced")
+        jobs.append(Job("--seconds", "60"))
+        d.wait_for(rf"pid {jobs[2].pid} .*traced")
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            time.sleep(1)
+            text = prom.read_text() if prom.exists() else ""
+            if all(metric(text, "rfbpf_op_calls_total", pid=j.pid,
+                          op="aten::add") for j in jobs):
+                break
+        for j in jobs:
+            assert metric(text, "rfbpf_job_sample_probability",
+                          pid=j.pid) > 0, text
+            assert metric(text, "rfbpf_op_calls_total", pid=j.pid,
+                          op="aten::add") > 0, text
+        assert metric(text, "rfbpf_jobs_traced") == 3
+        stop_at = time.monotonic()
+    finally:
+        rc = d.finish()
+    took = time.monotonic() - stop_at
+    assert rc == 0, d.log()
+    assert took < 5, f"switching 3 jobs off took {took:.1f} s"
+    for j in jobs:
+        assert ops_seen_passively(j.pid) == 0, j.pid
+
+
+def seconds_of(text):
+    """"1.234ms"-style durations (the table's) in seconds."""
+    for unit, k in (("us", 1e-6), ("ms", 1e-3), ("s", 1)):
+        if text.endswith(unit):
+            return float(text[:-len(unit)]) * k
+    raise ValueError(text)
+
+
+def full_trace_calls(steps, ops):
+    """Calls of each op in ops, and the self time of all ops, in a full
+    one-shot trace of `steps` steps (read off the table: the run is too
+    long for a Chrome trace to be cheap)."""
+    job = Job("--wait", "--steps", str(steps), "--linger", "2")
+    try:
+        from conftest import start_rfbpf, stop
+        p, _ = start_rfbpf(["-q", "--top", "0", "-p", str(job.pid)])
+        job.go()
+        assert int(job.stdout.readline()) == steps
+        rc, table, err = stop(p)
+        assert rc == 0, err
+    finally:
+        job.end()
+    calls = {}
+    for line in table.splitlines():
+        cells = line.split()
+        if cells and cells[0] in ops:
+            calls[cells[0]] = int(cells[-1])
+    total = re.search(r"Self time total: (\S+);", table).group(1)
+    return calls, seconds_of(total)
+
+
+def test_estimated_calls_within_bounds_of_a_full_trace(tmp_path, jobs):
+    """The same deterministic job traced fully, then under the daemon: its
+    per-op call estimates (sampled ops scaled by 1/p) agree with the full
+    trace within 5 standard errors."""
+    steps = 400000
+    ops = ("aten::add", "aten::mul", "aten::relu", "aten::sum")
+    truth, truth_self = full_trace_calls(steps, ops)
+    job = Job("--wait", "--steps", str(steps), "--linger", "30")
+    jobs.append(job)
+    prom = tmp_path / "m.prom"
+    # Short intervals: the job runs through several, each with a window.
+    d = Daemon(["-p", str(job.pid), "--interval", "1", "--budget", "5",
+                "--prom-file", str(prom)])
+    try:
+        d.wait_for(rf"pid {job.pid} .*traced")
+        t_go = time.monotonic()
+        job.go()
+        assert int(job.stdout.readline()) == steps
+        run_s = time.monotonic() - t_go
+        time.sleep(3)           # two more intervals export every op
+        text = prom.read_text()
+    finally:
+        rc = d.finish()
+    assert rc == 0, d.log()
+    p = min(0.01, metric(text, "rfbpf_job_sample_probability",
+                         pid=job.pid))
+    checked = 0
+    for op in ops:
+        n = truth[op]
+        est = metric(text, "rfbpf_op_calls_total", pid=job.pid, op=op)
+        se = math.sqrt(n * (1 - p) / p)
+        print(f"{op}: full trace {n}, estimate {est:.0f}, p >= {p:.5f}, "
+              f"5 SE = {5 * se:.0f}")
+        assert 5 * se < n, "the bound would not test anything"
+        assert abs(est - n) <= 5 * se
+        checked += 1
+    assert checked == 4
+    # Self time comes from short windows (a few ms an interval at this
+    # budget), and a full trace slows every op down (it is the job's
+    # time under full tracing, not the job's own): only the total is
+    # checked, against the run's wall time, which ops fill almost all of.
+    est_self = sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+                   if l.startswith("rfbpf_op_self_seconds_total{") and
+                   f'pid="{job.pid}"' in l)
+    print(f"self time of all ops: estimate {est_self:.2f} s over a run of "
+          f"{run_s:.2f} s (a full trace made it {truth_self:.2f} s)")
+    assert 0.3 * run_s < est_self < 1.2 * run_s
+
+
+def test_churn_keeps_memory_and_descriptors_flat(tmp_path):
+    """Short PyTorch processes, one started every second for 60 s and each
+    killed 6 s after its start (importing torch takes 2-3 s of that on this
+    VM): the daemon's memory and descriptors stay flat and it exits
+    cleanly."""
+    port = free_port()
+    d = Daemon(["--all", "--interval", "5", "--listen", f"127.0.0.1:{port}",
+                "--pprof-dir", str(tmp_path)])
+    procs, samples = [], []
+    code = ("import torch, time\nx = torch.ones(4)\n"
+            "while True:\n    torch.add(x, 1)\n")
+    try:
+        d.wait_for(r"continuous:")
+        start = time.monotonic()
+        while time.monotonic() - start < 62:
+            procs.append((time.monotonic(), subprocess.Popen(
+                [PYTHON, "-c", code], stdout=subprocess.DEVNULL)))
+            for t, p in list(procs):
+                if time.monotonic() - t > 6:
+                    p.kill()
+                    p.wait()
+                    procs.remove((t, p))
+            fds = len(os.listdir(f"/proc/{d.pid}/fd"))
+            samples.append((time.monotonic() - start, rss_kb(d.pid), fds))
+            time.sleep(1)
+            assert d.poll() is None, d.log()
+    finally:
+        for _, p in procs:
+            p.kill()
+            p.wait()
+        time.sleep(2)
+        fds_idle = len(os.listdir(f"/proc/{d.pid}/fd"))
+        rc = d.finish()
+    print("rfbpf (s, RSS kB, fds):", samples)
+    assert rc == 0, d.log()
+    traced = d.log().count("traced, sampling")
+    ended = d.log().count("exited, let go")
+    assert traced >= 15 and ended >= traced - 7, d.log()
+    assert "Traceback" not in d.log() and "error" not in d.log()
+    warm = [s for s in samples if s[0] >= 20]
+    assert max(r for _, r, _ in warm) <= warm[0][1] * 1.25, samples
+    assert max(f for _, _, f in warm) <= warm[0][2] + 40, samples
+    assert fds_idle <= samples[2][2] + 4, (fds_idle, samples[:3])
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--all", "--pprof-dir", "/proc/1"], "not writable"),
+    (["--all", "--pprof-dir", "/etc/hostname"], "not a directory"),
+    (["--all", "--prom-file", "/proc/1/rfbpf.prom"], "not writable"),
+    (["--all", "--budget", "0"], "--budget"),
+    (["--all", "--budget", "51", "--listen", ":0"], "--budget"),
+    (["--all", "-o", "x.json", "--listen", ":0"], "not -o"),
+    (["--all"], "somewhere to export"),
+    (["--listen", ":0"], "needs --all or -p"),
+])
+def test_bad_input_touches_nothing(args, says, jobs):
+    job = Job("--seconds", "30")
+    jobs.append(job)
+    r = run([RFBPF, "--continuous", *args])
+    assert r.returncode != 0
+    assert r.stderr.count("\n") == 1 and says in r.stderr, r.stderr
+    with open(f"/proc/{job.pid}/maps") as f:
+        assert "rfbpf-page" not in f.read()
+
+
+def test_port_in_use_and_unknown_config_key(tmp_path, jobs):
+    job = Job("--seconds", "30")
+    jobs.append(job)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        r = run([RFBPF, "--continuous", "--all", "--listen",
+                 f"127.0.0.1:{s.getsockname()[1]}"])
+    assert r.returncode != 0 and "in use" in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
+    conf = tmp_path / "rfbpf.conf"
+    conf.write_text("continuous\nall\nlisten = 127.0.0.1:0\nbudgett = 2\n")
+    r = run([RFBPF, "--config", str(conf)])
+    assert r.returncode != 0 and "unknown key 'budgett'" in r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
+    with open(f"/proc/{job.pid}/maps") as f:
+        assert "rfbpf-page" not in f.read()
+
+
+def test_config_file_and_sighup(tmp_path, jobs):
+    """Long options as key = value; SIGHUP re-reads them."""
+    prom = tmp_path / "m.prom"
+    conf = tmp_path / "rfbpf.conf"
+    conf.write_text(f"# fleet\ncontinuous\nall\ninterval = 2\n"
+                    f"prom-file = {prom}\nbudget = 1\n")
+    d = Daemon(["--config", str(conf)])
+    try:
+        d.wait_for(r"every 2s")
+        conf.write_text(f"continuous\nall\ninterval = 3\n"
+                        f"prom-file = {prom}\nbudget = 2\n")
+        d.send_signal(signal.SIGHUP)
+        d.wait_for(r"SIGHUP: options re-read \(interval 3s, budget 2%\)")
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            if prom.exists() and metric(prom.read_text(),
+                                        "rfbpf_budget_ratio") == 0.02:
+                break
+            time.sleep(0.5)
+        assert metric(prom.read_text(), "rfbpf_budget_ratio") == 0.02
+        conf.write_text("continuous\nall\nbogus = 1\n")
+        d.send_signal(signal.SIGHUP)
+        d.wait_for(r"SIGHUP: keeping the running options: .*bogus")
+        assert d.poll() is None
+    finally:
+        rc = d.finish()
+    assert rc == 0, d.log()
