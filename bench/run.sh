@@ -61,4 +61,7 @@ cat bench/doc/threads.md >> "$out"
 suite threads "$steps_thr"
 cat bench/doc/long.md >> "$out"
 suite long "$steps_long"
+cat bench/doc/fleet.md >> "$out"
+/usr/bin/python3 bench/fleet_overhead.py --markdown "$out" \
+	$([ $q = 1 ] && echo --seconds 8 --reps 1)
 echo "bench: wrote $out"

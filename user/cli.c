@@ -217,6 +217,38 @@ static unsigned parse_scopes(const char *arg)
 	return mask;
 }
 
+/* Fleet mode's options (the daemon's own); false if key is not one. */
+static bool parse_fleet_arg(int key, char *arg, struct options *opt)
+{
+	switch (key) {
+	case OPT_CONTINUOUS: opt->continuous = true; break;
+	case OPT_ALL: opt->all = true; break;
+	case OPT_INTERVAL:
+		opt->interval_s = parse_double(arg, 1, 86400, "invalid "
+			"--interval '%s': expected seconds from 1 to 86400");
+		break;
+	case OPT_BUDGET:
+		opt->budget_pct = parse_double(arg, 1e-6, 50, "invalid --budget "
+			"'%s': expected a percentage above 0 and at most 50");
+		break;
+	case OPT_PPROF_DIR: opt->pprof_dir = arg; break;
+	case OPT_PPROF_KEEP:
+		opt->pprof_keep = parse_long(arg, 1, 1000000, "invalid "
+			"--pprof-keep '%s': expected a count >= 1");
+		break;
+	case OPT_PROM_FILE: opt->prom_file = arg; break;
+	case OPT_LISTEN: opt->listen = arg; break;
+	case OPT_MAX_OPS:
+		opt->max_ops = parse_long(arg, 1, 1000000, "invalid --max-ops "
+			"'%s': expected a count >= 1");
+		break;
+	case OPT_CONFIG: opt->config = arg; break;
+	default:
+		return false;
+	}
+	return true;
+}
+
 /* --continuous: a daemon over many jobs, with its own outputs. */
 static void check_continuous(struct options *opt)
 {
@@ -252,6 +284,8 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	struct options *opt = state->input;
 	char *end;
 
+	if (parse_fleet_arg(key, arg, opt))
+		return 0;
 	switch (key) {
 	case 'p':
 		opt->pid = parse_long(arg, 1, 0x7fffffff,
@@ -263,28 +297,6 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		else
 			opt->pids[opt->nr_pids++] = opt->pid;
 		break;
-	case OPT_CONTINUOUS: opt->continuous = true; break;
-	case OPT_ALL: opt->all = true; break;
-	case OPT_INTERVAL:
-		opt->interval_s = parse_double(arg, 1, 86400, "invalid "
-			"--interval '%s': expected seconds from 1 to 86400");
-		break;
-	case OPT_BUDGET:
-		opt->budget_pct = parse_double(arg, 1e-6, 50, "invalid --budget "
-			"'%s': expected a percentage above 0 and at most 50");
-		break;
-	case OPT_PPROF_DIR: opt->pprof_dir = arg; break;
-	case OPT_PPROF_KEEP:
-		opt->pprof_keep = parse_long(arg, 1, 1000000, "invalid "
-			"--pprof-keep '%s': expected a count >= 1");
-		break;
-	case OPT_PROM_FILE: opt->prom_file = arg; break;
-	case OPT_LISTEN: opt->listen = arg; break;
-	case OPT_MAX_OPS:
-		opt->max_ops = parse_long(arg, 1, 1000000, "invalid --max-ops "
-			"'%s': expected a count >= 1");
-		break;
-	case OPT_CONFIG: opt->config = arg; break;
 	case 'd':
 		errno = 0;
 		opt->duration_s = strtod(arg, &end);

@@ -19,11 +19,6 @@ static const char *truncation_reason(uint32_t flags)
 	return NULL;
 }
 
-const char *chrome_next(struct chrome_writer *w)
-{
-	return w->events++ ? ",\n" : "";
-}
-
 /* A thread's name, before its first op; a child process's main thread
  * (--children) names its process too. */
 static void name_thread(struct chrome_writer *w, const struct trace *t,

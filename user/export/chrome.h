@@ -18,16 +18,7 @@
 #include <stdio.h>
 #include "model/aggregate.h"
 #include "model/trace.h"
-#include "model/u64map.h"
-
-struct chrome_writer {
-	FILE *f;
-	bool own_file;		/* opened by chrome_open (closed by finish) */
-	uint64_t events;	/* written so far */
-	struct u64map threads;	/* tids whose name was written */
-	struct u64map tracks;	/* GPU devices and streams named */
-	uint64_t flows;		/* ids of op-to-kernel flows */
-};
+#include "chrome_events.h"
 
 /* Starts the file (0, or -1 with errno). */
 int chrome_open(struct chrome_writer *w, const char *path);
@@ -40,12 +31,5 @@ struct trace_sink chrome_sink(struct chrome_writer *w);
  * failed). */
 int chrome_finish(struct chrome_writer *w, const struct trace *t,
 		  const struct aggregate *a);
-
-/* From chrome_gpu.c: a GPU record, its device and stream tracks the first
- * time they appear, and its flow from the launching op. */
-void chrome_write_gpu(struct chrome_writer *w, const struct trace *t,
-		      const struct gpu_done *g);
-/* The separator before the next event ("" for the first). */
-const char *chrome_next(struct chrome_writer *w);
 
 #endif

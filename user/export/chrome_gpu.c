@@ -6,7 +6,7 @@
  * flow ("cat":"ac2g") from the op that launched each one to it.
  */
 #include <stdlib.h>
-#include "chrome.h"
+#include "chrome_events.h"
 #include "json_writer.h"
 
 /* Devices become processes with ids far from any real pid. */

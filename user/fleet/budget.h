@@ -6,21 +6,28 @@
  * Tracing one op costs the job's thread c (calibrated on this host at
  * start: two optimized uprobe hits with rfbpf's programs). A job running
  * r ops/s on u CPUs would pay f = r c / u of its CPU time if every op were
- * traced. Half the budget B goes to RecordFunction sampling at p (counts
- * and inclusive times: unbiased at any p), half to one full-trace window
- * per interval (stacks and self time, which sampled ops cannot give): the
- * window lasts w of the interval with w f = B/2. A window too short to
- * be worth a re-registration gives its half back to sampling.
+ * traced. Half the budget B goes to RecordFunction sampling at p = B/2f
+ * (counts and inclusive times: unbiased at any p), half to full-trace
+ * windows (stacks and self time, which sampled ops cannot give). A window
+ * of L seconds costs L f u of CPU plus the two re-registrations that open
+ * and close it, each stopping one thread for h: when one interval's half
+ * budget cannot pay for a window of at least BUDGET_MIN_WINDOW_S, a window
+ * stands for a span of several intervals, placed at random in the span.
  */
 #ifndef RFBPF_BUDGET_H
 #define RFBPF_BUDGET_H
 
 #include <stdbool.h>
 
-/* Before a job's rate is known: cheap for any job (1% of its ops). */
-#define BUDGET_FIRST_PROB 0.01
-/* Shorter full-trace windows are not worth their two re-registrations. */
+/* Before a job's rate is known: cheap for any job (0.1% of its ops). */
+#define BUDGET_FIRST_PROB 0.001
+/* Shorter full-trace windows hold too few ops to be worth two stops. */
 #define BUDGET_MIN_WINDOW_S 0.002
+/* A window stands for at most this many intervals; beyond, no windows,
+ * and the whole budget goes to sampling. */
+#define BUDGET_MAX_SPAN 60
+/* What a re-registration stops a thread for, until one was measured. */
+#define BUDGET_FIRST_HOLD_S 0.01
 /* Sampling never goes below this: RecordFunction's sampler needs p > 0,
  * and below it a job's counts would rest on a handful of ops. */
 #define BUDGET_MIN_PROB 1e-5
@@ -31,14 +38,18 @@ struct budget_input {
 	double cpu_rate;	/* the job's CPU seconds per second */
 	double budget;		/* share of its CPU time, e.g. 0.01 */
 	double interval_s;
+	double hold_s;		/* one re-registration's stop, measured (0:
+				 * not yet) */
 };
 
 struct budget_plan {
 	double sample_prob;	/* RecordFunction's sampling outside windows */
-	double window_s;	/* full-trace window per interval (0: none;
-				 * interval_s: the whole job fits) */
+	double window_s;	/* full-trace window (0: none; the whole span
+				 * when the job fits) */
+	unsigned span;		/* intervals the window stands for */
 	double full_cost;	/* f: share of its CPU a full trace costs */
-	double est_overhead;	/* share of its CPU this plan costs */
+	double est_overhead;	/* share of its CPU this plan costs, stops
+				 * included */
 };
 
 void budget_plan(const struct budget_input *in, struct budget_plan *out);

@@ -358,10 +358,9 @@ static void end_interval(struct daemon *d, double now)
 			merge_stacks(d, &d->on_demand, j);
 		in.op_rate = j->op_rate;
 		in.cpu_rate = j->cpu_rate;
+		in.hold_s = j->hold_s;
 		budget_plan(&in, &plan);
-		j->est_overhead = plan.est_overhead;
-		job_plan(j, plan.sample_prob, plan.window_s, d->opt.interval_s,
-			 now);
+		job_plan(j, &plan, d->opt.interval_s, now);
 	}
 	d->st.intervals++;
 	if ((d->opt.pprof_dir || d->http) &&

@@ -183,6 +183,7 @@ static bool set_p(struct job *j, double p, struct replace_times *times)
 {
 	struct replace_times ignored;
 	char err[512];
+	double h;
 
 	if (j->fixed_p || !j->s.act.handle)
 		return false;
@@ -196,6 +197,8 @@ static bool set_p(struct job *j, double p, struct replace_times *times)
 		return false;
 	}
 	j->reregistrations++;
+	h = (times->released - times->held) * 1e-9;
+	j->hold_s = j->hold_s > 0 ? 0.7 * j->hold_s + 0.3 * h : h;
 	/* Its events up to the release are read; the ops it had open were
 	 * stopped meanwhile, which is not the job's time. */
 	ring_buffer__consume(j->s.rb);
@@ -208,6 +211,16 @@ static bool set_p(struct job *j, double p, struct replace_times *times)
 			(times->removed - times->held) / 1e6,
 			(times->released - times->adding) / 1e6);
 	return true;
+}
+
+/* The window's seconds since `from`, into the span's and the interval's
+ * totals. */
+static void count_window(struct job *j, uint64_t from, uint64_t to)
+{
+	double d = to > from ? (to - from) * 1e-9 : 0;
+
+	j->window_time += d;
+	j->window_in_interval += d;
 }
 
 /*
@@ -242,9 +255,9 @@ static void window_off(struct job *j)
 	}
 	j->win_off_ns = t.removed;
 	j->in_window = false;
-	/* Only its part in this interval (an earlier part was counted at
-	 * the interval's end). */
-	j->window_time += t.held > from ? (t.held - from) * 1e-9 : 0;
+	/* Only its part since the last cut (an earlier part was counted at
+	 * an interval's end). */
+	count_window(j, from, t.held);
 }
 
 void job_poll(struct job *j, double now)
@@ -279,33 +292,38 @@ bool job_gone(const struct job *j)
 void job_end_interval(struct job *j, double now)
 {
 	double t = now - j->interval_start, cpu = job_cpu_s(j->proc.pid);
-	double sampled_t;
+	double sampled_t, span_len = now - j->span_start, k;
 	uint64_t window_calls = 0;
+	bool span_done;
 
 	ring_buffer__consume(j->s.rb);
 	if (j->in_window) {	/* a window open across the interval's end */
 		uint64_t cut = now_ns();
 
-		uint64_t from = j->run_from_ns > j->cut_ns ? j->run_from_ns :
-				j->cut_ns;
-
-		j->window_time += cut > from ? (cut - from) * 1e-9 : 0;
+		count_window(j, j->run_from_ns > j->cut_ns ? j->run_from_ns :
+			     j->cut_ns, cut);
 		j->cut_ns = cut;
 	}
-	/* Self time: the window's sums scaled by T/L (see job.h). */
-	j->window_scale = j->window_time > 0 ? t / j->window_time : 0;
-	for (size_t i = 0; i < j->window_agg.nr; i++) {
+	for (size_t i = 0; i < j->window_agg.nr; i++)
+		window_calls += j->window_agg.rows[i].calls;
+	/* Self time: the window's sums scaled by span/L (see job.h), once
+	 * its span is over. */
+	span_done = j->whole_interval ||
+		    (j->window_done && now >= j->span_start + j->span_s - 0.01);
+	k = span_done && j->window_time > 0 ? span_len / j->window_time : 0;
+	for (size_t i = 0; k && i < j->window_agg.nr; i++) {
 		const struct op_stats *r = &j->window_agg.rows[i];
-		struct job_op *o = r->calls && j->window_scale ?
-				   op_row(j, r->name) : NULL;
+		struct job_op *o = r->calls ? op_row(j, r->name) : NULL;
 
-		window_calls += r->calls;
 		if (o)
-			o->self_s += r->self_ns * 1e-9 * j->window_scale;
+			o->self_s += r->self_ns * 1e-9 * k;
 	}
+	/* pprof has one profile an interval: a span's window stands for an
+	 * interval of it, on average. */
+	j->window_scale = k && span_len > 0 ? k * t / span_len : 0;
 	/* The job's op rate, from the sampled part of the interval when
 	 * there is one, else from the window. */
-	sampled_t = t - j->window_time;
+	sampled_t = t - j->window_in_interval;
 	if (sampled_t > 0.01)
 		j->op_rate = j->sampled_closed / j->p / sampled_t;
 	else if (j->window_time > 0)
@@ -315,41 +333,57 @@ void job_end_interval(struct job *j, double now)
 	j->cpu_s_prev = cpu;
 	if (j->opt.verbose)
 		fprintf(stderr, "rfbpf: pid %d: interval %.2fs: p=%g, %llu "
-			"sampled ops, window %.4fs with %llu ops; %.0f ops/s "
-			"on %.2f CPUs\n", j->proc.pid, t, j->p,
-			(unsigned long long)j->sampled_closed, j->window_time,
-			(unsigned long long)window_calls, j->op_rate,
-			j->cpu_rate);
+			"sampled ops, window %.4fs (%.4fs in a span of %.1fs, "
+			"%llu ops%s); %.0f ops/s on %.2f CPUs\n", j->proc.pid,
+			t, j->p, (unsigned long long)j->sampled_closed,
+			j->window_in_interval, j->window_time, j->span_s,
+			(unsigned long long)window_calls, span_done ?
+			", span done" : "", j->op_rate, j->cpu_rate);
 	j->sampled_closed = 0;
+	j->window_in_interval = 0;
 }
 
-void job_plan(struct job *j, double p, double window_s, double interval_s,
-	      double now)
+/* A new span: its window at a uniformly random moment of it, so every op
+ * has the same chance L/span to be in it: what makes the span/L scaling
+ * unbiased. */
+static void new_span(struct job *j, const struct budget_plan *plan,
+		     double interval_s, double now)
 {
 	stack_profile_reset(&j->window_stacks);
 	aggregate_reset(&j->window_agg);
 	j->window_time = 0;
 	j->window_done = false;
+	j->span_start = now;
+	j->span_s = plan->span * interval_s;
+	j->window_s = plan->window_s;
+	j->window_at = now + drand48() * (j->span_s - j->window_s);
+}
+
+void job_plan(struct job *j, const struct budget_plan *plan,
+	      double interval_s, double now)
+{
 	j->interval_start = now;
-	if (!j->fixed_p && budget_should_change(j->p, p)) {
-		j->p = p;
+	j->est_overhead = plan->est_overhead;
+	if (!j->fixed_p && budget_should_change(j->p, plan->sample_prob)) {
+		j->p = plan->sample_prob;
 		if (!j->in_window)
-			set_p(j, p, NULL);
+			set_p(j, j->p, NULL);
 	}
-	if (window_s >= interval_s) {	/* the whole job fits: always on */
+	if (plan->window_s >= plan->span * interval_s) {
+		/* The whole job fits: always on, each interval its span. */
+		new_span(j, plan, interval_s, now);
 		j->whole_interval = true;
 		if (!j->in_window)
 			window_on(j);
 		return;
 	}
-	if (j->in_window)		/* a whole-interval window ends */
+	if (j->in_window && j->whole_interval)
 		window_off(j);
 	j->whole_interval = false;
-	j->window_time = 0;
-	j->window_s = window_s;
-	/* Uniformly random, so every op has the same chance L/T to be in
-	 * it: what makes the T/L scaling unbiased. */
-	j->window_at = now + drand48() * (interval_s - window_s);
+	if (j->span_s && now < j->span_start + j->span_s - 0.01)
+		return;			/* its span goes on */
+	if (plan->window_s > 0 || !j->in_window)
+		new_span(j, plan, interval_s, now);
 }
 
 void job_stop(struct job *j)

@@ -13,9 +13,11 @@
  *   in between are invisible), so they come only from a full-trace window
  *   per interval, started at a uniformly random moment of the interval:
  *   every op then has the same chance L/T of falling in a window of
- *   length L, and scaling the window's sums by T/L is unbiased. Windows
- *   are switched on and off by re-registering the callback at p = 1 and
- *   back.
+ *   length L, and scaling the window's sums by T/L is unbiased. When the
+ *   budget cannot pay for a window every interval, a window stands for a
+ *   span of several, placed at random in the span and scaled by span/L.
+ *   Windows are switched on and off by re-registering the callback at
+ *   p = 1 and back.
  */
 #ifndef RFBPF_FLEET_JOB_H
 #define RFBPF_FLEET_JOB_H
@@ -51,8 +53,12 @@ struct job {
 	uint64_t run_from_ns;	/* the job ran again after the window's
 				 * first stop */
 	uint64_t cut_ns;	/* an open window was counted up to here */
-	double window_time;	/* seconds of window in this interval */
-	double window_scale;	/* T/L of the interval that just ended */
+	double window_time;	/* seconds of window in this span */
+	double window_in_interval;	/* ...and in this interval */
+	double window_scale;	/* what the stacks of the interval that
+				 * just ended are scaled by (0: none yet) */
+	double span_start, span_s;	/* the window stands for this span */
+	double hold_s;		/* a re-registration's stop, measured */
 	struct stack_profile window_stacks;	/* the window's stacks */
 	struct aggregate window_agg;		/* the window's self times */
 	/* Counters. */
@@ -86,10 +92,12 @@ double job_next_wakeup(const struct job *j);
 /* The end of an interval of length T: window sums scaled into the
  * counters, rates measured. Then the caller plans the next interval. */
 void job_end_interval(struct job *j, double now);
+struct budget_plan;
 /* The next interval: sampling p (re-registered if it changed by more than
- * 2x) and a window of window_s at a random moment (0: none). */
-void job_plan(struct job *j, double p, double window_s, double interval_s,
-	      double now);
+ * 2x), and once the current span is over a new one with its window at a
+ * random moment. */
+void job_plan(struct job *j, const struct budget_plan *plan,
+	      double interval_s, double now);
 /* Switches RecordFunction off and lets the process go. */
 void job_stop(struct job *j);
 /* The name of op series i ("[other]" for i == max_ops). */

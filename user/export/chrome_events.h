@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The Chrome writer's state, shared by the op half (chrome.c) and the GPU
+ * half (chrome_gpu.c) of the trace: where events go, which threads and
+ * GPU tracks are named already, and the separator between events.
+ */
+#ifndef RFBPF_EXPORT_CHROME_EVENTS_H
+#define RFBPF_EXPORT_CHROME_EVENTS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include "model/trace.h"
+#include "model/u64map.h"
+
+struct chrome_writer {
+	FILE *f;
+	bool own_file;		/* opened by chrome_open (closed by finish) */
+	uint64_t events;	/* written so far */
+	struct u64map threads;	/* tids whose name was written */
+	struct u64map tracks;	/* GPU devices and streams named */
+	uint64_t flows;		/* ids of op-to-kernel flows */
+};
+
+/* The separator before the next event ("" for the first). */
+static inline const char *chrome_next(struct chrome_writer *w)
+{
+	return w->events++ ? ",\n" : "";
+}
+
+/* From chrome_gpu.c: a GPU record, its device and stream tracks the first
+ * time they appear, and its flow from the launching op. */
+void chrome_write_gpu(struct chrome_writer *w, const struct trace *t,
+		      const struct gpu_done *g);
+
+#endif
