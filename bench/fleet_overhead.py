@@ -3,6 +3,15 @@
 daemon and under `rfbpf --continuous` at the default budget (1%), runs
 interleaved (A B A B ...) in one run, medians compared within the run.
 
+Two measures. Separate processes, one timed phase each (as bench/overhead.py
+does): what a job pays, attach included, but this VM's run-to-run noise
+(tens of %) hides a 1% cost. One process (bench/rate_workload.py), the
+daemon switched on and off every --period seconds, the job's own steps per
+second compared between on and off periods (the first 5 s of each on
+period, where the daemon calibrates, attaches and runs its first interval
+at p = 0.001, left out): steady-state cost with the process-to-process
+noise gone.
+
 Each run is one timed phase of bench/timed_workload.py (the ops only),
 long enough to span several of the daemon's intervals (--interval, 5 s by
 default here: more re-registrations and windows per minute than the 60 s
@@ -76,6 +85,40 @@ def run_once(workload, steps, daemon, interval):
                 "window_seconds")}
 
 
+def rate_on_off(workload, period, cycles, interval):
+    """Median steps/s of one process with the daemon off and on."""
+    job = subprocess.Popen([PYTHON, os.path.join(ROOT, "bench",
+                                                 "rate_workload.py"),
+                            "--workload", workload],
+                           stdout=subprocess.PIPE, text=True)
+    assert job.stdout.readline().strip() == "ready"
+    off, on = [], []
+
+    def collect(into, seconds, skip):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            t, rate = map(float, job.stdout.readline().split())
+            if t >= end - seconds + skip:
+                into.append(rate)
+    try:
+        collect([], 5, 0)                       # warm-up
+        for _ in range(cycles):
+            collect(off, period, 1)
+            with tempfile.TemporaryDirectory() as tmp:
+                d = subprocess.Popen([RFBPF, "--continuous", "-p",
+                                      str(job.pid), "--interval",
+                                      str(interval), "--prom-file",
+                                      os.path.join(tmp, "m.prom")],
+                                     stderr=subprocess.DEVNULL)
+                collect(on, period, 5)
+                d.terminate()
+                d.wait(timeout=60)
+    finally:
+        job.kill()
+        job.wait()
+    return statistics.median(off), statistics.median(on), off, on
+
+
 def steps_for(workload, seconds):
     """Steps that make a phase of about `seconds`, untraced."""
     probe = 2000 if workload == "tiny" else 40
@@ -88,12 +131,16 @@ def main():
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--interval", type=float, default=5)
+    ap.add_argument("--period", type=float, default=20)
+    ap.add_argument("--only-rates", action="store_true",
+                    help="skip the separate-process phases")
+    ap.add_argument("--cycles", type=int, default=4)
     ap.add_argument("--markdown")
     a = ap.parse_args()
     lines = ["| workload | phase, no daemon (median, min-max) | phase under "
              "the daemon | measured cost | budget's estimate | p chosen | "
              "window per interval |", "|---|---|---|---|---|---|---|"]
-    for workload in ("tiny", "mlp"):
+    for workload in () if a.only_rates else ("tiny", "mlp"):
         steps = steps_for(workload, a.seconds)
         base, under, est = [], [], []
         for _ in range(a.reps):
@@ -110,6 +157,17 @@ def main():
             f"{100 * last['estimated_overhead_ratio']:.2f}% | "
             f"{last['sample_probability']:.3g} | "
             f"{1000 * last['window_seconds']:.1f} ms |")
+        print(lines[-1], file=sys.stderr, flush=True)
+    lines += ["", "One process, the daemon switched on and off every "
+              f"{a.period:g} s ({a.cycles} cycles), steps per second:", "",
+              "| workload | daemon off (median, min-max) | daemon on | "
+              "measured cost |", "|---|---|---|---|"]
+    for workload in ("tiny", "mlp"):
+        m_off, m_on, off, on = rate_on_off(workload, a.period, a.cycles,
+                                           a.interval)
+        lines.append(f"| {workload} | {m_off:.1f} ({min(off):.1f}-"
+                     f"{max(off):.1f}) | {m_on:.1f} ({min(on):.1f}-"
+                     f"{max(on):.1f}) | {100 * (m_off / m_on - 1):+.2f}% |")
         print(lines[-1], file=sys.stderr, flush=True)
     text = "\n".join(lines) + "\n"
     print(text)

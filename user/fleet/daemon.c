@@ -40,6 +40,7 @@ struct daemon {
 	char **argv;
 	struct job **jobs;
 	size_t nr_jobs;
+	bool pid_said[CLI_MAX_PIDS];	/* -p PID not traceable: logged */
 	struct refusal refused[MAX_REFUSED];
 	size_t nr_refused;
 	struct calibration cal;
@@ -228,10 +229,21 @@ static void scan(struct daemon *d, double now)
 		free(found);
 		return;
 	}
-	for (int i = 0; i < d->opt.nr_pids && !stop_signals; i++)
-		if (!find_job(d, d->opt.pids[i]) &&
-		    !discovery_read("/proc", d->opt.pids[i], &one))
+	for (int i = 0; i < d->opt.nr_pids && !stop_signals; i++) {
+		pid_t pid = d->opt.pids[i];
+		int err;
+
+		if (find_job(d, pid))
+			continue;
+		err = discovery_read("/proc", pid, &one);
+		if (!err)
 			start_job(d, &one, now);
+		else if (!d->pid_said[i])	/* once, not every second */
+			logf_("pid %d: %s", pid, err == -ENOEXEC ? "no "
+			      "libtorch_cpu mapped (yet): waiting for it" :
+			      err == -ENOENT ? "gone" : strerror(-err));
+		d->pid_said[i] = err != 0;
+	}
 }
 
 /* A job's window stacks into a daemon profile: names translated, values

@@ -199,6 +199,10 @@ static bool set_p(struct job *j, double p, struct replace_times *times)
 	j->reregistrations++;
 	h = (times->released - times->held) * 1e-9;
 	j->hold_s = j->hold_s > 0 ? 0.7 * j->hold_s + 0.3 * h : h;
+	/* Looking for the safe point (the job runs meanwhile, at p = 1 when
+	 * a window is closing) */
+	h = times->held * 1e-9 - t0;
+	j->search_s = j->search_s > 0 ? 0.7 * j->search_s + 0.3 * h : h;
 	/* Its events up to the release are read; the ops it had open were
 	 * stopped meanwhile, which is not the job's time. */
 	ring_buffer__consume(j->s.rb);
@@ -268,7 +272,8 @@ void job_poll(struct job *j, double now)
 	    now >= j->window_at) {
 		window_on(j);
 	} else if (j->in_window && !j->whole_interval &&
-		   now_ns() >= j->run_from_ns + j->window_s * 1e9) {
+		   now_ns() + j->search_s * 1e9 >=
+		   j->run_from_ns + j->window_s * 1e9) {
 		window_off(j);
 		j->window_done = true;
 	}
@@ -277,7 +282,7 @@ void job_poll(struct job *j, double now)
 double job_next_wakeup(const struct job *j)
 {
 	if (j->in_window && !j->whole_interval)
-		return j->run_from_ns * 1e-9 + j->window_s;
+		return j->run_from_ns * 1e-9 + j->window_s - j->search_s;
 	if (!j->in_window && !j->window_done && j->window_s > 0)
 		return j->window_at;
 	return INFINITY;

@@ -59,6 +59,8 @@ struct job {
 				 * just ended are scaled by (0: none yet) */
 	double span_start, span_s;	/* the window stands for this span */
 	double hold_s;		/* a re-registration's stop, measured */
+	double search_s;	/* ...and the search for its safe point: a
+				 * window is closed that much early */
 	struct stack_profile window_stacks;	/* the window's stacks */
 	struct aggregate window_agg;		/* the window's self times */
 	/* Counters. */
