@@ -434,3 +434,39 @@ def test_config_file_and_sighup(tmp_path, jobs):
     finally:
         rc = d.finish()
     assert rc == 0, d.log()
+
+
+def test_job_in_other_namespaces_is_traced_by_its_host_pid(tmp_path):
+    """A job in its own mount and PID namespaces (as in a container) is
+    found, traced by its host PID, exported and switched off."""
+    prom = tmp_path / "m.prom"
+    outer = subprocess.Popen(["unshare", "--mount", "--pid", "--fork",
+                              "--mount-proc", PYTHON, BUSY, "--seconds",
+                              "60"], stdout=subprocess.PIPE, text=True)
+    d = None
+    try:
+        assert outer.stdout.readline().strip() == "ready"
+        with open(f"/proc/{outer.pid}/task/{outer.pid}/children") as f:
+            host_pid = int(f.read().split()[0])
+        with open(f"/proc/{host_pid}/status") as f:
+            nspid = re.search(r"NSpid:\s+(.*)", f.read()).group(1).split()
+        assert nspid[-1] == "1" and nspid[0] == str(host_pid), nspid
+        d = Daemon(["--all", "--interval", "2", "--prom-file", str(prom)])
+        d.wait_for(rf"pid {host_pid} .*traced")
+        end, text = time.monotonic() + 20, ""
+        while time.monotonic() < end:
+            time.sleep(1)
+            text = prom.read_text() if prom.exists() else ""
+            if metric(text, "rfbpf_op_calls_total", pid=host_pid,
+                      op="aten::add"):
+                break
+        assert metric(text, "rfbpf_op_calls_total", pid=host_pid,
+                      op="aten::add") > 0, d.log()
+        rc = d.finish()
+        assert rc == 0, d.log()
+        assert ops_seen_passively(host_pid) == 0
+    finally:
+        if d and d.poll() is None:
+            d.kill()
+        outer.kill()
+        outer.wait()
