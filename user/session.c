@@ -174,7 +174,8 @@ void session_init_safe_point(struct session *s)
 		.ctx = s,
 	};
 	s->act.probe = &s->safe_point;
-	s->act.find.find_ms = ATTACH_FIND_MS;
+	s->act.find.find_ms = s->attach_find_ms ? s->attach_find_ms :
+			      ATTACH_FIND_MS;
 }
 
 int session_open_ring(struct session *s)

@@ -70,6 +70,9 @@ struct session {
 	struct rf_gpu_control gpu_base;	/* its counters when we attached */
 	bool gpu_base_read;
 	char error[768];	/* why session_setup() failed, one line */
+	int activation_err;	/* ...and -errno if activation failed */
+	int attach_find_ms;	/* how long to look for a safe point (0:
+				 * ATTACH_FIND_MS) */
 };
 
 /* Sets the session up for opt (session_setup.c): claims the target or

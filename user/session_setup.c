@@ -275,7 +275,8 @@ int session_setup(struct session *s, struct options *opt)
 		fprintf(stderr, "rfbpf: the job's CUPTI agent switched "
 			"RecordFunction on (RFBPF_SAMPLE): no ptrace needed\n");
 	else if (!s->launched && opt->activate &&
-		 session_activate(s, libs.path[0], why, sizeof(why)))
+		 (s->activation_err = session_activate(s, libs.path[0], why,
+						       sizeof(why))))
 		return setup_error(s, "cannot switch RecordFunction on in "
 				   "process %d: %s; nothing was changed",
 				   s->pid, why);

@@ -165,6 +165,23 @@ static void refuse(struct daemon *d, const struct torch_process *p,
 	};
 }
 
+/* A process this young that reached no safe point is most likely still
+ * importing torch: not a refusal yet. */
+#define YOUNG_S 30.0
+
+static double process_age_s(const struct torch_process *p)
+{
+	double up;
+	FILE *f = fopen("/proc/uptime", "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lf", &up) != 1)
+		up = 0;
+	fclose(f);
+	return up - (double)p->start_ticks / sysconf(_SC_CLK_TCK);
+}
+
 static void start_job(struct daemon *d, const struct torch_process *p,
 		      double now)
 {
@@ -185,13 +202,19 @@ static void start_job(struct daemon *d, const struct torch_process *p,
 	d->jobs = jobs;
 	if (job_start(j, p, &d->opt, BUDGET_FIRST_PROB, now, err,
 		      sizeof(err))) {
+		bool young = j->setup_err == -ETIMEDOUT &&
+			     process_age_s(p) < YOUNG_S;
+
 		free(j);
-		/* One that exited meanwhile refused nothing. */
-		if (target_alive(p->pid) &&
-		    target_start_time(p->pid) == p->start_ticks)
-			refuse(d, p, err, now);
-		else
+		/* One that exited meanwhile refused nothing, and one still
+		 * importing torch (no op yet) is tried at the next scan. */
+		if (!target_alive(p->pid) ||
+		    target_start_time(p->pid) != p->start_ticks)
 			d->st.jobs_gone_early++;
+		else if (young)
+			d->st.not_yet++;
+		else
+			refuse(d, p, err, now);
 		return;
 	}
 	d->jobs[d->nr_jobs++] = j;

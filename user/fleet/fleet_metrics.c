@@ -180,6 +180,10 @@ void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 	gauge(b, "rfbpf_jobs_exited_before_traced_total", "counter",
 	      "Processes that exited while being switched on",
 	      st->jobs_gone_early);
+	gauge(b, "rfbpf_activations_deferred_total", "counter",
+	      "Attempts on a young process that dispatched no op yet "
+	      "(still importing torch): tried again at the next scan",
+	      st->not_yet);
 	gauge(b, "rfbpf_budget_ratio", "gauge",
 	      "--budget: the share of a job's CPU tracing may cost",
 	      st->budget);

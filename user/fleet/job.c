@@ -153,10 +153,14 @@ int job_start(struct job *j, const struct torch_process *proc,
 	j->opt.lib = NULL;
 	j->p = p;
 	j->s.opt = &j->opt;
+	/* The daemon does nothing else meanwhile: a job that reaches no
+	 * safe point soon (still importing torch) is tried again later. */
+	j->s.attach_find_ms = 1000;
 	stack_profile_init(&j->window_stacks);
 	aggregate_init(&j->window_agg);
 	if (session_setup(&j->s, &j->opt)) {
 		snprintf(err, len, "%s", j->s.error);
+		j->setup_err = j->s.activation_err;
 		session_abort(&j->s);
 		if (j->s.pidfd >= 0)
 			close(j->s.pidfd);

@@ -77,6 +77,7 @@ struct job {
 	double est_overhead;	/* share of its CPU tracing costs, planned */
 	uint64_t reregistrations, windows;
 	uint64_t drops_prev;
+	int setup_err;		/* job_start: -errno of a failed activation */
 };
 
 /* Traces proc: claims it, probes it, registers the callback at p. 0, or
