@@ -271,7 +271,8 @@ int session_set_sample_prob(struct session *s, double p,
 		start = s->act.page.addr + STUB_START_OFFSET;
 		end = s->act.page.addr + STUB_END_OFFSET;
 	}
-	s->act.find.find_ms = 3000;
+	s->act.find.find_ms = s->attach_find_ms ? s->attach_find_ms :
+			      ATTACH_FIND_MS;
 	s->act.find.cancel = NULL;
 	remote_set_idle(drain, s);	/* this session's ring, while held */
 	ret = activation_replace(&s->act, p, s->opt->scopes, start, end,
@@ -279,6 +280,20 @@ int session_set_sample_prob(struct session *s, double p,
 	if (!ret)
 		s->trace.sample_prob = p;
 	return ret;
+}
+
+void session_free(struct session *s)
+{
+	if (s->rb)
+		ring_buffer__free(s->rb);
+	s->rb = NULL;
+	probes_destroy(&s->probes);
+	activation_unlock(&s->act);
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	s->pidfd = -1;
+	outputs_free(&s->out);
+	trace_free(&s->trace);
 }
 
 void session_abort(struct session *s)

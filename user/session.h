@@ -85,6 +85,9 @@ int session_claim_target(struct session *s, pid_t pid);
  * releases the lock, kills a command not yet started, frees probes. */
 void session_abort(struct session *s);
 
+/* Frees what a session holds, once it is finished or aborted. */
+void session_free(struct session *s);
+
 /* Set by the signal handlers in main.c. */
 extern volatile sig_atomic_t stop_signals;
 

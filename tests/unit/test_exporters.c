@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include "model/aggregate.h"
 #include "check.h"
+#include "chrome_capture.h"
 #include "export/chrome.h"
 #include "export/folded.h"
 #include "json_parse.h"
@@ -67,10 +68,7 @@ struct fixture {
 	struct trace t;
 	struct aggregate agg;
 	struct stack_profile sp;	/* calls and self time by op stack */
-	struct chrome_writer chrome;
-	FILE *chrome_f;			/* open until finish_chrome() */
-	char *chrome_text;
-	size_t chrome_len;
+	struct chrome_capture cap;
 };
 
 static void add_sink(struct trace *t, struct trace_sink s)
@@ -88,38 +86,27 @@ static void fixture_init(struct fixture *x, uint32_t pid, unsigned with)
 		trace_init(&x->t, pid);
 	aggregate_init(&x->agg);
 	stack_profile_init(&x->sp);
-	x->chrome_f = open_memstream(&x->chrome_text, &x->chrome_len);
-	if (!x->chrome_f)
-		abort();
-	chrome_begin(&x->chrome, x->chrome_f);
+	capture_begin(&x->cap);
 	if (with & CHROME_FIRST)
-		add_sink(&x->t, chrome_sink(&x->chrome));
+		add_sink(&x->t, chrome_sink(&x->cap.w));
 	if (with & WITH_AGG)
 		add_sink(&x->t, aggregate_sink(&x->agg));
 	if (with & WITH_PROFILE)
 		add_sink(&x->t, profile_sink_ops(&x->sp));
 	if (!(with & CHROME_FIRST))
-		add_sink(&x->t, chrome_sink(&x->chrome));
+		add_sink(&x->t, chrome_sink(&x->cap.w));
 }
 
 /* Ends the Chrome file (op_stats from a, which may be NULL) and returns
  * its text, owned by x. */
 static const char *finish_chrome(struct fixture *x, const struct aggregate *a)
 {
-	CHECK(!chrome_finish(&x->chrome, &x->t, a));
-	fclose(x->chrome_f);
-	x->chrome_f = NULL;
-	CHECK(x->chrome_text && strlen(x->chrome_text) == x->chrome_len);
-	return x->chrome_text;
+	return capture_finish(&x->cap, &x->t, a);
 }
 
 static void fixture_free(struct fixture *x)
 {
-	if (x->chrome_f) {		/* the writer's maps go with finish */
-		chrome_finish(&x->chrome, &x->t, NULL);
-		fclose(x->chrome_f);
-	}
-	free(x->chrome_text);
+	capture_free(&x->cap, &x->t);
 	stack_profile_free(&x->sp);
 	aggregate_free(&x->agg);
 	trace_free(&x->t);
@@ -267,7 +254,7 @@ TEST(chrome_trace)
 
 	build_trace(&x, WITH_ALL);
 	const char *text = finish_chrome(&x, &x.agg);
-	CHECK(!json_parse(text, x.chrome_len, &root));
+	CHECK(!json_parse(text, x.cap.len, &root));
 	const struct jv *events = jget(&root, "traceEvents");
 	const struct jv *other = jget(&root, "otherData");
 	CHECK(events && events->type == J_ARR);
@@ -412,7 +399,7 @@ TEST(chrome_trace_flags_and_empty)
 	 * writer now streams one trace once, so each is its own. */
 	fixture_init(&x, 1, WITH_ALL);
 	text = finish_chrome(&x, &x.agg);
-	CHECK(!json_parse(text, x.chrome_len, &root));
+	CHECK(!json_parse(text, x.cap.len, &root));
 	const struct jv *ev = jget(&root, "traceEvents");
 	CHECK(ev && ev->type == J_ARR);
 	/* Only the process's name. */
@@ -424,7 +411,7 @@ TEST(chrome_trace_flags_and_empty)
 	ev_before(&x.t, 5, 0x10, 1000, "open", 0);
 	stacks_detach(&x.t, 3000);
 	text = finish_chrome(&x, &x.agg);
-	CHECK(!json_parse(text, x.chrome_len, &root));
+	CHECK(!json_parse(text, x.cap.len, &root));
 	ev = jget(&root, "traceEvents");
 	const struct jv *xe = NULL;
 	for (size_t i = 0; ev && i < ev->nr; i++)
@@ -462,9 +449,9 @@ TEST(chrome_same_with_or_without_other_sinks)
 		text[i] = finish_chrome(&x[i], NULL);
 		CHECK(valid_json(text[i]));
 	}
-	CHECK(x[0].chrome_len > 0);
+	CHECK(x[0].cap.len > 0);
 	for (int i = 1; i < 3; i++) {
-		CHECK_EQ_U64(x[i].chrome_len, x[0].chrome_len);
+		CHECK_EQ_U64(x[i].cap.len, x[0].cap.len);
 		CHECK_STR(text[i], text[0]);
 	}
 	/* The other sinks did see every op. */
@@ -482,10 +469,10 @@ TEST(chrome_same_with_or_without_other_sinks)
 	const char *with_stats = finish_chrome(&y, &y.agg);
 	build_trace(&x[0], 0);
 	text[0] = finish_chrome(&x[0], NULL);
-	CHECK(x[0].chrome_len > 3 && y.chrome_len > x[0].chrome_len);
-	CHECK(!strcmp(text[0] + x[0].chrome_len - 3, "}}\n"));
-	CHECK(!strncmp(with_stats, text[0], x[0].chrome_len - 3));
-	CHECK(!strncmp(with_stats + x[0].chrome_len - 3, ",\"op_stats\":[",
+	CHECK(x[0].cap.len > 3 && y.cap.len > x[0].cap.len);
+	CHECK(!strcmp(text[0] + x[0].cap.len - 3, "}}\n"));
+	CHECK(!strncmp(with_stats, text[0], x[0].cap.len - 3));
+	CHECK(!strncmp(with_stats + x[0].cap.len - 3, ",\"op_stats\":[",
 		       13));
 	fixture_free(&x[0]);
 	fixture_free(&y);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include "model/aggregate.h"
 #include "check.h"
+#include "chrome_capture.h"
 #include "export/chrome.h"
 #include "export/folded.h"
 #include "json_parse.h"
@@ -80,10 +81,7 @@ struct fixture {
 	struct aggregate agg;
 	struct stack_profile ops;	/* profile_sink_ops */
 	struct stack_profile kernels;	/* profile_sink_gpu_kernels */
-	struct chrome_writer chrome;
-	FILE *chrome_f;			/* open until finish_chrome() */
-	char *chrome_text;
-	size_t chrome_len;
+	struct chrome_capture cap;
 	struct gpu_log log;
 };
 
@@ -100,34 +98,23 @@ static void fixture_init(struct fixture *x, uint32_t pid)
 	aggregate_init(&x->agg);
 	stack_profile_init(&x->ops);
 	stack_profile_init(&x->kernels);
-	x->chrome_f = open_memstream(&x->chrome_text, &x->chrome_len);
-	if (!x->chrome_f)
-		abort();
-	chrome_begin(&x->chrome, x->chrome_f);
+	capture_begin(&x->cap);
 	add_sink(&x->t, aggregate_sink(&x->agg));
 	add_sink(&x->t, profile_sink_ops(&x->ops));
 	add_sink(&x->t, profile_sink_gpu_kernels(&x->kernels));
-	add_sink(&x->t, chrome_sink(&x->chrome));
+	add_sink(&x->t, chrome_sink(&x->cap.w));
 	gpu_log_attach(&x->t, &x->log);
 }
 
 /* Ends the Chrome file and returns its text, owned by x. */
 static const char *finish_chrome(struct fixture *x)
 {
-	CHECK(!chrome_finish(&x->chrome, &x->t, &x->agg));
-	fclose(x->chrome_f);
-	x->chrome_f = NULL;
-	CHECK(x->chrome_text && strlen(x->chrome_text) == x->chrome_len);
-	return x->chrome_text;
+	return capture_finish(&x->cap, &x->t, &x->agg);
 }
 
 static void fixture_free(struct fixture *x)
 {
-	if (x->chrome_f) {		/* the writer's maps go with finish */
-		chrome_finish(&x->chrome, &x->t, NULL);
-		fclose(x->chrome_f);
-	}
-	free(x->chrome_text);
+	capture_free(&x->cap, &x->t);
 	free(x->log.recs);
 	stack_profile_free(&x->kernels);
 	stack_profile_free(&x->ops);
@@ -531,7 +518,7 @@ TEST(chrome_gpu_tracks_and_flows)
 
 	build_gpu_trace(&x);
 	text = finish_chrome(&x);
-	CHECK(!json_parse(text, x.chrome_len, &root));
+	CHECK(!json_parse(text, x.cap.len, &root));
 	evs = jget(&root, "traceEvents");
 	CHECK(evs && evs->type == J_ARR);
 	for (size_t i = 0; evs && i < evs->nr; i++) {

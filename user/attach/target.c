@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <errno.h>
+#include <math.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,23 +223,43 @@ unsigned long long target_start_time(pid_t pid)
 	return target_start_time_at("/proc", pid);
 }
 
-unsigned long long target_start_time_at(const char *proc_root, pid_t pid)
+/* Numeric fields first..first+n-1 of proc_root/PID/stat (1-based, as
+ * proc(5) numbers them; counted after the last ')', since the comm in
+ * field 2 may hold spaces). Returns false if gone or short. */
+static bool stat_fields(const char *proc_root, pid_t pid, int first, int n,
+			unsigned long long *out)
 {
-	char stat[1024], *p;
-	unsigned long long t = 0;
+	char stat[1024], *p, *end;
 	int field = 2;
 
 	if (target_read_file_at(proc_root, pid, "stat", stat,
-				sizeof(stat)) <= 0)
-		return 0;
-	p = strrchr(stat, ')');
-	/* Fields after "(comm)": state is field 3, starttime field 22. */
-	for (; p && *p && field < 22; p++)
+				sizeof(stat)) <= 0 || !(p = strrchr(stat, ')')))
+		return false;
+	for (; *p && field < first; p++)
 		if (*p == ' ')
 			field++;
-	if (p)
-		t = strtoull(p, NULL, 10);
-	return t;
+	for (int i = 0; i < n; i++, p = end) {
+		out[i] = strtoull(p, &end, 10);
+		if (end == p)
+			return false;
+	}
+	return true;
+}
+
+unsigned long long target_start_time_at(const char *proc_root, pid_t pid)
+{
+	unsigned long long t;
+
+	return stat_fields(proc_root, pid, 22, 1, &t) ? t : 0;
+}
+
+double target_cpu_seconds(pid_t pid)
+{
+	unsigned long long t[2];	/* utime, stime */
+
+	if (!stat_fields("/proc", pid, 14, 2, t))
+		return NAN;
+	return (double)(t[0] + t[1]) / sysconf(_SC_CLK_TCK);
 }
 
 void target_mapped_name(const char *map_files_path, char *buf, size_t len)

@@ -45,6 +45,9 @@ int target_addr_of_data_offset(pid_t pid, const char *path, uint64_t off,
 /* The process's start time (clock ticks after boot, /proc/PID/stat field
  * 22): with the pid, it names one process across pid reuse. 0 if gone. */
 unsigned long long target_start_time(pid_t pid);
+/* Its CPU time so far (user + system, all threads), seconds; NaN if
+ * gone. */
+double target_cpu_seconds(pid_t pid);
 /* The value of a "key:" line of /proc/PID/status, or of thread tid's
  * (tid != 0), blanks trimmed. Returns false if there is none. */
 bool target_status(pid_t pid, pid_t tid, const char *key, char *val,

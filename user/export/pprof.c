@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,9 +34,11 @@
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "atomic_file.h"
 #include "gen/profile.pb-c.h"
 #include "model/u64map.h"
 #include "pprof.h"
+#include "utf8.h"
 
 /* protobuf-c's names for the messages, shortened. */
 typedef Perftools__Profiles__Profile pb_profile;
@@ -111,20 +112,6 @@ static int64_t intern_len(struct builder *b, const char *s, size_t len)
 static int64_t intern(struct builder *b, const char *s)
 {
 	return intern_len(b, s, strlen(s));
-}
-
-/* Where a longer cmdline is cut: at most max bytes, never inside a UTF-8
- * sequence (a continuation byte looks like 10xxxxxx). */
-static size_t utf8_cut(const char *s, size_t max)
-{
-	size_t len = strnlen(s, max + 1);
-
-	if (len <= max)
-		return len;
-	len = max;
-	while (len && ((unsigned char)s[len] & 0xC0) == 0x80)
-		len--;
-	return len;
 }
 
 static int64_t scaled(uint64_t raw, double scale)
@@ -287,6 +274,13 @@ static void add_label(struct builder *b, pb_sample *s, int64_t key,
 	s->n_label++;
 }
 
+/* A longer cmdline is cut, never inside a UTF-8 character. */
+static size_t cmdline_len(const char *cmdline)
+{
+	return utf8_cut(cmdline, strnlen(cmdline, PPROF_CMDLINE_MAX + 1),
+			PPROF_CMDLINE_MAX);
+}
+
 static void add_labels(struct builder *b, pb_sample *s,
 		       const struct stack_row *r)
 {
@@ -309,8 +303,7 @@ static void add_labels(struct builder *b, pb_sample *s,
 	if (proc && proc->cmdline && *proc->cmdline)
 		add_label(b, s, b->keys.cmdline,
 			  intern_len(b, proc->cmdline,
-				     utf8_cut(proc->cmdline,
-					      PPROF_CMDLINE_MAX)), 0);
+				     cmdline_len(proc->cmdline)), 0);
 }
 
 static void add_sample(struct builder *b, const struct stack_row *r)
@@ -448,91 +441,6 @@ out:
 	return err;
 }
 
-static int write_all(int fd, const uint8_t *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		buf += n;
-		len -= n;
-	}
-	return 0;
-}
-
-/* A new file next to path (so the rename cannot cross file systems) with
- * a name no one else uses. O_CREAT|O_EXCL with mode 0644 rather than
- * mkstemp, whose 0600 would ignore the umask: the profile is meant for
- * other programs (collectors, pprof). The name ends in ".tmp", so
- * pprof_prune never mistakes it for a profile. */
-static int create_temp(const char *path, char **tmp)
-{
-	static unsigned counter;
-	struct timespec now;
-
-	for (int attempt = 0; attempt < 100; attempt++) {
-		unsigned n = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
-		int fd, err;
-
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (asprintf(tmp, "%s.%d-%u-%ld.tmp", path, getpid(), n,
-			     now.tv_nsec) < 0)
-			return -ENOMEM;
-		fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		if (fd >= 0)
-			return fd;
-		err = errno;
-		free(*tmp);
-		*tmp = NULL;
-		if (err != EEXIST)
-			return -err;
-	}
-	return -EEXIST;
-}
-
-/* Makes the rename itself durable. Best effort: the profile is in place
- * whatever this returns, and a caller could not undo it anyway. */
-static void sync_parent(const char *path)
-{
-	char *copy = strdup(path);
-	int fd;
-
-	if (!copy)
-		return;
-	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		fsync(fd);
-		close(fd);
-	}
-	free(copy);
-}
-
-static int write_atomically(const char *path, const uint8_t *buf,
-			    size_t len)
-{
-	char *tmp = NULL;
-	int fd = create_temp(path, &tmp), err;
-
-	if (fd < 0)
-		return fd;
-	err = write_all(fd, buf, len);
-	if (!err && fsync(fd))
-		err = -errno;
-	if (close(fd) && !err)
-		err = -errno;
-	if (!err && rename(tmp, path))
-		err = -errno;
-	if (err)
-		unlink(tmp);
-	else
-		sync_parent(path);
-	free(tmp);
-	return err;
-}
-
 int pprof_write_file(const char *path, const struct stack_profile *p,
 		     const struct names *names, const struct pprof_meta *m)
 {
@@ -542,7 +450,7 @@ int pprof_write_file(const char *path, const struct stack_profile *p,
 
 	if (err)
 		return err;
-	err = write_atomically(path, buf, len);
+	err = atomic_write_file(path, buf, len);
 	free(buf);
 	return err;
 }

@@ -9,7 +9,9 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "atomic_file.h"
 #include "prom_text.h"
+#include "utf8.h"
 
 void prom_init(struct prom_buf *b)
 {
@@ -64,32 +66,6 @@ static void put(struct prom_buf *b, const char *s, size_t n)
 static void put_str(struct prom_buf *b, const char *s)
 {
 	put(b, s, strlen(s));
-}
-
-/* Length of the valid UTF-8 sequence at s, or 0 if it is not one. */
-static int utf8_len(const unsigned char *s)
-{
-	unsigned cp;
-	int n;
-
-	if (s[0] < 0x80)
-		return 1;
-	if ((s[0] & 0xe0) == 0xc0) { n = 2; cp = s[0] & 0x1f; }
-	else if ((s[0] & 0xf0) == 0xe0) { n = 3; cp = s[0] & 0x0f; }
-	else if ((s[0] & 0xf8) == 0xf0) { n = 4; cp = s[0] & 0x07; }
-	else
-		return 0;
-	for (int i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)	/* also stops at the NUL */
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	/* Overlong forms, surrogates and values past U+10FFFF are invalid. */
-	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
-	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
 }
 
 /*
@@ -251,67 +227,11 @@ void prom_histogram(struct prom_buf *b, const char *name,
 	put_sample(b, name, "_count", labels, nr_labels, NULL, count);
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= w;
-	}
-	return 0;
-}
-
-/* fsync of the directory makes the rename itself survive a crash. */
-static void sync_dir_of(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir = slash ? strndup(path, slash - path + 1) : strdup(".");
-	int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-
-	if (fd >= 0) {
-		fsync(fd);	/* best effort: the data is already renamed */
-		close(fd);
-	}
-	free(dir);
-}
-
 int prom_write_file(const char *path, const struct prom_buf *b)
 {
-	const char *slash = strrchr(path, '/');
-	int dirlen = slash ? (int)(slash - path + 1) : 0;
-	char *tmp;
-	int fd, err;
-
 	if (b->oom)
 		return -ENOMEM;
-	if (asprintf(&tmp, "%.*s.%s.XXXXXX", dirlen, path, path + dirlen) < 0)
-		return -ENOMEM;
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
-		free(tmp);
-		return err;
-	}
-	err = write_all(fd, b->data ? b->data : "", b->len);
-	if (!err && fsync(fd))
-		err = -errno;
-	if (!err && fchmod(fd, 0644))
-		err = -errno;
-	if (close(fd) && !err)
-		err = -errno;
-	if (!err && rename(tmp, path))
-		err = -errno;
-	if (err)
-		unlink(tmp);
-	else
-		sync_dir_of(path);
-	free(tmp);
-	return err;
+	return atomic_write_file(path, b->data ? b->data : "", b->len);
 }
 
 /*

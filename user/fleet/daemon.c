@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "attach/privileges.h"
 #include "attach/target.h"
+#include "export/atomic_file.h"
 #include "export/pprof.h"
 #include "fleet/budget.h"
 #include "fleet/calibrate.h"
@@ -335,22 +336,20 @@ static int encode(struct daemon *d, const struct stack_profile *p,
 
 static void write_pprof(struct daemon *d, const uint8_t *gz, size_t len)
 {
-	char path[4200], tmp[4200], stamp[32];
+	char path[4200], stamp[32];
 	time_t now = time(NULL);
 	struct tm tm;
-	FILE *f;
+	int err;
 
 	gmtime_r(&now, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
 	snprintf(path, sizeof(path), "%s/profile-%s-%llu.pb.gz",
 		 d->opt.pprof_dir, stamp, (unsigned long long)d->st.intervals);
-	snprintf(tmp, sizeof(tmp), "%s/.profile.tmp", d->opt.pprof_dir);
-	f = fopen(tmp, "we");
-	if (!f || fwrite(gz, 1, len, f) != len || fflush(f) ||
-	    fsync(fileno(f)) || fclose(f) || rename(tmp, path)) {
+	err = atomic_write_file(path, gz, len);
+	if (err) {
 		if (!d->st.pprof_errors++)
 			logf_("cannot write %s: %s (logged once)", path,
-			      strerror(errno));
+			      strerror(-err));
 		return;
 	}
 	d->st.pprof_written++;
@@ -428,7 +427,6 @@ static void serve_on_demand(struct daemon *d, double now)
 		stack_profile_reset(&d->on_demand);
 		d->on_demand_start = now;
 		d->on_demand_secs = want;
-		d->st.intervals += 0;
 		return;
 	}
 	if (!d->on_demand_secs || now < d->on_demand_start +

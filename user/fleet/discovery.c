@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "attach/target.h"
+#include "export/utf8.h"
 #include "fleet/discovery.h"
 
 /* snprintf that reports whether the whole path fitted. */
@@ -148,13 +149,7 @@ static void read_cmdline(const char *proc_root, pid_t pid,
 		return;		/* kernel thread, or gone */
 	while (n > 0 && !raw[n - 1])
 		n--;		/* argv's last terminator */
-	keep = (size_t)n < sizeof(p->cmdline) ? (size_t)n
-					       : sizeof(p->cmdline) - 1;
-	/* Cut inside a character (raw[keep] continues it): drop all of it.
-	 * A UTF-8 character has at most three continuation bytes. */
-	for (i = 0; i < 3 && keep < (size_t)n && keep > 0 &&
-		    ((unsigned char)raw[keep] & 0xC0) == 0x80; i++)
-		keep--;
+	keep = utf8_cut(raw, n, sizeof(p->cmdline) - 1);
 	for (i = 0; i < keep; i++)
 		p->cmdline[i] = raw[i] ? raw[i] : ' ';
 	p->cmdline[keep] = 0;

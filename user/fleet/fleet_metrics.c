@@ -36,6 +36,7 @@ static double v_op_rate(const struct job *j) { return j->op_rate; }
 static double v_cpu_rate(const struct job *j) { return j->cpu_rate; }
 static double v_rereg(const struct job *j) { return j->reregistrations; }
 static double v_drops(const struct job *j) { return j->drops_prev; }
+static double v_windows(const struct job *j) { return j->windows; }
 static double v_events(const struct job *j)
 {
 	return j->s.trace.counts.events;
@@ -160,6 +161,8 @@ void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 	per_job(b, jobs, nr, "rfbpf_job_reregistrations_total", "counter",
 		"Times the callback was re-registered (sampling changes and "
 		"windows)", v_rereg);
+	per_job(b, jobs, nr, "rfbpf_job_windows_total", "counter",
+		"Full-trace windows opened (stacks and self time)", v_windows);
 	per_job(b, jobs, nr, "rfbpf_job_events_total", "counter",
 		"Events read from the job's ring buffer", v_events);
 	per_job(b, jobs, nr, "rfbpf_job_events_dropped_total", "counter",

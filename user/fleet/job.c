@@ -53,16 +53,6 @@ const char *job_op_name(const struct job *j, size_t i)
 	       names_get(&j->s.trace.names, j->series_name[i]);
 }
 
-static unsigned bucket_of(uint64_t ns)
-{
-	unsigned b = 0;
-
-	while (b < AGG_LATENCY_BUCKETS - 1 &&
-	       ns > agg_latency_bounds_s[b] * 1e9)
-		b++;
-	return b;
-}
-
 /* Did something that began at ts (CLOCK_MONOTONIC, as BPF's clock) begin
  * under the window's p = 1? By time, not by when its event is read: the
  * ring buffer is read in batches, and an op weighed 1/p by mistake would
@@ -86,49 +76,41 @@ static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
 	double w = 1 / (full ? 1.0 : j->p);
 	uint64_t d = op_duration(c->op);
 	struct job_op *r = op_row(j, c->op->name);
-	struct trace_sink stacks;
 
 	if (r) {
 		r->calls += w;
 		r->total_s += w * d * 1e-9;
-		r->latency[bucket_of(d)] += w;
+		r->latency[agg_latency_bucket(d)] += w;
 	}
 	if (!full) {
 		j->sampled_closed++;
 		return;
 	}
 	aggregate_add(&j->window_agg, c);
-	stacks = profile_sink_ops(&j->window_stacks);
-	stacks.op(stacks.ctx, t, c);
+	profile_add_op(&j->window_stacks, t, c);
 }
 
 /* GPU time launched inside a window goes to its stack. */
 static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 {
 	struct job *j = ctx;
-	struct trace_sink stacks = profile_sink_ops(&j->window_stacks);
 
 	if (g->launch && in_window(j, g->launch->ts_ns))
-		stacks.gpu(stacks.ctx, t, g);
+		profile_add_gpu(&j->window_stacks, t, g);
 }
 
-static double job_cpu_s(pid_t pid)
+/* What a job holds, its session's included (after session_finish or
+ * session_abort). */
+static void free_job(struct job *j)
 {
-	char path[64], buf[1024], *p;
-	unsigned long long ut, st;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return NAN;
-	p = fgets(buf, sizeof(buf), f);
-	fclose(f);
-	if (!p || !(p = strrchr(buf, ')')) ||
-	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-		   &ut, &st) != 2)
-		return NAN;
-	return (double)(ut + st) / sysconf(_SC_CLK_TCK);
+	session_free(&j->s);
+	stack_profile_free(&j->window_stacks);
+	aggregate_free(&j->window_agg);
+	free(j->ops);
+	free(j->series_name);
+	u64map_free(&j->series);
+	j->ops = NULL;
+	j->series_name = NULL;
 }
 
 int job_start(struct job *j, const struct torch_process *proc,
@@ -162,12 +144,7 @@ int job_start(struct job *j, const struct torch_process *proc,
 		snprintf(err, len, "%s", j->s.error);
 		j->setup_err = j->s.activation_err;
 		session_abort(&j->s);
-		if (j->s.pidfd >= 0)
-			close(j->s.pidfd);
-		stack_profile_free(&j->window_stacks);
-		aggregate_free(&j->window_agg);
-		outputs_free(&j->s.out);
-		trace_free(&j->s.trace);
+		free_job(j);
 		return -1;
 	}
 	/* The agent registered its own callback (RFBPF_SAMPLE): its p. */
@@ -176,7 +153,7 @@ int job_start(struct job *j, const struct torch_process *proc,
 		j->p = j->s.trace.sample_prob;
 	trace_add_sink(&j->s.trace, &sink);
 	j->interval_start = now;
-	j->cpu_s_prev = job_cpu_s(proc->pid);
+	j->cpu_s_prev = target_cpu_seconds(proc->pid);
 	j->s.start_s = now;
 	return 0;
 }
@@ -300,7 +277,8 @@ bool job_gone(const struct job *j)
 
 void job_end_interval(struct job *j, double now)
 {
-	double t = now - j->interval_start, cpu = job_cpu_s(j->proc.pid);
+	double t = now - j->interval_start;
+	double cpu = target_cpu_seconds(j->proc.pid);
 	double sampled_t, span_len = now - j->span_start, k;
 	uint64_t window_calls = 0;
 	bool span_done;
@@ -399,17 +377,5 @@ void job_stop(struct job *j)
 {
 	session_finish(&j->s);
 	remote_set_idle(NULL, NULL);	/* it drained this job's ring */
-	ring_buffer__free(j->s.rb);
-	probes_destroy(&j->s.probes);
-	activation_unlock(&j->s.act);
-	if (j->s.pidfd >= 0)
-		close(j->s.pidfd);
-	stack_profile_free(&j->window_stacks);
-	aggregate_free(&j->window_agg);
-	outputs_free(&j->s.out);
-	trace_free(&j->s.trace);
-	free(j->ops);
-	free(j->series_name);
-	u64map_free(&j->series);
-	j->ops = NULL;
+	free_job(j);
 }

@@ -38,7 +38,7 @@ static struct op_stats *row(struct aggregate *a, uint32_t name)
 	return &a->rows[name];
 }
 
-static unsigned latency_bucket(uint64_t ns)
+unsigned agg_latency_bucket(uint64_t ns)
 {
 	unsigned b = 0;
 
@@ -70,7 +70,7 @@ void aggregate_add(struct aggregate *a, const struct closed_op *c)
 	r->total_sq += (double)d * d;
 	r->self_sq += (double)c->self_ns * c->self_ns;
 	r->truncated += (o->flags & OP_TRUNCATED) != 0;
-	r->latency[latency_bucket(d)]++;
+	r->latency[agg_latency_bucket(d)]++;
 	a->self_ns += c->self_ns;
 }
 

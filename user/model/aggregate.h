@@ -18,6 +18,8 @@ enum sort_key { SORT_SELF, SORT_TOTAL, SORT_CALLS, SORT_CUDA };
  * the last bucket is +Inf. */
 #define AGG_LATENCY_BUCKETS 9
 extern const double agg_latency_bounds_s[AGG_LATENCY_BUCKETS - 1];
+/* The bucket a duration falls in (bounds inclusive, as "le"). */
+unsigned agg_latency_bucket(uint64_t ns);
 
 struct op_stats {
 	uint32_t name;

@@ -2,8 +2,8 @@
 #include <string.h>
 #include "profile_sink.h"
 
-static void ops_on_op(void *ctx, struct trace *t,
-		      const struct closed_op *c)
+void profile_add_op(struct stack_profile *p, struct trace *t,
+		    const struct closed_op *c)
 {
 	struct stack_key key = {
 		.pid = c->pid, .tid = c->op->tid,
@@ -12,13 +12,13 @@ static void ops_on_op(void *ctx, struct trace *t,
 	};
 	struct stack_values v = { .calls = 1, .self_ns = c->self_ns };
 
-	if (stack_profile_add(ctx, &key, &v))
+	if (stack_profile_add(p, &key, &v))
 		t->counts.oom++;
 }
 
 /* GPU time is the launching op's own: its stack gets it. */
-static void ops_on_gpu(void *ctx, struct trace *t,
-		       const struct gpu_done *g)
+void profile_add_gpu(struct stack_profile *p, struct trace *t,
+		     const struct gpu_done *g)
 {
 	const struct gpu_launch *l = g->launch;
 	struct stack_values v = { .gpu_ns = gpu_duration(g->act) };
@@ -30,8 +30,18 @@ static void ops_on_gpu(void *ctx, struct trace *t,
 		.pid = l->pid, .tid = l->tid, .thread_name = l->thread_name,
 		.frames = l->frames, .depth = l->depth,
 	};
-	if (stack_profile_add(ctx, &key, &v))
+	if (stack_profile_add(p, &key, &v))
 		t->counts.oom++;
+}
+
+static void ops_on_op(void *ctx, struct trace *t, const struct closed_op *c)
+{
+	profile_add_op(ctx, t, c);
+}
+
+static void ops_on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
+{
+	profile_add_gpu(ctx, t, g);
 }
 
 struct trace_sink profile_sink_ops(struct stack_profile *p)

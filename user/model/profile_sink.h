@@ -12,6 +12,11 @@
 #include "trace.h"
 
 struct trace_sink profile_sink_ops(struct stack_profile *p);
+/* What that sink does, for a consumer that picks which ops to add. */
+void profile_add_op(struct stack_profile *p, struct trace *t,
+		    const struct closed_op *c);
+void profile_add_gpu(struct stack_profile *p, struct trace *t,
+		     const struct gpu_done *g);
 struct trace_sink profile_sink_gpu_kernels(struct stack_profile *p);
 
 #endif
