@@ -328,9 +328,10 @@ def test_estimated_calls_within_bounds_of_a_full_trace(tmp_path, jobs):
 
 def test_churn_keeps_memory_and_descriptors_flat(tmp_path):
     """Short PyTorch processes, one started every second for 60 s and each
-    killed 6 s after its start (importing torch takes 2-3 s of that on this
-    VM): the daemon's memory and descriptors stay flat and it exits
-    cleanly."""
+    killed 10 s after its start (importing torch takes 1.5 CPU-seconds, so
+    on this 2-CPU VM imports queue up and a loaded run sees few finish):
+    the daemon's memory and descriptors stay flat, every job it traced is
+    let go, and it exits cleanly."""
     port = free_port()
     d = Daemon(["--all", "--interval", "5", "--listen", f"127.0.0.1:{port}",
                 "--pprof-dir", str(tmp_path)])
@@ -346,7 +347,7 @@ def test_churn_keeps_memory_and_descriptors_flat(tmp_path):
             procs.append((time.monotonic(), subprocess.Popen(
                 [PYTHON, "-c", code], stdout=subprocess.DEVNULL)))
             for t, p in list(procs):
-                if time.monotonic() - t > 6:
+                if time.monotonic() - t > 10:
                     p.kill()
                     p.wait()
                     procs.remove((t, p))
@@ -363,9 +364,15 @@ def test_churn_keeps_memory_and_descriptors_flat(tmp_path):
         rc = d.finish()
     print("rfbpf (s, RSS kB, fds):", samples)
     assert rc == 0, d.log()
-    traced = d.log().count("traced, sampling")
-    ended = d.log().count("exited, let go")
-    assert traced >= 10 and ended >= traced - 7, d.log()
+    # Every job traced is let go, once: when its process exits, or at the
+    # daemon's exit for those still alive then (at most the last 10 s).
+    log = d.log()
+    traced = re.findall(r"pid (\d+) \([^)]*\): traced, sampling", log)
+    ended = re.findall(r"pid (\d+) \([^)]*\): exited, let go", log)
+    stopped = re.findall(r"pid (\d+) \([^)]*\): switched off", log)
+    assert len(traced) >= 5, log
+    assert sorted(traced) == sorted(ended + stopped), log
+    assert len(stopped) <= 12, log
     assert "Traceback" not in d.log() and "error" not in d.log()
     # Each job traced holds its BPF object, ring and descriptors, so a
     # sample depends on how many were alive: medians of the two halves

@@ -183,6 +183,15 @@ static double process_age_s(const struct torch_process *p)
 	return up - (double)p->start_ticks / sysconf(_SC_CLK_TCK);
 }
 
+/* Is p still that process, with libtorch_cpu mapped? */
+static bool still_torch(const struct torch_process *p)
+{
+	struct torch_process again;
+
+	return !discovery_read("/proc", p->pid, &again) &&
+	       again.start_ticks == p->start_ticks;
+}
+
 static void start_job(struct daemon *d, const struct torch_process *p,
 		      double now)
 {
@@ -207,10 +216,11 @@ static void start_job(struct daemon *d, const struct torch_process *p,
 			     process_age_s(p) < YOUNG_S;
 
 		free(j);
-		/* One that exited meanwhile refused nothing, and one still
-		 * importing torch (no op yet) is tried at the next scan. */
-		if (!target_alive(p->pid) ||
-		    target_start_time(p->pid) != p->start_ticks)
+		/* One that exited meanwhile refused nothing (killed, it is
+		 * still alive while exiting, its mappings already gone), and
+		 * one still importing torch (no op yet) is tried at the next
+		 * scan. */
+		if (!still_torch(p))
 			d->st.jobs_gone_early++;
 		else if (young)
 			d->st.not_yet++;
