@@ -155,8 +155,9 @@ def test_every_kernel_is_joined_to_the_op_that_launched_it(tmp_path):
     # times the job put in, to the nanosecond (trace has ns digits).
     want_times = sorted((r["corr"], r["start_ns"], r["end_ns"])
                         for r in records)
-    got_times = sorted((e["args"]["correlation"], ns(e["ts"]),
-                        ns(e["ts"]) + ns(e["dur"])) for e in gpu)
+    base = trace["otherData"]["base_monotonic_ns"]
+    got_times = sorted((e["args"]["correlation"], base + ns(e["ts"]),
+                        base + ns(e["ts"]) + ns(e["dur"])) for e in gpu)
     assert got_times == want_times
     # Copies and sets are on their stream's track with their bytes.
     copies = [e for e in gpu if e["cat"] == "gpu_memcpy"]

@@ -21,7 +21,7 @@ static inline void capture_begin(struct chrome_capture *c)
 	c->f = open_memstream(&c->text, &c->len);
 	if (!c->f)
 		abort();
-	chrome_begin(&c->w, c->f);
+	chrome_begin(&c->w, c->f, 0, 0);
 }
 
 /* Ends the file (op_stats from a, which may be NULL); its text, owned

@@ -260,15 +260,17 @@ TEST(chrome_trace)
 	CHECK(events && events->type == J_ARR);
 	CHECK(other && other->type == J_OBJ);
 	CHECK(jnum(other, "drops") && !strcmp(jnum(other, "drops"), "7"));
-	/* Was: otherData before traceEvents. The writer streams, so
-	 * otherData (counters known only at the end) now follows the
-	 * event array: exactly these three keys, in this order. */
-	CHECK_EQ_U64(root.nr, 3);
-	if (root.nr == 3) {
-		CHECK_STR(root.keys[0], "displayTimeUnit");
-		CHECK_STR(root.keys[1], "traceEvents");
-		CHECK_STR(root.keys[2], "otherData");
+	/* Kineto's header, then the events; otherData (counters known only
+	 * at the end) follows the event array, as the writer streams. */
+	CHECK_EQ_U64(root.nr, 5);
+	if (root.nr == 5) {
+		CHECK_STR(root.keys[0], "schemaVersion");
+		CHECK_STR(root.keys[1], "displayTimeUnit");
+		CHECK_STR(root.keys[2], "baseTimeNanoseconds");
+		CHECK_STR(root.keys[3], "traceEvents");
+		CHECK_STR(root.keys[4], "otherData");
 	}
+	CHECK_STR(jstr(&root, "displayTimeUnit"), "ms");
 	CHECK_STR(jnum(other, "ops"), "8");
 	CHECK_STR(jnum(other, "threads_seen"), "2");
 

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "chrome.h"
 #include "json_writer.h"
 #include "version.h"
@@ -60,7 +61,7 @@ static void write_op(void *ctx, struct trace *t, const struct closed_op *c)
 	fputs(",\"name\":", f);
 	json_string(f, names_get(&t->names, o->name));
 	fprintf(f, ",\"pid\":%u,\"tid\":%u,\"ts\":", c->pid, o->tid);
-	json_us(f, o->start_ns);
+	chrome_ts(w, o->start_ns);
 	fputs(",\"dur\":", f);
 	json_us(f, op_duration(o));
 	fprintf(f, ",\"args\":{\"Sequence number\":%lld,\"scope\":\"%s\"",
@@ -160,7 +161,7 @@ static void write_gpu_counts(FILE *f, const struct trace *t)
 }
 
 static void write_other_data(FILE *f, const struct trace *t,
-			     const struct aggregate *a)
+			     const struct aggregate *a, uint64_t base_ns)
 {
 	const struct counts *c = &t->counts;
 
@@ -173,6 +174,10 @@ static void write_other_data(FILE *f, const struct trace *t,
 	json_string(f, t->probes);
 	fprintf(f, ",\"sample_prob\":%g,\"tree_sample_prob\":%g",
 		t->sample_prob, t->tree_prob);
+	/* ts is µs after this CLOCK_MONOTONIC instant (bpf_ktime_get_ns()),
+	 * to join the trace with other monotonic logs. */
+	fprintf(f, ",\"base_monotonic_ns\":%llu",
+		(unsigned long long)base_ns);
 	COUNT("events", c->events);
 	fputs(",\"before_events\":{", f);
 	for (unsigned v = 0, first = 1; v < RF_V_NR_BEFORE; v++, first = 0)
@@ -218,20 +223,35 @@ struct trace_sink chrome_sink(struct chrome_writer *w)
 	return (struct trace_sink){ .op = write_op, .gpu = on_gpu, .ctx = w };
 }
 
-void chrome_begin(struct chrome_writer *w, FILE *f)
+void chrome_begin(struct chrome_writer *w, FILE *f, uint64_t base_ns,
+		  uint64_t base_wall_ns)
 {
 	memset(w, 0, sizeof(*w));
 	w->f = f;
-	fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", f);
+	w->base_ns = base_ns;
+	/* Kineto's header: times in the file are µs after base, displayed
+	 * in ms (older Perfetto readers take "ns" to mean the file's unit
+	 * and shrink the trace 1000x). */
+	fprintf(f, "{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\","
+		"\"baseTimeNanoseconds\":%llu,\"traceEvents\":[\n",
+		(unsigned long long)base_wall_ns);
 }
 
 int chrome_open(struct chrome_writer *w, const char *path)
 {
+	struct timespec mono, wall;
+	uint64_t mono_ns, wall_ns;
 	FILE *f = fopen(path, "we");
 
 	if (!f)
 		return -1;
-	chrome_begin(w, f);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	clock_gettime(CLOCK_REALTIME, &wall);
+	mono_ns = mono.tv_sec * 1000000000ull + mono.tv_nsec;
+	wall_ns = wall.tv_sec * 1000000000ull + wall.tv_nsec;
+	/* The base is this instant on both clocks: ops begin after it (a
+	 * GPU record may come before and is written negative). */
+	chrome_begin(w, f, mono_ns, wall_ns);
 	w->own_file = true;
 	return 0;
 }
@@ -243,7 +263,7 @@ int chrome_finish(struct chrome_writer *w, const struct trace *t,
 
 	write_process_name(w, t);
 	fputs("\n],\n", w->f);
-	write_other_data(w->f, t, a);
+	write_other_data(w->f, t, a, w->base_ns);
 	fputs("}\n", w->f);
 	err = ferror(w->f);
 	u64map_free(&w->threads);

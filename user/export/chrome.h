@@ -22,8 +22,11 @@
 
 /* Starts the file (0, or -1 with errno). */
 int chrome_open(struct chrome_writer *w, const char *path);
-/* The same on an open stream (tests); the caller closes it. */
-void chrome_begin(struct chrome_writer *w, FILE *f);
+/* The same on an open stream (tests), times written relative to base_ns
+ * (CLOCK_MONOTONIC), which was base_wall_ns on the wall clock; the caller
+ * closes it. */
+void chrome_begin(struct chrome_writer *w, FILE *f, uint64_t base_ns,
+		  uint64_t base_wall_ns);
 /* The sink that writes ops and GPU activity as they come. */
 struct trace_sink chrome_sink(struct chrome_writer *w);
 /* Ends the file: process names, "otherData" with t's counters and a's

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include "model/trace.h"
 #include "model/u64map.h"
+#include "json_writer.h"
 
 struct chrome_writer {
 	FILE *f;
@@ -19,12 +20,28 @@ struct chrome_writer {
 	struct u64map threads;	/* tids whose name was written */
 	struct u64map tracks;	/* GPU devices and streams named */
 	uint64_t flows;		/* ids of op-to-kernel flows */
+	/* Timestamps are written relative to this CLOCK_MONOTONIC instant,
+	 * as Kineto does (absolute ns overflow a double's 53 bits of
+	 * precision after about 104 days of uptime); the file states it
+	 * as wall-clock "baseTimeNanoseconds". */
+	uint64_t base_ns;
 };
 
 /* The separator before the next event ("" for the first). */
 static inline const char *chrome_next(struct chrome_writer *w)
 {
 	return w->events++ ? ",\n" : "";
+}
+
+/* Writes a CLOCK_MONOTONIC time as microseconds since base_ns. */
+static inline void chrome_ts(struct chrome_writer *w, uint64_t ns)
+{
+	if (ns < w->base_ns) {
+		fputc('-', w->f);
+		json_us(w->f, w->base_ns - ns);
+	} else {
+		json_us(w->f, ns - w->base_ns);
+	}
 }
 
 /* From chrome_gpu.c: a GPU record, its device and stream tracks the first

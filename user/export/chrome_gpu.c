@@ -53,7 +53,7 @@ static void write_activity(struct chrome_writer *w, const struct trace *t,
 	json_string(f, names_get(&t->names, a->name));
 	fprintf(f, ",\"pid\":%u,\"tid\":%u,\"ts\":", gpu_pid(a->device_id),
 		a->stream_id);
-	json_us(f, a->start_ns);
+	chrome_ts(w, a->start_ns);
 	fputs(",\"dur\":", f);
 	json_us(f, gpu_duration(a));
 	/* As Kineto: the launching API call's id (a set's own record has
@@ -101,13 +101,13 @@ static void write_flow(struct chrome_writer *w, const struct gpu_done *g)
 	fprintf(f, "%s{\"ph\":\"s\",\"cat\":\"ac2g\",\"name\":\"ac2g\","
 		"\"id\":%llu,\"pid\":%u,\"tid\":%u,\"ts\":", chrome_next(w),
 		(unsigned long long)id, l->pid, l->tid);
-	json_us(f, l->ts_ns);
+	chrome_ts(w, l->ts_ns);
 	fprintf(f, ",\"args\":{\"correlation\":%u}}", l->correlation_id);
 	fprintf(f, "%s{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"ac2g\","
 		"\"name\":\"ac2g\",\"id\":%llu,\"pid\":%u,\"tid\":%u,\"ts\":",
 		chrome_next(w), (unsigned long long)id, gpu_pid(a->device_id),
 		a->stream_id);
-	json_us(f, a->start_ns);
+	chrome_ts(w, a->start_ns);
 	fprintf(f, ",\"args\":{\"correlation\":%u}}", l->correlation_id);
 }
 
