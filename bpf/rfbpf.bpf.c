@@ -31,6 +31,9 @@ const volatile __u64 pidns_dev = 0;
 const volatile __u64 pidns_ino = 0;
 /* Which std::string ABI the probed library uses (for FunctionSchema names). */
 const volatile bool old_string_abi = false;
+/* Where fwd_thread_id_ is in this build's RecordFunction (0: not read);
+ * set by the loader when it attaches to the library. */
+volatile __u32 fwd_tid_offset = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -383,6 +386,16 @@ fault:
 	e->hdr.flags |= RF_F_NAME_FAULT;
 }
 
+/* Backward ops only (the rest carry 0): the forward op's thread. */
+static __always_inline void read_fwd_thread_id(struct rf_before_event *e,
+					       void *rf)
+{
+	if (e->hdr.scope == 1 && fwd_tid_offset &&
+	    bpf_probe_read_user(&e->fwd_thread_id, sizeof(e->fwd_thread_id),
+				rf + fwd_tid_offset))
+		e->fwd_thread_id = 0;
+}
+
 static __always_inline struct rf_before_event *
 begin_before_of(struct pt_regs *ctx, __u8 variant, void *rf, bool read_scope)
 {
@@ -400,9 +413,22 @@ begin_before_of(struct pt_regs *ctx, __u8 variant, void *rf, bool read_scope)
 		return NULL;
 	}
 	fill_hdr(&e->hdr, id, RF_EV_BEFORE, variant, (__u64)rf);
-	if (read_scope &&
-	    bpf_probe_read_user(&e->hdr.scope, 1, rf + RF_SCOPE_OFFSET))
-		e->hdr.scope = 0xff;
+	e->thread_id = 0;
+	e->fwd_thread_id = 0;
+	if (read_scope) {
+		/* One read brings thread_id_ and the scope after it. */
+		__u64 w[2];
+
+		if (bpf_probe_read_user(w, sizeof(w),
+					rf + RF_THREAD_ID_OFFSET)) {
+			e->hdr.scope = 0xff;
+		} else {
+			e->thread_id = w[0];
+			e->hdr.scope = (__u8)w[(RF_SCOPE_OFFSET -
+					       RF_THREAD_ID_OFFSET) / 8];
+			read_fwd_thread_id(e, rf);
+		}
+	}
 	return e;
 }
 
@@ -580,7 +606,9 @@ int BPF_KPROBE(callback_start, void *ret_slot, void *rf)
 		submit_before(e);
 		return 0;
 	}
-	e->hdr.scope = (__u8)w[0];
+	e->thread_id = w[0];
+	e->hdr.scope = (__u8)w[(RF_SCOPE_OFFSET - RF_WINDOW_START) / 8];
+	read_fwd_thread_id(e, rf);
 	if (old_string_abi) {
 		index = (__u8)w[(RF_FN_INDEX_OFFSET_OLD - RF_WINDOW_START) / 8];
 		e->seq = (__s64)w[(RF_SEQ_OFFSET_OLD - RF_WINDOW_START) / 8];

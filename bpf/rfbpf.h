@@ -30,9 +30,22 @@
 #define RF_SEQ_OFFSET_CXX11 200
 #define RF_FN_INDEX_OFFSET_OLD 168
 #define RF_SEQ_OFFSET_OLD 176
+/* RecordFunction's thread_id_: PyTorch's own small thread number
+ * (RecordFunction::currentThreadId()), set when it is built; what
+ * fwd_thread_id_ names. */
+#define RF_THREAD_ID_OFFSET 88
+/* fwd_thread_id_, set on backward ops (the thread_id_ of the forward op
+ * whose sequence number they carry) before before() runs. It follows
+ * sequence_nr_, inputs_ (16 bytes), kwinputs_ (an unordered_map of 56
+ * bytes, 2.4 and later) and outputs_ (24 bytes); the loader sets the
+ * offset for the build, or 0 when it cannot tell. */
+#define RF_FWD_TID_OFFSET_CXX11 248
+#define RF_FWD_TID_OFFSET_OLD 224
+#define RF_KWINPUTS_SIZE 56
 /* callback_start reads [RF_WINDOW_START, +RF_WINDOW_LEN) of the object at
- * once: scope, fn_, its index and sequence_nr_ in either string ABI. */
-#define RF_WINDOW_START RF_SCOPE_OFFSET
+ * once: thread_id_, scope, fn_, its index and sequence_nr_ in either
+ * string ABI. */
+#define RF_WINDOW_START RF_THREAD_ID_OFFSET
 #define RF_WINDOW_LEN (RF_SEQ_OFFSET_CXX11 + 8 - RF_WINDOW_START)
 /* Layout of the pre-C++11 ("old ABI") reference-counted std::string: the
  * object is one pointer to the characters, preceded by {length, capacity,
@@ -131,6 +144,8 @@ struct rf_event_hdr {
 struct rf_before_event {
 	struct rf_event_hdr hdr;
 	__s64 seq;		/* sequence number argument */
+	__u64 thread_id;	/* RecordFunction thread_id_ (0: unread) */
+	__u64 fwd_thread_id;	/* fwd_thread_id_, backward ops (else 0) */
 	char name[RF_NAME_MAX];
 };
 

@@ -67,7 +67,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 		if (hdr.name_len >= RF_NAME_MAX)
 			hdr.name_len = RF_NAME_MAX - 1;
 		name_new_thread(s, h->pid, h->tid);
-		stacks_before(&s->trace, &hdr, e->name, e->seq);
+		stacks_before_event(&s->trace, &hdr, e);
 		break;
 	}
 	case RF_EV_END:
@@ -358,6 +358,9 @@ static void probe_late_library(struct session *s, const char *path)
 		snprintf(s->child_lib, sizeof(s->child_lib), "%s", path);
 		s->child_syms = syms;
 	}
+	if (!s->probes.nr_libs)
+		s->trace.fwd_threads = probes_set_build(&s->probes, path,
+							&syms);
 	if (probes_attach_lib(&s->probes, s->pid, path, &syms,
 			      s->opt->verbose) < 0) {
 		fprintf(stderr, "rfbpf: warning: cannot probe %s: %s\n", path,

@@ -250,6 +250,10 @@ int session_setup(struct session *s, struct options *opt)
 			  opt->tree_prob, why, sizeof(why));
 	if (err)
 		return setup_error(s, "%s", why);
+	if (libs.nr)
+		s->trace.fwd_threads = probes_set_build(&s->probes,
+							libs.path[0],
+							&libs.syms[0]);
 	s->trace.tree_prob = opt->tree_prob;
 	/* Tests only: widen the window in which a target can exit mid-attach,
 	 * so "exits during attach" is tested deterministically. */

@@ -303,9 +303,15 @@ TEST(chrome_trace)
 		} else if (!strcmp(ph, "M") && !strcmp(name, "thread_name")) {
 			const char *tid = jnum(e, "tid");
 			CHECK(tid && (!strcmp(tid, "100") || !strcmp(tid, "200")));
+			/* The comm alone: viewers show the tid beside it. */
 			CHECK_STR(jstr(args, "name"), tid && !strcmp(tid, "100")
-				  ? "main [100]" : "worker [200]");
+				  ? "main" : "worker");
 			threads++;
+		} else if (!strcmp(ph, "M") && (!strcmp(name, "thread_sort_"
+			   "index") || !strcmp(name, "process_sort_index"))) {
+			CHECK(jnum(args, "sort_index"));
+		} else if (!strcmp(ph, "M") && !strcmp(name, "process_labels")) {
+			CHECK_STR(jstr(args, "labels"), "CPU");
 		} else if (!strcmp(ph, "X")) {
 			uint64_t ts, dur;
 			nr_x++;
@@ -346,9 +352,11 @@ TEST(chrome_trace)
 	 * just before its first op, the process's name by chrome_finish. */
 	const struct { const char *ph, *name, *ts; } order[] = {
 		{ "M", "thread_name", NULL },		/* worker [200] */
+		{ "M", "thread_sort_index", NULL },
 		{ "X", "aten::mul", "1260.000" },
 		{ "X", "aten::mul", "1280.000" },
 		{ "M", "thread_name", NULL },		/* main [100] */
+		{ "M", "thread_sort_index", NULL },
 		{ "X", N_CTRL, "1350.000" },
 		{ "X", N_UTF8_JSON, "1250.000" },
 		{ "X", N_QUOTE, "1300.000" },
@@ -356,6 +364,8 @@ TEST(chrome_trace)
 		{ "X", "forward", "1234.567" },
 		{ "X", "aten::mul", "2000.000" },
 		{ "M", "process_name", NULL },
+		{ "M", "process_labels", NULL },
+		{ "M", "process_sort_index", NULL },
 	};
 	const size_t nr_order = sizeof(order) / sizeof(order[0]);
 
@@ -370,7 +380,7 @@ TEST(chrome_trace)
 	}
 	if (events && events->nr == nr_order) {
 		CHECK_STR(jnum(&events->items[0], "tid"), "200");
-		CHECK_STR(jnum(&events->items[3], "tid"), "100");
+		CHECK_STR(jnum(&events->items[4], "tid"), "100");
 	}
 
 	/* op_stats come from the aggregate passed to chrome_finish. */
@@ -404,8 +414,8 @@ TEST(chrome_trace_flags_and_empty)
 	CHECK(!json_parse(text, x.cap.len, &root));
 	const struct jv *ev = jget(&root, "traceEvents");
 	CHECK(ev && ev->type == J_ARR);
-	/* Only the process's name. */
-	CHECK(ev && ev->nr == 1 && named(&ev->items[0], "process_name"));
+	/* Only the process's name, label and place. */
+	CHECK(ev && ev->nr == 3 && named(&ev->items[0], "process_name"));
 	jv_free(&root);
 	fixture_free(&x);
 
@@ -429,7 +439,114 @@ TEST(chrome_trace_flags_and_empty)
 		if (jstr(&ev->items[i], "name") &&
 		    !strcmp(jstr(&ev->items[i], "name"), "thread_name"))
 			m = &ev->items[i];
-	CHECK_STR(jstr(jget(m, "args"), "name"), "thread [5]");
+	CHECK_STR(jstr(jget(m, "args"), "name"), "thread");
+	jv_free(&root);
+	fixture_free(&x);
+}
+
+/* An op as BPF sends it, with PyTorch's thread numbers. */
+static void ev_before_ids(struct trace *t, uint32_t tid, uint64_t addr,
+			  uint64_t ts, const char *name, uint8_t scope,
+			  int64_t seq, uint64_t rf_thread, uint64_t fwd_thread)
+{
+	struct rf_before_event e = {
+		.hdr = { .ts_ns = ts, .rf_addr = addr, .pid = t->pid,
+			 .tid = tid, .kind = RF_EV_BEFORE,
+			 .variant = RF_V_CALLBACK, .scope = scope,
+			 .name_len = strlen(name) },
+		.seq = seq, .thread_id = rf_thread, .fwd_thread_id = fwd_thread,
+	};
+
+	snprintf(e.name, sizeof(e.name), "%s", name);
+	stacks_before_event(t, &e.hdr, &e);
+}
+
+/* The X event named name that starts at ts (µs text), or NULL. */
+static const struct jv *x_event(const struct jv *ev, const char *name,
+				const char *ts)
+{
+	for (size_t i = 0; ev && i < ev->nr; i++)
+		if (jstr(&ev->items[i], "ph") &&
+		    !strcmp(jstr(&ev->items[i], "ph"), "X") &&
+		    named(&ev->items[i], name) && jnum(&ev->items[i], "ts") &&
+		    !strcmp(jnum(&ev->items[i], "ts"), ts))
+			return &ev->items[i];
+	return NULL;
+}
+
+/* Kineto's categories and args, and its forward-to-backward flows: a
+ * backward op links to the forward op with its sequence number on its
+ * forward thread that began last, once. */
+TEST(chrome_kineto_args_and_fwdbwd_flows)
+{
+	struct fixture x;
+	struct jv root;
+
+	fixture_init(&x, 1, WITH_ALL);
+	x.t.fwd_threads = true;
+	/* Thread 100 (PyTorch's thread 1): a user scope around forward ops;
+	 * two carry seq 5 (the later one built the node), one has none. */
+	ev_before_ids(&x.t, 100, 0x10, 1000000, "step", 7, -1, 1, 0);
+	ev_before_ids(&x.t, 100, 0x20, 1100000, "aten::mul", 0, 5, 1, 0);
+	ev_end(&x.t, 100, 0x20, 1200000);
+	ev_before_ids(&x.t, 100, 0x30, 1300000, "aten::mul", 0, 5, 1, 0);
+	ev_end(&x.t, 100, 0x30, 1400000);
+	ev_before_ids(&x.t, 100, 0x40, 1500000, "aten::empty", 0, -1, 1, 0);
+	ev_end(&x.t, 100, 0x40, 1600000);
+	/* Thread 2 runs seq 5 too: same number, another forward thread. */
+	ev_before_ids(&x.t, 200, 0x50, 1150000, "aten::add", 0, 5, 2, 0);
+	ev_end(&x.t, 200, 0x50, 1250000);
+	ev_end(&x.t, 100, 0x10, 1700000);
+	/* The engine's thread runs the backward op of thread 1's seq 5,
+	 * then a second one with the same key, which finds nothing. */
+	ev_before_ids(&x.t, 300, 0x60, 2000000, "MulBackward0", 1, 5, 3, 1);
+	ev_end(&x.t, 300, 0x60, 2100000);
+	ev_before_ids(&x.t, 300, 0x70, 2200000, "MulBackward0", 1, 5, 3, 1);
+	ev_end(&x.t, 300, 0x70, 2300000);
+
+	const char *text = finish_chrome(&x, &x.agg);
+	CHECK(!json_parse(text, x.cap.len, &root));
+	const struct jv *ev = jget(&root, "traceEvents");
+	const struct jv *step = x_event(ev, "step", "1000.000");
+	const struct jv *mul = x_event(ev, "aten::mul", "1300.000");
+	const struct jv *empty = x_event(ev, "aten::empty", "1500.000");
+	const struct jv *bwd = x_event(ev, "MulBackward0", "2000.000");
+
+	CHECK(step && mul && empty && bwd);
+	CHECK_STR(jstr(step, "cat"), "user_annotation");
+	CHECK_STR(jstr(bwd, "cat"), "cpu_op");	/* backward scope too */
+	CHECK(!jget(jget(step, "args"), "Sequence number"));
+	CHECK(!jget(jget(empty, "args"), "Fwd thread id"));
+	CHECK_STR(jnum(jget(mul, "args"), "Sequence number"), "5");
+	CHECK_STR(jnum(jget(mul, "args"), "Fwd thread id"), "0");
+	CHECK_STR(jnum(jget(bwd, "args"), "Fwd thread id"), "1");
+	CHECK_STR(jnum(jget(step, "args"), "External id"), "1");
+	CHECK_STR(jnum(jget(mul, "args"), "External id"), "3");
+
+	int starts = 0, ends = 0;
+	const char *sid = NULL, *fid = NULL;
+	for (size_t i = 0; ev && i < ev->nr; i++) {
+		const struct jv *e = &ev->items[i];
+
+		if (!jstr(e, "cat") || strcmp(jstr(e, "cat"), "fwdbwd"))
+			continue;
+		if (!strcmp(jstr(e, "ph"), "s")) {
+			starts++;
+			sid = jnum(e, "id");
+			CHECK_STR(jnum(e, "ts"), "1300.000");
+			CHECK_STR(jnum(e, "tid"), "100");
+		} else if (!strcmp(jstr(e, "ph"), "f")) {
+			ends++;
+			fid = jnum(e, "id");
+			CHECK_STR(jnum(e, "ts"), "2000.000");
+			CHECK_STR(jnum(e, "tid"), "300");
+			CHECK_STR(jstr(e, "bp"), "e");
+		}
+	}
+	CHECK_EQ_U64(starts, 1);
+	CHECK_EQ_U64(ends, 1);
+	CHECK(sid && fid && !strcmp(sid, fid));
+	CHECK_STR(jnum(jget(&root, "otherData"), "fwdbwd_flows"), "1");
 	jv_free(&root);
 	fixture_free(&x);
 }
@@ -518,8 +635,8 @@ TEST(chrome_streamed_file_of_empty_trace)
 		const struct jv *ev = jget(&root, "traceEvents");
 		const struct jv *other = jget(&root, "otherData");
 
-		CHECK(ev && ev->type == J_ARR && ev->nr == 1);
-		CHECK(ev && ev->nr == 1 &&
+		CHECK(ev && ev->type == J_ARR && ev->nr == 3);
+		CHECK(ev && ev->nr == 3 &&
 		      named(&ev->items[0], "process_name"));
 		CHECK_STR(jnum(ev ? &ev->items[0] : NULL, "pid"), "77");
 		CHECK_STR(jnum(other, "ops"), "0");

@@ -320,6 +320,15 @@ bool probes_has_lib(const struct probes *p, const char *path)
 	return false;
 }
 
+bool probes_set_build(struct probes *p, const char *path,
+		      const struct torch_symbols *s)
+{
+	/* A variable, not a load-time constant: a launched command's
+	 * library is known only after the load. */
+	p->skel->bss->fwd_tid_offset = torch_fwd_tid_offset(path, s);
+	return p->skel->bss->fwd_tid_offset != 0;
+}
+
 int probes_attach_lib(struct probes *p, pid_t pid, const char *path,
 		      const struct torch_symbols *s, bool verbose)
 {
@@ -345,6 +354,8 @@ int probes_attach_lib(struct probes *p, pid_t pid, const char *path,
 			return ret;
 		attached++;
 	}
+	if (!p->nr_libs)
+		probes_set_build(p, path, s);
 	p->libs[p->nr_libs].dev = st.st_dev;
 	p->libs[p->nr_libs].ino = st.st_ino;
 	p->nr_libs++;

@@ -35,6 +35,11 @@ bool probes_kernel_optimizes_nop(void);
 int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
 		bool old_string_abi, double tree_prob, char *err,
 		size_t errlen);
+/* Tells the programs where this build's RecordFunction keeps what
+ * depends on its version (fwd_thread_id_); false if it cannot tell, and
+ * backward ops then carry no forward thread. */
+bool probes_set_build(struct probes *p, const char *path,
+		      const struct torch_symbols *s);
 /* Attaches the uprobes of every variant in s to the library at path, for
  * pid only. A library already attached (same inode) is skipped and 0
  * returned. Returns the number of uprobes attached or -errno. */

@@ -4,7 +4,10 @@
  * (see docs/pytorch-recordfunction in the steering docs). The argument
  * layout of each is decoded by the BPF program of the same variant.
  */
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "elf_symbols.h"
 #include "torch_symbols.h"
@@ -60,4 +63,49 @@ void torch_symbols_describe(const struct torch_symbols *s, char *buf,
 	if (used < len)
 		snprintf(buf + used, len - used, "; %s string ABI",
 			 s->old_string_abi ? "pre-C++11" : "C++11");
+}
+
+/* major.minor from a real name like libtorch_cpu.so.2.14.1 (Debian). */
+static bool version_from_name(const char *real, int *major, int *minor)
+{
+	const char *v = strstr(real, ".so.");
+
+	return v && sscanf(v + 4, "%d.%d", major, minor) == 2;
+}
+
+/* major.minor from torch/version.py next to torch/lib/ (wheels). */
+static bool version_from_package(const char *real, int *major, int *minor)
+{
+	char dir[PATH_MAX], py[PATH_MAX + 32], line[256];
+	bool found = false;
+	FILE *f;
+
+	snprintf(dir, sizeof(dir), "%s", real);
+	snprintf(py, sizeof(py), "%s/../version.py", dirname(dir));
+	f = fopen(py, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "__version__ = '%d.%d", major, minor) == 2;
+	fclose(f);
+	return found;
+}
+
+uint32_t torch_fwd_tid_offset(const char *path, const struct torch_symbols *s)
+{
+	char real[PATH_MAX];
+	int major = 0, minor = 0;
+	bool kwinputs;
+
+	if (!realpath(path, real))
+		snprintf(real, sizeof(real), "%s", path);
+	if (version_from_name(real, &major, &minor) ||
+	    version_from_package(real, &major, &minor))
+		kwinputs = major > 2 || (major == 2 && minor >= 4);
+	else if (s->offset[RF_V_DESCRIPTOR] || s->offset[RF_V_DESCRIPTOR_DK])
+		kwinputs = true;	/* 2.9 and later */
+	else
+		return 0;		/* unknown: better unread than wrong */
+	return (s->old_string_abi ? RF_FWD_TID_OFFSET_OLD :
+		RF_FWD_TID_OFFSET_CXX11) + (kwinputs ? RF_KWINPUTS_SIZE : 0);
 }

@@ -22,6 +22,10 @@ const char *torch_symbol(unsigned variant);
 /* Resolves every variant in the file at path. Returns the number of
  * symbols found (before variants + end), or a negative elf_symbols error. */
 int torch_symbols_resolve(const char *path, struct torch_symbols *s);
+/* Where this build's RecordFunction keeps fwd_thread_id_ (it moved when
+ * 2.4 added kwinputs_), from the version in the library's name or its
+ * torch/version.py; 0 when the version cannot be told. */
+uint32_t torch_fwd_tid_offset(const char *path, const struct torch_symbols *s);
 /* "before(std::string), before(FunctionSchema), ... ; C++11 string ABI" */
 void torch_symbols_describe(const struct torch_symbols *s, char *buf,
 			    size_t len);

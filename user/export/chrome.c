@@ -20,8 +20,32 @@ static const char *truncation_reason(uint32_t flags)
 	return NULL;
 }
 
-/* A thread's name, before its first op; a child process's main thread
- * (--children) names its process too. */
+static void write_sort_index(struct chrome_writer *w, const char *what,
+			     uint32_t pid, uint32_t tid, uint64_t index)
+{
+	fprintf(w->f, "%s{\"ph\":\"M\",\"name\":\"%s_sort_index\","
+		"\"pid\":%u,\"tid\":%u,\"args\":{\"sort_index\":%llu}}",
+		chrome_next(w), what, pid, tid, (unsigned long long)index);
+}
+
+/* A process's name, label and place, as Kineto writes them: the target
+ * first, its children (--children) after it, GPUs last. */
+static void name_process(struct chrome_writer *w, uint32_t pid,
+			 const char *name, unsigned sort_index)
+{
+	fprintf(w->f, "%s{\"ph\":\"M\",\"name\":\"process_name\","
+		"\"pid\":%u,\"tid\":0,\"args\":{\"name\":", chrome_next(w),
+		pid);
+	json_string(w->f, name);
+	fprintf(w->f, "}},\n{\"ph\":\"M\",\"name\":\"process_labels\","
+		"\"pid\":%u,\"tid\":0,\"args\":{\"labels\":\"CPU\"}}", pid);
+	w->events++;
+	write_sort_index(w, "process", pid, 0, sort_index);
+}
+
+/* A thread's name (its comm: viewers show the tid beside it), before its
+ * first op; a child process's main thread (--children) names its process
+ * too. */
 static void name_thread(struct chrome_writer *w, const struct trace *t,
 			const struct thread *th, uint32_t pid)
 {
@@ -33,18 +57,43 @@ static void name_thread(struct chrome_writer *w, const struct trace *t,
 	if (pid != t->pid && th->tid == pid) {
 		snprintf(name, sizeof(name), "%s (child of %u)",
 			 th->comm[0] ? th->comm : "process", t->pid);
-		fprintf(w->f, "%s{\"ph\":\"M\",\"name\":\"process_name\","
-			"\"pid\":%u,\"tid\":0,\"args\":{\"name\":",
-			chrome_next(w), pid);
-		json_string(w->f, name);
-		fputs("}}", w->f);
+		name_process(w, pid, name, 1);
 	}
-	snprintf(name, sizeof(name), "%s [%u]",
-		 th->comm[0] ? th->comm : "thread", th->tid);
 	fprintf(w->f, "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,"
 		"\"tid\":%u,\"args\":{\"name\":", chrome_next(w), pid, th->tid);
-	json_string(w->f, name);
+	json_string(w->f, th->comm[0] ? th->comm : "thread");
 	fputs("}}", w->f);
+	write_sort_index(w, "thread", pid, th->tid, th->tid);
+}
+
+/* Kineto's flow from a forward op to the backward op of its autograd
+ * node: "s" on the forward op's start, "f" bound to the backward op. */
+static void write_fwdbwd(struct chrome_writer *w, const struct closed_op *c)
+{
+	const struct op *o = c->op;
+	struct fwd_op fwd;
+	uint64_t id;
+
+	if (o->seq < 0)
+		return;
+	if (!o->fwd_thread) {
+		fwdbwd_forward(&w->fwdbwd, c->pid, o);
+		return;
+	}
+	if (!fwdbwd_backward(&w->fwdbwd, c->pid, o, &fwd))
+		return;
+	id = ++w->flows;
+	w->fwdbwd_flows++;
+	fprintf(w->f, "%s{\"ph\":\"s\",\"cat\":\"fwdbwd\",\"name\":"
+		"\"fwdbwd\",\"id\":%llu,\"pid\":%u,\"tid\":%u,\"ts\":",
+		chrome_next(w), (unsigned long long)id, fwd.pid, fwd.tid);
+	chrome_ts(w, fwd.start_ns);
+	fprintf(w->f, "},\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"fwdbwd\","
+		"\"name\":\"fwdbwd\",\"id\":%llu,\"pid\":%u,\"tid\":%u,"
+		"\"ts\":", (unsigned long long)id, c->pid, o->tid);
+	w->events++;
+	chrome_ts(w, o->start_ns);
+	fputc('}', w->f);
 }
 
 static void write_op(void *ctx, struct trace *t, const struct closed_op *c)
@@ -64,8 +113,19 @@ static void write_op(void *ctx, struct trace *t, const struct closed_op *c)
 	chrome_ts(w, o->start_ns);
 	fputs(",\"dur\":", f);
 	json_us(f, op_duration(o));
-	fprintf(f, ",\"args\":{\"Sequence number\":%lld,\"scope\":\"%s\"",
-		(long long)o->seq, scope_name(o->scope));
+	/* Kineto's args: the id that joins an op to its CUDA runtime calls
+	 * and kernels, and the sequence number only when there is one,
+	 * with the forward op's thread (0 on forward ops). */
+	fprintf(f, ",\"args\":{\"External id\":%llu,\"Record function id\":"
+		"%llu", (unsigned long long)o->id + 1,
+		(unsigned long long)o->id + 1);
+	if (o->seq >= 0) {
+		fprintf(f, ",\"Sequence number\":%lld", (long long)o->seq);
+		if (t->fwd_threads || o->fwd_thread)
+			fprintf(f, ",\"Fwd thread id\":%llu",
+				(unsigned long long)o->fwd_thread);
+	}
+	fprintf(f, ",\"scope\":\"%s\"", scope_name(o->scope));
 	if (why)
 		fprintf(f, ",\"truncated\":\"%s\"", why);
 	if (o->flags & OP_ASYNC_END)
@@ -73,15 +133,13 @@ static void write_op(void *ctx, struct trace *t, const struct closed_op *c)
 	if (o->flags & OP_NAME_TRUNCATED)
 		fputs(",\"name_truncated\":true", f);
 	fputs("}}", f);
+	write_fwdbwd(w, c);
 }
 
 static void write_process_name(struct chrome_writer *w,
 			       const struct trace *t)
 {
-	fprintf(w->f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,"
-		"\"tid\":0,\"args\":{\"name\":", chrome_next(w), t->pid);
-	json_string(w->f, t->process_name);
-	fputs("}}", w->f);
+	name_process(w, t->pid, t->process_name, 0);
 }
 
 /* Per-op totals, and for a sampled capture the estimates for all ops
@@ -160,10 +218,11 @@ static void write_gpu_counts(FILE *f, const struct trace *t)
 	fputc('}', f);
 }
 
-static void write_other_data(FILE *f, const struct trace *t,
-			     const struct aggregate *a, uint64_t base_ns)
+static void write_other_data(const struct chrome_writer *w,
+			     const struct trace *t, const struct aggregate *a)
 {
 	const struct counts *c = &t->counts;
+	FILE *f = w->f;
 
 	fputs("\"otherData\":{\"tracer\":\"rfbpf " RFBPF_VERSION
 	      "\",\"library\":", f);
@@ -177,7 +236,7 @@ static void write_other_data(FILE *f, const struct trace *t,
 	/* ts is µs after this CLOCK_MONOTONIC instant (bpf_ktime_get_ns()),
 	 * to join the trace with other monotonic logs. */
 	fprintf(f, ",\"base_monotonic_ns\":%llu",
-		(unsigned long long)base_ns);
+		(unsigned long long)w->base_ns);
 	COUNT("events", c->events);
 	fputs(",\"before_events\":{", f);
 	for (unsigned v = 0, first = 1; v < RF_V_NR_BEFORE; v++, first = 0)
@@ -207,6 +266,10 @@ static void write_other_data(FILE *f, const struct trace *t,
 	COUNT("tree_too_deep", c->tree_too_deep);
 	COUNT("ops", c->ops);
 	COUNT("threads_seen", c->threads_seen);
+	COUNT("fwdbwd_flows", w->fwdbwd_flows);
+	COUNT("fwdbwd_forward_ops_forgotten", w->fwdbwd.forgotten);
+	fprintf(f, ",\"fwd_thread_ids\":%s", t->fwd_threads ? "true" :
+		"false");
 	write_gpu_counts(f, t);
 	if (a)
 		write_op_stats(f, t, a);
@@ -263,11 +326,12 @@ int chrome_finish(struct chrome_writer *w, const struct trace *t,
 
 	write_process_name(w, t);
 	fputs("\n],\n", w->f);
-	write_other_data(w->f, t, a, w->base_ns);
+	write_other_data(w, t, a);
 	fputs("}\n", w->f);
 	err = ferror(w->f);
 	u64map_free(&w->threads);
 	u64map_free(&w->tracks);
+	fwdbwd_free(&w->fwdbwd);
 	if (w->own_file && fclose(w->f) && !err)
 		return -1;
 	w->f = NULL;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include "model/trace.h"
 #include "model/u64map.h"
+#include "chrome_fwdbwd.h"
 #include "json_writer.h"
 
 struct chrome_writer {
@@ -19,7 +20,9 @@ struct chrome_writer {
 	uint64_t events;	/* written so far */
 	struct u64map threads;	/* tids whose name was written */
 	struct u64map tracks;	/* GPU devices and streams named */
-	uint64_t flows;		/* ids of op-to-kernel flows */
+	uint64_t flows;		/* ids of flows (op-to-kernel, fwdbwd) */
+	struct fwdbwd fwdbwd;	/* forward ops awaiting their backward */
+	uint64_t fwdbwd_flows;	/* fwdbwd flows written */
 	/* Timestamps are written relative to this CLOCK_MONOTONIC instant,
 	 * as Kineto does (absolute ns overflow a double's 53 bits of
 	 * precision after about 104 days of uptime); the file states it

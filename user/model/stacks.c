@@ -125,8 +125,8 @@ static void unwind_to(struct trace *t, struct thread *th, uint32_t keep,
 	}
 }
 
-void stacks_before(struct trace *t, const struct rf_event_hdr *h,
-		   const char *name, int64_t seq)
+int32_t stacks_before(struct trace *t, const struct rf_event_hdr *h,
+		      const char *name, int64_t seq)
 {
 	struct thread *th;
 	struct op *o;
@@ -168,13 +168,13 @@ void stacks_before(struct trace *t, const struct rf_event_hdr *h,
 	slot = free_slot(t);
 	if (!th || id == UINT32_MAX || slot == UINT32_MAX || push(th, slot)) {
 		t->counts.oom++;
-		return;
+		return -1;
 	}
 	o = &t->ops[slot];
 	if (!u64map_put(&t->open, key, slot)) {
 		th->depth--;
 		t->counts.oom++;
-		return;
+		return -1;
 	}
 	t->free_slot = o->next_free;
 	memset(o, 0, sizeof(*o));
@@ -195,6 +195,18 @@ void stacks_before(struct trace *t, const struct rf_event_hdr *h,
 		o->flags |= OP_NAME_FAULT;
 	t->nr_open++;
 	t->counts.ops++;
+	return (int32_t)slot;
+}
+
+void stacks_before_event(struct trace *t, const struct rf_event_hdr *h,
+			 const struct rf_before_event *e)
+{
+	int32_t i = stacks_before(t, h, e->name, e->seq);
+
+	if (i >= 0) {
+		t->ops[i].rf_thread = e->thread_id;
+		t->ops[i].fwd_thread = e->fwd_thread_id;
+	}
 }
 
 static bool ended_recently(const struct thread *th, uint64_t addr)

@@ -144,18 +144,12 @@ const char *scope_name(uint8_t scope)
 	return "unknown";
 }
 
-/* Kineto files every RecordFunction op under "cpu_op" and user scopes under
- * "user_annotation"; scopes Kineto has no name for keep their own. */
+/* Kineto files every RecordFunction op under "cpu_op" whatever its scope
+ * (HTA and TensorBoard filter on it), and user scopes under
+ * "user_annotation"; the scope itself is in args. */
 const char *scope_category(uint8_t scope)
 {
-	switch (scope) {
-	case 0: case 1: case 3: case 6: case 8:
-		return "cpu_op";
-	case 7:
-		return "user_annotation";
-	default:
-		return scope_name(scope);
-	}
+	return scope == 7 ? "user_annotation" : "cpu_op";
 }
 
 const char *variant_name(unsigned variant)

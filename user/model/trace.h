@@ -41,6 +41,10 @@ struct op {
 	uint64_t id;		/* which op this is, counting from 0 in the
 				 * order they began */
 	int64_t seq;
+	uint64_t rf_thread;	/* PyTorch's number for its thread (0 if
+				 * unread), as fwd_thread names it */
+	uint64_t fwd_thread;	/* backward ops: rf_thread of the forward op
+				 * with the same seq (0 otherwise) */
 	uint64_t child_ns;	/* time of its direct children closed so far */
 	uint64_t paused_ns;	/* its thread was held by rfbpf meanwhile */
 	uint32_t tid;		/* thread it began on (and is nested in) */
@@ -152,6 +156,7 @@ struct trace {
 	double sample_prob;		/* 1.0 unless sampled */
 	double tree_prob;		/* 1.0 unless --tree-sample */
 	bool activated;			/* rfbpf registered the callback */
+	bool fwd_threads;		/* backward ops' fwd_thread was read */
 	struct gpu gpu;			/* CUPTI agent activity, if any */
 };
 
@@ -174,9 +179,13 @@ void trace_forget_thread(struct trace *t, uint32_t tid);
 /* Sets a thread's comm (and its id in names). */
 void trace_name_thread(struct trace *t, struct thread *th, const char *comm);
 
-/* The events, in ring-buffer order. */
-void stacks_before(struct trace *t, const struct rf_event_hdr *h,
-		   const char *name, int64_t seq);
+/* The events, in ring-buffer order. before returns the op's slot, or -1
+ * if it could not be opened. */
+int32_t stacks_before(struct trace *t, const struct rf_event_hdr *h,
+		      const char *name, int64_t seq);
+/* A before event as BPF sends it: the op and its PyTorch thread ids. */
+void stacks_before_event(struct trace *t, const struct rf_event_hdr *h,
+			 const struct rf_before_event *e);
 void stacks_end(struct trace *t, const struct rf_event_hdr *h);
 void stacks_thread_exit(struct trace *t, uint32_t tid, uint64_t ts_ns);
 /* rfbpf held thread tid from from_ns to to_ns (to re-register the
