@@ -71,8 +71,9 @@ static const struct argp_option options[] = {
 	{ "top", OPT_TOP, "N", 0, "Print the N heaviest rows (default 30, "
 	  "0 = all)", 0 },
 	{ "sort", OPT_SORT, "KEY", 0,
-	  "Sort the table by self, total, calls or cuda (CUDA total; "
-	  "default self)", 0 },
+	  "Sort the table by a column: self (default), total, calls, avg, "
+	  "min, max, cuda (CUDA total), self_cuda, kernels, or name (A to "
+	  "Z)", 0 },
 	{ "lib", OPT_LIB, "PATH", 0,
 	  "The libtorch_cpu.so to probe (default: found in the target)", 0 },
 	{ "ringbuf-mb", OPT_RINGBUF, "MB", 0,
@@ -314,19 +315,27 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 				      "invalid --top '%s': expected a count "
 				      ">= 0");
 		break;
-	case OPT_SORT:
-		if (!strcmp(arg, "self"))
-			opt->sort = SORT_SELF;
-		else if (!strcmp(arg, "total"))
-			opt->sort = SORT_TOTAL;
-		else if (!strcmp(arg, "calls"))
-			opt->sort = SORT_CALLS;
-		else if (!strcmp(arg, "cuda"))
-			opt->sort = SORT_CUDA;
-		else
-			bad("invalid --sort '%s': expected self, total, calls "
-			    "or cuda", arg);
+	case OPT_SORT: {
+		static const struct { const char *name; enum sort_key key; }
+		keys[] = {
+			{ "self", SORT_SELF }, { "total", SORT_TOTAL },
+			{ "calls", SORT_CALLS }, { "avg", SORT_AVG },
+			{ "min", SORT_MIN }, { "max", SORT_MAX },
+			{ "cuda", SORT_CUDA }, { "self_cuda", SORT_SELF_CUDA },
+			{ "kernels", SORT_KERNELS }, { "name", SORT_NAME },
+		};
+		size_t k = 0;
+
+		while (k < sizeof(keys) / sizeof(keys[0]) &&
+		       strcmp(arg, keys[k].name))
+			k++;
+		if (k == sizeof(keys) / sizeof(keys[0]))
+			bad("invalid --sort '%s': expected self, total, calls, "
+			    "avg, min, max, cuda, self_cuda, kernels or name",
+			    arg);
+		opt->sort = keys[k].key;
 		break;
+	}
 	case OPT_LIB: opt->lib = arg; break;
 	case OPT_RINGBUF: {
 		long mb = parse_long(arg, 1, 1024, "invalid --ringbuf-mb '%s': "
@@ -403,6 +412,13 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			    "");
 		if (!opt->gpu && opt->gpu_folded_path)
 			bad("%s--gpu-folded needs GPU tracing (drop --no-gpu)",
+			    "");
+		/* A stack needs every op above the leaf; RecordFunction's
+		 * sampler drops some, so a stack would be made up. */
+		if (opt->sample_prob != 1.0 &&
+		    (opt->folded_path || opt->gpu_folded_path))
+			bad("%s--folded and --gpu-folded need whole op stacks, "
+			    "which --sample does not keep: use --tree-sample",
 			    "");
 		break;
 	default:

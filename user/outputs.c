@@ -16,6 +16,8 @@ int outputs_start(struct outputs *o, struct trace *t,
 	aggregate_init(&o->agg);
 	stack_profile_init(&o->stacks);
 	stack_profile_init(&o->gpu_stacks);
+	if (opt->tree_prob < 1.0)
+		aggregate_by_tree(&o->agg);
 	s = aggregate_sink(&o->agg);
 	trace_add_sink(t, &s);
 	if (opt->folded_path) {

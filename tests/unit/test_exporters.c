@@ -773,7 +773,7 @@ TEST(aggregate_by_name)
 	build_trace(&x, WITH_ALL);
 	/* Was a.nr == 6: rows are now indexed by name id (thread names
 	 * have ids too), so the rows with calls are what is counted. */
-	sorted = aggregate_sorted(a, SORT_SELF, &nr);
+	sorted = aggregate_sorted(a, &x.t, SORT_SELF, &nr);
 	CHECK(sorted != NULL);
 	CHECK_EQ_U64(nr, 6);
 	CHECK_EQ_U64(a->nr_called, 6);
@@ -823,7 +823,7 @@ static void check_order(const struct trace *t, const struct aggregate *a,
 			enum sort_key key, const char *const *order, size_t n)
 {
 	size_t nr;
-	struct op_stats *rows = aggregate_sorted(a, key, &nr);
+	struct op_stats *rows = aggregate_sorted(a, t, key, &nr);
 
 	CHECK(rows != NULL);
 	CHECK_EQ_U64(nr, n);
@@ -897,7 +897,9 @@ TEST(aggregate_counts_truncated_calls)
 	ev_end(t, 1, 0x30, 450);
 	const struct op_stats *c = row_of(t, &x.agg, "c");
 	CHECK(c && c->calls == 2 && c->truncated == 1);
-	CHECK(c && c->min_ns == 50 && c->max_ns == 100 && c->total_ns == 150);
+	/* The cut call counts in Total, not in Min, Max or Avg. */
+	CHECK(c && c->min_ns == 50 && c->max_ns == 50 && c->total_ns == 150);
+	CHECK(c && c->ended == 1 && c->ended_ns == 50);
 	const struct op_stats *p = row_of(t, &x.agg, "p");
 	CHECK(p && p->self_ns == 100 && p->truncated == 0);
 	fixture_free(&x);
@@ -916,7 +918,8 @@ TEST(table_from_aggregate)
 	print_table(f, &x.t, &x.agg, SORT_SELF, 2);
 	fclose(f);
 	const char *fwd = strstr(text, "\nforward ");
-	const char *utf8 = strstr(text, "\n" N_UTF8 " ");
+	/* Invalid bytes show as U+FFFD, as in JSON. */
+	const char *utf8 = strstr(text, "\n" N_UTF8_JSON " ");
 	CHECK(fwd && utf8 && fwd < utf8);
 	CHECK(!strstr(text, "\naten::mul "));	/* third of 2 shown */
 	CHECK(strstr(text, "(4 more ops not shown: --top 0 shows all)\n"));
@@ -925,6 +928,88 @@ TEST(table_from_aggregate)
 	CHECK(strstr(text, "Self time total: 800.999us; 8 ops; 2 threads "
 		      "seen in PID 4242 (python3)\n"));
 	free(text);
+	fixture_free(&x);
+}
+
+/* Names are cut by terminal columns at a character boundary, control
+ * characters cannot break a row, and a row with cut calls is marked. */
+TEST(table_names_by_display_width)
+{
+	struct fixture x;
+	char *text = NULL;
+	size_t len;
+	/* 30 wide characters: 60 columns, more than the 52 there are. */
+	char wide[30 * 3 + 1] = "";
+
+	for (int i = 0; i < 30; i++)
+		strcat(wide, "\xe6\xbc\xa2");		/* U+6F22, 2 columns */
+	fixture_init(&x, 1, WITH_ALL);
+	ev_before(&x.t, 1, 0x10, 100, wide, 0);
+	ev_end(&x.t, 1, 0x10, 200);
+	ev_before(&x.t, 1, 0x20, 300, "two\nlines", 0);
+	ev_end(&x.t, 1, 0x20, 400);
+	ev_before(&x.t, 1, 0x30, 500, "cut", 0);
+	stacks_detach(&x.t, 700);
+	FILE *f = open_memstream(&text, &len);
+	CHECK(f != NULL);
+	print_table(f, &x.t, &x.agg, SORT_NAME, 0);
+	fclose(f);
+	/* 24 wide characters (48 columns) and "...", then a space to 52. */
+	char want[24 * 3 + 8];
+	memcpy(want, wide, 24 * 3);
+	strcpy(want + 24 * 3, "... ");
+	CHECK(strstr(text, want) != NULL);
+	/* Not 25 of them: that would be 53 columns with "...". */
+	char over[25 * 3 + 4];
+	memcpy(over, wide, 25 * 3);
+	strcpy(over + 25 * 3, "...");
+	CHECK(!strstr(text, over));
+	CHECK(strstr(text, "\ntwo lines ") != NULL);
+	CHECK(!strstr(text, "\nlines"));
+	CHECK(strstr(text, "\ncut* ") != NULL);
+	CHECK(strstr(text, "* rows with calls cut short (1 in all"));
+	/* The cut call has no Avg, Min or Max of its own. */
+	const char *cut = strstr(text, "\ncut* ");
+	CHECK(cut && strstr(cut, "         -           -           -"));
+	/* By name: "cut" < "two..." < the wide name. */
+	const char *two = strstr(text, "\ntwo lines");
+	const char *w = strstr(text, wide);
+	CHECK(cut && two && cut < two && (!w || two < w));
+	free(text);
+	fixture_free(&x);
+}
+
+/* Under --sample self time is not an estimate of anything: the table,
+ * its footer and op_stats say so instead of showing a number. */
+TEST(sampled_self_time_is_not_available)
+{
+	struct fixture x;
+	char *text = NULL;
+	size_t len;
+	struct jv root;
+
+	build_trace(&x, WITH_ALL);
+	x.t.sample_prob = 0.1;
+	FILE *f = open_memstream(&text, &len);
+	CHECK(f != NULL);
+	print_table(f, &x.t, &x.agg, SORT_SELF, 0);
+	fclose(f);
+	CHECK(strstr(text, "Est. total"));
+	CHECK(strstr(text, "Self time: not available under --sample"));
+	CHECK(strstr(text, "Sorted by Est. total"));
+	const char *fwd = strstr(text, "\nforward ");
+	CHECK(fwd && strstr(fwd, "    n/a         n/a         n/a  "));
+	free(text);
+	const char *json = finish_chrome(&x, &x.agg);
+	CHECK(!json_parse(json, x.cap.len, &root));
+	const struct jv *other = jget(&root, "otherData");
+	const struct jv *mul = op_stats_entry(jget(other, "op_stats"),
+					      "aten::mul");
+	CHECK(mul && jnum(mul, "est_total_ns") && jnum(mul, "est_calls"));
+	CHECK(mul && !jget(mul, "est_self_ns") && !jget(mul, "self_ns"));
+	CHECK(jstr(other, "self_time") &&
+	      strstr(jstr(other, "self_time"), "not available"));
+	jv_free(&root);
 	fixture_free(&x);
 }
 

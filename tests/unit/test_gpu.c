@@ -480,7 +480,7 @@ TEST(gpu_time_per_op)
 	}
 	CHECK_EQ_U64(a->gpu_self_ns, 750);
 	CHECK_EQ_U64(a->nr_called, 2);
-	sorted = aggregate_sorted(a, SORT_CUDA, &nr);
+	sorted = aggregate_sorted(a, &x.t, SORT_CUDA, &nr);
 	CHECK(sorted != NULL);
 	CHECK_EQ_U64(nr, 2);
 	if (sorted && nr == 2) {

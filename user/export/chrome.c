@@ -148,7 +148,13 @@ static void write_op_stats(FILE *f, const struct trace *t,
 			   const struct aggregate *a)
 {
 	bool sampled = trace_keep_prob(t) < 1.0;
+	bool self_known = trace_self_known(t);
 
+	/* A quantity that cannot be estimated is absent, and says why. */
+	if (!self_known) {
+		fputs(",\"self_time\":", f);
+		json_string(f, trace_self_unknown_why);
+	}
 	fputs(",\"op_stats\":[", f);
 	for (size_t i = 0, n = 0; i < a->nr; i++) {
 		const struct op_stats *r = &a->rows[i];
@@ -158,10 +164,14 @@ static void write_op_stats(FILE *f, const struct trace *t,
 			continue;
 		fputs(n++ ? ",\n{\"name\":" : "\n{\"name\":", f);
 		json_string(f, names_get(&t->names, r->name));
-		fprintf(f, ",\"calls\":%llu,\"total_ns\":%llu,\"self_ns\":%llu",
+		fprintf(f, ",\"calls\":%llu,\"total_ns\":%llu",
 			(unsigned long long)r->calls,
-			(unsigned long long)r->total_ns,
-			(unsigned long long)r->self_ns);
+			(unsigned long long)r->total_ns);
+		if (self_known)
+			fprintf(f, ",\"self_ns\":%llu",
+				(unsigned long long)r->self_ns);
+		fprintf(f, ",\"truncated_calls\":%llu",
+			(unsigned long long)r->truncated);
 		if (t->gpu.counts.agent_seen)
 			fprintf(f, ",\"self_cuda_ns\":%llu,\"cuda_total_ns\":"
 				"%llu,\"kernels\":%llu",
@@ -171,10 +181,12 @@ static void write_op_stats(FILE *f, const struct trace *t,
 		if (sampled) {
 			estimate_op(r, trace_keep_prob(t), &e);
 			fprintf(f, ",\"est_calls\":%.1f,\"est_calls_se\":%.1f,"
-				"\"est_total_ns\":%.0f,\"est_total_se_ns\":%.0f,"
-				"\"est_self_ns\":%.0f,\"est_self_se_ns\":%.0f",
-				e.calls, e.calls_se, e.total_ns, e.total_se,
-				e.self_ns, e.self_se);
+				"\"est_total_ns\":%.0f,\"est_total_se_ns\":%.0f",
+				e.calls, e.calls_se, e.total_ns, e.total_se);
+			if (self_known)
+				fprintf(f, ",\"est_self_ns\":%.0f,"
+					"\"est_self_se_ns\":%.0f", e.self_ns,
+					e.self_se);
 		}
 		fputc('}', f);
 	}

@@ -1,16 +1,30 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "folded.h"
 
+/* A frame of its own: ';' separates frames, a line ends a stack, and
+ * speedscope's parser also splits at '\r'; an empty frame would leave
+ * "a;;b" or a trailing ';'. */
 size_t folded_put_frame(char *buf, size_t used, size_t cap, const char *s)
 {
 	if (used && used < cap)
 		buf[used++] = ';';
+	if (!*s)
+		s = "[no name]";
 	for (; *s && used < cap; s++)
-		buf[used++] = *s == ';' ? ':' : *s == '\n' ? ' ' : *s;
+		buf[used++] = *s == ';' ? ':' :
+			      *s == '\n' || *s == '\r' ? ' ' : *s;
 	return used;
+}
+
+/* A tree-sampled trace kept each tree with probability p: its weights
+ * are estimates for all trees (--sample is refused for stacks). */
+static uint64_t estimated(const struct trace *t, uint64_t v)
+{
+	return (uint64_t)llround(v / trace_keep_prob(t));
 }
 
 /* "process;thread [tid];" then the row's frames; the last one prefixed
@@ -52,7 +66,8 @@ int write_folded(FILE *f, const struct trace *t, const struct stack_profile *p)
 {
 	for (size_t i = 0; i < p->nr; i++)
 		if (p->rows[i].v.self_ns)
-			write_row(f, t, &p->rows[i], NULL, p->rows[i].v.self_ns);
+			write_row(f, t, &p->rows[i], NULL,
+				  estimated(t, p->rows[i].v.self_ns));
 	return 0;
 }
 
@@ -62,7 +77,7 @@ int write_gpu_folded(FILE *f, const struct trace *t,
 	for (size_t i = 0; i < p->nr; i++)
 		if (p->rows[i].v.gpu_ns)
 			write_row(f, t, &p->rows[i], "[gpu] ",
-				  p->rows[i].v.gpu_ns);
+				  estimated(t, p->rows[i].v.gpu_ns));
 	return 0;
 }
 

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
+#include <math.h>
 #include <string.h>
 #include <stdlib.h>
 #include "table.h"
+#include "text_cell.h"
 
 #define NAME_W 52
 
@@ -15,19 +17,37 @@ void format_duration(uint64_t ns, char *buf, size_t len)
 		snprintf(buf, len, "%.3fs", ns / 1e9);
 }
 
+/* The columns after the name, as torch.profiler names them. */
+static const char *const full_cols[] = {
+	"Self %", "Self", "Total %", "Total", "Avg", "Min", "Max", "Calls",
+};
+static const int full_w[] = { 7, 10, 7, 10, 10, 10, 10, 8 };
+static const char *const sampled_cols[] = {
+	"Self %", "Est. self", "+- self", "Est. total", "+- total", "Sampled",
+	"Est. calls", "+- calls",
+};
+static const int sampled_w[] = { 7, 10, 10, 10, 10, 8, 10, 8 };
+static const char *const gpu_cols[] = { "Self CUDA", "CUDA total", "Kernels" };
+static const int gpu_w[] = { 10, 10, 7 };
+#define NR_COLS 8
+
 static void rule(FILE *f, bool sampled, bool gpu)
 {
-	char line[NAME_W + 1];
+	const int *w = sampled ? sampled_w : full_w;
 
-	memset(line, '-', NAME_W);
-	line[NAME_W] = 0;
-	if (sampled)
-		fprintf(f, "%s  -------  ----------  ----------  ----------  "
-			"--------  ----------  --------", line);
-	else
-		fprintf(f, "%s  -------  ----------  -------  ----------  "
-			"----------  ----------  ----------  --------", line);
-	fprintf(f, "%s\n", gpu ? "  ----------  ----------  -------" : "");
+	for (int i = 0; i < NAME_W; i++)
+		fputc('-', f);
+	for (int c = 0; c < NR_COLS; c++) {
+		fputs("  ", f);
+		for (int i = 0; i < w[c]; i++)
+			fputc('-', f);
+	}
+	for (int c = 0; gpu && c < 3; c++) {
+		fputs("  ", f);
+		for (int i = 0; i < gpu_w[c]; i++)
+			fputc('-', f);
+	}
+	fputc('\n', f);
 }
 
 /* GPU columns, as torch.profiler's Self CUDA / CUDA total. */
@@ -41,68 +61,96 @@ static void print_gpu_cells(FILE *f, const struct op_stats *r)
 		(unsigned long long)r->kernels);
 }
 
-/* Long names keep their head and end with "...", as torch does. */
-static void print_name(FILE *f, const char *name)
+/* A row's name; '*' marks a row with calls cut short. */
+static void print_name(FILE *f, const struct op_stats *r, const char *name)
 {
-	if (strlen(name) > NAME_W)
-		fprintf(f, "%.*s...", NAME_W - 3, name);
-	else
-		fprintf(f, "%-*s", NAME_W, name);
+	print_cell(f, name, NAME_W, r->truncated ? '*' : 0);
 }
 
 static void print_row(FILE *f, const struct op_stats *r, const char *name,
 		      uint64_t all_self)
 {
-	char self[24], total[24], avg[24], min[24], max[24];
+	char self[24], total[24], avg[24] = "-", min[24] = "-", max[24] = "-";
 	double denom = all_self ? (double)all_self : 1;
 
 	format_duration(r->self_ns, self, sizeof(self));
 	format_duration(r->total_ns, total, sizeof(total));
-	format_duration(r->total_ns / r->calls, avg, sizeof(avg));
-	format_duration(r->min_ns, min, sizeof(min));
-	format_duration(r->max_ns, max, sizeof(max));
-	print_name(f, name);
+	if (r->ended) {
+		format_duration(r->ended_ns / r->ended, avg, sizeof(avg));
+		format_duration(r->min_ns, min, sizeof(min));
+		format_duration(r->max_ns, max, sizeof(max));
+	}
+	print_name(f, r, name);
 	fprintf(f, "  %6.2f%%  %10s  %6.2f%%  %10s  %10s  %10s  %10s  %8llu",
 		100.0 * r->self_ns / denom, self, 100.0 * r->total_ns / denom,
 		total, avg, min, max, (unsigned long long)r->calls);
 }
 
-/* Sampled captures: estimates for all ops, with standard errors. */
+/* Sampled captures: estimates for all ops, with standard errors; self
+ * time only when whole trees were kept. */
 static void print_sampled_row(FILE *f, const struct op_stats *r,
-			      const char *name, uint64_t all_self, double p)
+			      const char *name, uint64_t all_self, double p,
+			      bool self_known)
 {
-	char self[24], total[24], se[24];
+	char self[24] = "n/a", self_se[24] = "n/a", pct[24] = "n/a";
+	char total[24], se[24];
 	struct op_estimate e;
-	double denom = all_self ? (double)all_self : 1;
 
 	estimate_op(r, p, &e);
-	format_duration(e.self_ns, self, sizeof(self));
+	if (self_known) {
+		format_duration(e.self_ns, self, sizeof(self));
+		format_duration(e.self_se, self_se, sizeof(self_se));
+		snprintf(pct, sizeof(pct), "%6.2f%%", 100.0 * r->self_ns /
+			 (all_self ? (double)all_self : 1));
+	}
 	format_duration(e.total_ns, total, sizeof(total));
 	format_duration(e.total_se, se, sizeof(se));
-	print_name(f, name);
-	fprintf(f, "  %6.2f%%  %10s  %10s  %10s  %8llu  %10.0f  %8.0f",
-		100.0 * r->self_ns / denom, self, total, se,
-		(unsigned long long)r->calls, e.calls, e.calls_se);
+	print_name(f, r, name);
+	fprintf(f, "  %7s  %10s  %10s  %10s  %10s  %8llu  %10.0f  %8.0f",
+		pct, self, self_se, total, se, (unsigned long long)r->calls,
+		e.calls, e.calls_se);
 }
 
 static void print_header(FILE *f, bool sampled, bool gpu)
 {
-	if (sampled)
-		fprintf(f, "%-*s  %7s  %10s  %10s  %10s  %8s  %10s  %8s",
-			NAME_W, "Name", "Self %", "Est. self", "Est. total",
-			"+- total", "Sampled", "Est. calls", "+- calls");
-	else
-		fprintf(f, "%-*s  %7s  %10s  %7s  %10s  %10s  %10s  %10s  "
-			"%8s", NAME_W, "Name", "Self %", "Self", "Total %",
-			"Total", "Avg", "Min", "Max", "Calls");
-	if (gpu)
-		fprintf(f, "  %10s  %10s  %7s", "Self CUDA", "CUDA total",
-			"Kernels");
+	const char *const *cols = sampled ? sampled_cols : full_cols;
+	const int *w = sampled ? sampled_w : full_w;
+
+	fprintf(f, "%-*s", NAME_W, "Name");
+	for (int c = 0; c < NR_COLS; c++)
+		fprintf(f, "  %*s", w[c], cols[c]);
+	for (int c = 0; gpu && c < 3; c++)
+		fprintf(f, "  %*s", gpu_w[c], gpu_cols[c]);
 	fputc('\n', f);
 }
 
+/* What the whole table adds up to, estimated for all ops if sampled. */
+static void print_self_total(FILE *f, const struct trace *t,
+			     const struct aggregate *a)
+{
+	double p = trace_keep_prob(t);
+	char total[24], se[24];
+	double sq = 0;
+
+	if (!trace_self_known(t)) {
+		fprintf(f, "Self time: %s\n", trace_self_unknown_why);
+		return;
+	}
+	if (p >= 1.0) {
+		format_duration(a->self_ns, total, sizeof(total));
+		fprintf(f, "Self time total: %s; ", total);
+		return;
+	}
+	for (size_t i = 0; i < a->nr; i++)
+		sq += a->rows[i].self_sq;
+	format_duration(llround(a->self_ns / p), total, sizeof(total));
+	format_duration(llround(sqrt(sq * (1 - p)) / p), se, sizeof(se));
+	fprintf(f, "Est. self time total: %s (+- %s, rows not independent); ",
+		total, se);
+}
+
 static void print_footer(FILE *f, const struct trace *t,
-			 const struct aggregate *a)
+			 const struct aggregate *a, enum sort_key sort)
 {
 	const struct counts *c = &t->counts;
 	char total[24], losses[768], children[64] = "";
@@ -112,11 +160,19 @@ static void print_footer(FILE *f, const struct trace *t,
 		snprintf(children, sizeof(children), " and %llu child "
 			 "process%s", (unsigned long long)nr_children,
 			 nr_children > 1 ? "es" : "");
-	format_duration(a->self_ns, total, sizeof(total));
-	fprintf(f, "Self time total: %s; %llu ops; %llu threads seen in PID "
-		"%u (%s)%s\n", total, (unsigned long long)c->ops,
+	print_self_total(f, t, a);
+	fprintf(f, "%llu ops; %llu threads seen in PID "
+		"%u (%s)%s\n", (unsigned long long)c->ops,
 		(unsigned long long)c->threads_seen, t->pid, t->process_name,
 		children);
+	if (counts_truncated(c))
+		fprintf(f, "* rows with calls cut short (%llu in all: see "
+			"below): their time up to the cut counts in Total, not "
+			"in Avg, Min or Max\n",
+			(unsigned long long)counts_truncated(c));
+	if (sort == SORT_SELF && !trace_self_known(t))
+		fprintf(f, "Sorted by Est. total: self time is not "
+			"available\n");
 	fprintf(f, "Events: %llu (", (unsigned long long)c->events);
 	for (unsigned v = 0; v < RF_V_NR_BEFORE; v++)
 		if (c->before[v] || c->bpf_hits[v])
@@ -144,8 +200,8 @@ static void print_footer(FILE *f, const struct trace *t,
 	}
 	if (t->tree_prob < 1.0)
 		fprintf(f, "TREE-SAMPLED: kept %llu of %llu top-level op trees "
-			"(p=%g)%s; Est. columns also scale by 1/p, +- assumes "
-			"independent ops and is too small for whole trees\n",
+			"(p=%g)%s; Est. columns also scale by 1/p, +- is one "
+			"standard error over whole trees\n",
 			(unsigned long long)c->trees_kept,
 			(unsigned long long)c->trees_seen, t->tree_prob,
 			c->tree_too_deep ? ", some nested too deep to track" :
@@ -157,8 +213,11 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 {
 	size_t shown = 0, nr;
 	bool sampled = trace_keep_prob(t) < 1.0;
+	bool self_known = trace_self_known(t);
 	bool gpu = t->gpu.counts.agent_seen;
-	struct op_stats *rows = aggregate_sorted(a, sort, &nr);
+	struct op_stats *rows = aggregate_sorted(a, t, sort == SORT_SELF &&
+						 !self_known ? SORT_TOTAL :
+						 sort, &nr);
 
 	if (!rows || a->oom) {
 		fprintf(f, "rfbpf: out of memory building the table\n");
@@ -175,7 +234,7 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 			continue;
 		if (sampled)
 			print_sampled_row(f, &rows[i], name, a->self_ns,
-					  trace_keep_prob(t));
+					  trace_keep_prob(t), self_known);
 		else
 			print_row(f, &rows[i], name, a->self_ns);
 		if (gpu)
@@ -187,6 +246,6 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 	if (shown < a->nr_called)
 		fprintf(f, "(%zu more ops not shown: --top 0 shows all)\n",
 			a->nr_called - shown);
-	print_footer(f, t, a);
+	print_footer(f, t, a, sort);
 	free(rows);
 }

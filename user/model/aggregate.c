@@ -48,6 +48,93 @@ unsigned agg_latency_bucket(uint64_t ns)
 	return b;
 }
 
+void aggregate_by_tree(struct aggregate *a)
+{
+	a->by_tree = true;
+}
+
+bool trace_self_known(const struct trace *t)
+{
+	return t->sample_prob >= 1.0;
+}
+
+const char trace_self_unknown_why[] =
+	"not available under --sample: RecordFunction samples each op on "
+	"its own, so a sampled op's children that were not sampled cannot "
+	"be subtracted from it, nor its unsampled parents seen (use "
+	"--tree-sample for self times and stacks)";
+
+static struct open_tree *open_tree(struct aggregate *a, uint32_t tid)
+{
+	struct open_tree *tr;
+
+	for (size_t i = 0; i < a->nr_trees; i++)
+		if (a->trees[i].tid == tid)
+			return &a->trees[i];
+	if (a->nr_trees == a->cap_trees) {
+		size_t cap = a->cap_trees ? a->cap_trees * 2 : 8;
+
+		tr = realloc(a->trees, cap * sizeof(*tr));
+		if (!tr)
+			return NULL;
+		a->trees = tr;
+		a->cap_trees = cap;
+	}
+	tr = &a->trees[a->nr_trees++];
+	memset(tr, 0, sizeof(*tr));
+	tr->tid = tid;
+	return tr;
+}
+
+/* Adds an op's share to its thread's open tree. */
+static bool tree_add(struct aggregate *a, uint32_t tid, uint32_t row,
+		     uint64_t d, uint64_t self)
+{
+	struct open_tree *tr = open_tree(a, tid);
+	struct tree_part *p = NULL;
+
+	if (!tr)
+		return false;
+	for (size_t i = 0; i < tr->nr && !p; i++)
+		if (tr->parts[i].row == row)
+			p = &tr->parts[i];
+	if (!p) {
+		if (tr->nr == tr->cap) {
+			size_t cap = tr->cap ? tr->cap * 2 : 16;
+			struct tree_part *parts = realloc(tr->parts,
+							  cap * sizeof(*parts));
+
+			if (!parts)
+				return false;
+			tr->parts = parts;
+			tr->cap = cap;
+		}
+		p = &tr->parts[tr->nr++];
+		*p = (struct tree_part){ .row = row };
+	}
+	p->calls++;
+	p->total_ns += d;
+	p->self_ns += self;
+	return true;
+}
+
+/* The tree on tid ended: its shares are one unit of each row's sums. */
+static void tree_close(struct aggregate *a, uint32_t tid)
+{
+	struct open_tree *tr = open_tree(a, tid);
+
+	for (size_t i = 0; tr && i < tr->nr; i++) {
+		const struct tree_part *p = &tr->parts[i];
+		struct op_stats *r = &a->rows[p->row];
+
+		r->calls_sq += (double)p->calls * p->calls;
+		r->total_sq += (double)p->total_ns * p->total_ns;
+		r->self_sq += (double)p->self_ns * p->self_ns;
+	}
+	if (tr)
+		tr->nr = 0;
+}
+
 void aggregate_add(struct aggregate *a, const struct closed_op *c)
 {
 	const struct op *o = c->op;
@@ -56,10 +143,14 @@ void aggregate_add(struct aggregate *a, const struct closed_op *c)
 
 	if (!r)
 		return;
-	if (!r->calls || d < r->min_ns)
-		r->min_ns = d;
-	if (d > r->max_ns)
-		r->max_ns = d;
+	if (!(o->flags & OP_TRUNCATED)) {
+		if (!r->ended || d < r->min_ns)
+			r->min_ns = d;
+		if (d > r->max_ns)
+			r->max_ns = d;
+		r->ended++;
+		r->ended_ns += d;
+	}
 	if (!r->calls) {
 		r->scope = o->scope;
 		a->nr_called++;
@@ -67,8 +158,15 @@ void aggregate_add(struct aggregate *a, const struct closed_op *c)
 	r->calls++;
 	r->total_ns += d;
 	r->self_ns += c->self_ns;
-	r->total_sq += (double)d * d;
-	r->self_sq += (double)c->self_ns * c->self_ns;
+	if (!a->by_tree) {
+		r->calls_sq += 1;
+		r->total_sq += (double)d * d;
+		r->self_sq += (double)c->self_ns * c->self_ns;
+	} else if (!tree_add(a, o->tid, o->name, d, c->self_ns)) {
+		a->oom = true;
+	} else if (c->parent_id < 0) {
+		tree_close(a, o->tid);
+	}
 	r->truncated += (o->flags & OP_TRUNCATED) != 0;
 	r->latency[agg_latency_bucket(d)]++;
 	a->self_ns += c->self_ns;
@@ -115,34 +213,58 @@ static int by_self(const void *x, const void *y)
 	       (a->name > b->name) - (a->name < b->name);
 }
 
-static int by_total(const void *x, const void *y)
-{
-	const struct op_stats *a = x, *b = y;
+/* Heaviest first; ties by self time, then name id, so the order is
+ * stable. */
+#define DESCENDING(fn, field)						\
+static int fn(const void *x, const void *y)				\
+{									\
+	const struct op_stats *a = x, *b = y;				\
+									\
+	return a->field < b->field ? 1 : a->field > b->field ? -1 :	\
+	       by_self(x, y);						\
+}
+DESCENDING(by_total, total_ns)
+DESCENDING(by_calls, calls)
+DESCENDING(by_cuda, gpu_total_ns)
+DESCENDING(by_self_cuda, gpu_self_ns)
+DESCENDING(by_kernels, kernels)
+DESCENDING(by_min, min_ns)
+DESCENDING(by_max, max_ns)
 
-	return a->total_ns < b->total_ns ? 1 : a->total_ns > b->total_ns ? -1 :
-	       by_self(x, y);
+static double avg_of(const struct op_stats *r)
+{
+	return r->ended ? (double)r->ended_ns / r->ended : 0;
 }
 
-static int by_calls(const void *x, const void *y)
+static int by_avg(const void *x, const void *y)
 {
-	const struct op_stats *a = x, *b = y;
+	double a = avg_of(x), b = avg_of(y);
 
-	return a->calls < b->calls ? 1 : a->calls > b->calls ? -1 :
-	       by_self(x, y);
+	return a < b ? 1 : a > b ? -1 : by_self(x, y);
 }
 
-static int by_cuda(const void *x, const void *y)
+static const struct names *sort_names;	/* for by_name, during qsort */
+
+static int by_name(const void *x, const void *y)
 {
 	const struct op_stats *a = x, *b = y;
+	int c = strcmp(names_get(sort_names, a->name),
+		       names_get(sort_names, b->name));
 
-	return a->gpu_total_ns < b->gpu_total_ns ? 1 :
-	       a->gpu_total_ns > b->gpu_total_ns ? -1 : by_self(x, y);
+	return c ? c : by_self(x, y);
 }
 
 struct op_stats *aggregate_sorted(const struct aggregate *a,
-				  enum sort_key key, size_t *nr)
+				  const struct trace *t, enum sort_key key,
+				  size_t *nr)
 {
-	int (*cmp)(const void *, const void *) = by_self;
+	static int (*const cmp[])(const void *, const void *) = {
+		[SORT_SELF] = by_self, [SORT_TOTAL] = by_total,
+		[SORT_CALLS] = by_calls, [SORT_CUDA] = by_cuda,
+		[SORT_AVG] = by_avg, [SORT_MIN] = by_min, [SORT_MAX] = by_max,
+		[SORT_SELF_CUDA] = by_self_cuda, [SORT_KERNELS] = by_kernels,
+		[SORT_NAME] = by_name,
+	};
 	struct op_stats *rows = malloc((a->nr ? a->nr : 1) * sizeof(*rows));
 
 	*nr = 0;
@@ -151,18 +273,17 @@ struct op_stats *aggregate_sorted(const struct aggregate *a,
 	for (size_t i = 0; i < a->nr; i++)
 		if (a->rows[i].calls || a->rows[i].gpu_total_ns)
 			rows[(*nr)++] = a->rows[i];
-	if (key == SORT_TOTAL)
-		cmp = by_total;
-	else if (key == SORT_CALLS)
-		cmp = by_calls;
-	else if (key == SORT_CUDA)
-		cmp = by_cuda;
-	qsort(rows, *nr, sizeof(*rows), cmp);
+	sort_names = &t->names;
+	qsort(rows, *nr, sizeof(*rows),
+	      key < sizeof(cmp) / sizeof(cmp[0]) && cmp[key] ? cmp[key] :
+	      by_self);
 	return rows;
 }
 
 void aggregate_reset(struct aggregate *a)
 {
+	for (size_t i = 0; i < a->nr_trees; i++)
+		a->trees[i].nr = 0;
 	a->nr = 0;
 	a->self_ns = a->gpu_self_ns = 0;
 	a->nr_called = 0;
@@ -170,18 +291,22 @@ void aggregate_reset(struct aggregate *a)
 
 void aggregate_free(struct aggregate *a)
 {
+	for (size_t i = 0; i < a->nr_trees; i++)
+		free(a->trees[i].parts);
+	free(a->trees);
 	free(a->rows);
 	memset(a, 0, sizeof(*a));
 }
 
-/* Var(sum/p) = sum over all ops of x^2 (1-p)/p, estimated from the sampled
- * ops by sum of x^2 (1-p)/p^2; for counts x = 1. */
+/* Var(sum/p) = sum over all units of y^2 (1-p)/p, estimated from the
+ * kept units by sum of y^2 (1-p)/p^2, y being what a unit added to the
+ * row (for counts, its number of calls). */
 void estimate_op(const struct op_stats *r, double p, struct op_estimate *e)
 {
 	double q = 1.0 - p;
 
 	e->calls = r->calls / p;
-	e->calls_se = sqrt(r->calls * q) / p;
+	e->calls_se = sqrt(r->calls_sq * q) / p;
 	e->total_ns = r->total_ns / p;
 	e->total_se = sqrt(r->total_sq * q) / p;
 	e->self_ns = r->self_ns / p;

@@ -11,8 +11,9 @@
 #include <stdint.h>
 #include "trace.h"
 
-/* How the table is ordered (--sort). */
-enum sort_key { SORT_SELF, SORT_TOTAL, SORT_CALLS, SORT_CUDA };
+/* How the table is ordered (--sort): one key per column. */
+enum sort_key { SORT_SELF, SORT_TOTAL, SORT_CALLS, SORT_CUDA, SORT_AVG,
+		SORT_MIN, SORT_MAX, SORT_SELF_CUDA, SORT_KERNELS, SORT_NAME };
 
 /* Upper bounds of the latency histogram (seconds), as Prometheus's "le";
  * the last bucket is +Inf. */
@@ -25,9 +26,15 @@ struct op_stats {
 	uint32_t name;
 	uint8_t scope;		/* scope of its first call */
 	uint64_t calls;
-	uint64_t total_ns, self_ns, min_ns, max_ns;
+	uint64_t total_ns, self_ns;
 	uint64_t truncated;	/* calls whose end was not their own end() */
-	double total_sq, self_sq;	/* sums of squares, ns^2 (for SEs) */
+	/* Calls that ended with their own end(): a call cut short (at
+	 * detach, thread exit...) has no duration of its own to give. */
+	uint64_t ended, ended_ns, min_ns, max_ns;
+	/* For standard errors: sums over the units that were sampled
+	 * (each op under --sample, each top-level tree under --tree-sample)
+	 * of the square of what the unit added to this row. */
+	double calls_sq, total_sq, self_sq;
 	uint64_t latency[AGG_LATENCY_BUCKETS];	/* calls per bucket (not
 						 * cumulative) */
 	/* GPU activity its calls launched: directly (self) or through any
@@ -36,9 +43,13 @@ struct op_stats {
 };
 
 /*
- * What a sampled capture says about all ops: RecordFunction kept each op
- * with probability p, so counts and sums scale by 1/p (Horvitz-Thompson),
- * and their standard errors come from the same sample.
+ * What a sampled capture says about all ops. Each unit (an op under
+ * --sample, a whole top-level tree under --tree-sample) was kept with
+ * probability p, independently, so counts and sums scale by 1/p
+ * (Horvitz-Thompson) and their variance is estimated from the kept units'
+ * squares. Self time is an estimate only when whole trees were kept:
+ * RecordFunction's own sampler drops the children it did not pick, whose
+ * time then stays in the parent (see aggregate_self_known).
  */
 struct op_estimate {
 	double calls, calls_se;
@@ -47,8 +58,23 @@ struct op_estimate {
 };
 void estimate_op(const struct op_stats *r, double p, struct op_estimate *e);
 
+/* What the tree open on one thread has added to each row so far. */
+struct tree_part {
+	uint32_t row;
+	uint64_t calls, total_ns, self_ns;
+};
+struct open_tree {
+	uint32_t tid;
+	struct tree_part *parts;
+	size_t nr, cap;
+};
+
 struct aggregate {
 	struct op_stats *rows;	/* indexed by name id */
+	/* by_tree: squares are taken per top-level tree, not per op */
+	bool by_tree;
+	struct open_tree *trees;	/* one per thread with an open tree */
+	size_t nr_trees, cap_trees;
 	size_t nr, cap;
 	uint64_t self_ns;	/* sum of every op's self time */
 	uint64_t gpu_self_ns;	/* GPU time attributed to some op */
@@ -57,14 +83,24 @@ struct aggregate {
 };
 
 void aggregate_init(struct aggregate *a);
+/* Standard errors per top-level tree (--tree-sample keeps whole trees,
+ * so the ops of one tree are not independent). */
+void aggregate_by_tree(struct aggregate *a);
+/* Whether self time (and anything built on an op's children: stacks)
+ * can be estimated from what a trace sampled. */
+bool trace_self_known(const struct trace *t);
+/* Why not, in one sentence, for footers and files. */
+extern const char trace_self_unknown_why[];
 /* The sink that feeds a (closed ops and GPU activity). */
 struct trace_sink aggregate_sink(struct aggregate *a);
 /* Adds one closed op (what the sink does). */
 void aggregate_add(struct aggregate *a, const struct closed_op *c);
-/* The rows with calls or GPU time, ordered by key: a malloc'd copy
- * (*nr rows), NULL on ENOMEM. */
+/* The rows with calls or GPU time, ordered by key, heaviest first (by
+ * name: A to Z, with names from t): a malloc'd copy (*nr rows), NULL on
+ * ENOMEM. */
 struct op_stats *aggregate_sorted(const struct aggregate *a,
-				  enum sort_key key, size_t *nr);
+				  const struct trace *t, enum sort_key key,
+				  size_t *nr);
 /* Forgets every row (a new interval), keeping the memory. */
 void aggregate_reset(struct aggregate *a);
 void aggregate_free(struct aggregate *a);
