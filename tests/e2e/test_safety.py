@@ -133,8 +133,10 @@ def test_busy_loop_attached_and_detached_20_times(tmp_path):
     try:
         for i in range(20):
             t0 = time.monotonic()
+            # Every row: which op ranks first by time depends on the
+            # machine's load, not on rfbpf.
             r = run([RFBPF, "-q", "-p", str(p.pid), "-d", "0.2", "--top",
-                     "3"])
+                     "0"])
             assert r.returncode == 0, r.stderr
             assert "aten::add" in r.stdout, r.stdout
             assert time.monotonic() - t0 < 10
