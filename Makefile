@@ -49,7 +49,7 @@ DISCOVERY_SRCS := user/fleet/discovery.c
 BUDGET_SRCS := user/fleet/budget.c
 # The daemon itself (needs BPF: not in the unit tests).
 FLEET_SRCS := user/fleet/job.c user/fleet/fleet_metrics.c user/fleet/daemon.c
-CALIBRATE_SRCS := user/fleet/calibrate.c user/fleet/calibrate_target.S
+CALIBRATE_SRCS := user/attach/calibrate.c user/attach/calibrate_target.S
 LOGIC_SRCS += $(STACK_PROFILE_SRCS) $(PPROF_SRCS) $(PROM_SRCS) \
 	$(HTTP_SRCS) $(DISCOVERY_SRCS) $(BUDGET_SRCS)
 LOADER_SRCS += $(FLEET_SRCS) $(STACK_PROFILE_SRCS) $(PPROF_SRCS) $(PROM_SRCS) \
@@ -126,7 +126,7 @@ loader_objs = $(patsubst user/%.S,$(1)/%.o,\
 	$(patsubst user/%.c,$(1)/%.o,$(LOADER_SRCS)))
 
 # The calibration's probe sites (CALIBRATE_SRCS): code that runs in rfbpf.
-$(OUT)/fleet/calibrate_target.o: user/fleet/calibrate_target.S | $(OUT)
+$(OUT)/attach/calibrate_target.o: user/attach/calibrate_target.S | $(OUT)
 	$(call msg,AS,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
@@ -163,7 +163,7 @@ e2e: rfbpf tests/fixtures
 	$(Q)$(MAKE) -s --no-print-directory cupti
 	$(Q)tests/run-e2e.sh
 
-# The start-up calibration (user/fleet/calibrate.c) loads BPF and probes
+# The start-up calibration (user/attach/calibrate.c) loads BPF and probes
 # its own process, so a program of its own checks it, not a unit test:
 # `sudo make calibrate-check`.
 CALIBRATE_CHECK_SRCS = $(CALIBRATE_SRCS) user/attach/probes.c $(LOGIC_SRCS)

@@ -48,7 +48,7 @@ enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_TREE_SAMPLE, OPT_PROBES, OPT_GPU_FOLDED, OPT_NO_GPU,
        OPT_CHILDREN, OPT_CONTINUOUS, OPT_ALL, OPT_INTERVAL, OPT_BUDGET,
        OPT_PPROF_DIR, OPT_PPROF_KEEP, OPT_PROM_FILE, OPT_LISTEN, OPT_MAX_OPS,
-       OPT_CONFIG };
+       OPT_CONFIG, OPT_RAW_TIMES };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -63,6 +63,9 @@ static const struct argp_option options[] = {
 	{ "gpu-folded", OPT_GPU_FOLDED, "FILE", 0,
 	  "Write folded op stacks ending in [gpu] kernel frames, weighted by "
 	  "GPU time in ns (needs the CUPTI agent in the target)", 0 },
+	{ "raw-times", OPT_RAW_TIMES, NULL, 0,
+	  "Keep rfbpf's own probe cost in the table's, stacks' and metrics' "
+	  "times (by default it is calibrated at start and taken out)", 0 },
 	{ "no-gpu", OPT_NO_GPU, NULL, 0,
 	  "Ignore the CUPTI agent (librfbpf_cupti.so) even if the target "
 	  "has it loaded", 0 },
@@ -310,6 +313,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_NO_TABLE: opt->table = false; break;
 	case OPT_GPU_FOLDED: opt->gpu_folded_path = arg; break;
 	case OPT_NO_GPU: opt->gpu = false; break;
+	case OPT_RAW_TIMES: opt->raw_times = true; break;
 	case OPT_TOP:
 		opt->top = parse_long(arg, 0, 1000000,
 				      "invalid --top '%s': expected a count "

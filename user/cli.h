@@ -19,6 +19,7 @@ struct options {
 	const char *folded_path;/* --folded */
 	const char *gpu_folded_path;	/* --gpu-folded */
 	bool gpu;		/* off with --no-gpu */
+	bool raw_times;		/* --raw-times: no probe-cost compensation */
 	const char *lib;	/* --lib */
 	bool table;		/* off with --no-table */
 	int top;		/* --top, rows of the table (0 = all) */

@@ -8,6 +8,7 @@
  * was done (session_abort) and the target is left as it was.
  */
 #include <errno.h>
+#include <math.h>
 #include <glob.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "attach/elf_symbols.h"
 #include "attach/privileges.h"
 #include "attach/target.h"
+#include "attach/calibrate.h"
 #include "session.h"
 #include "session_children.h"
 #include "session_gpu.h"
@@ -209,6 +211,37 @@ int session_claim_target(struct session *s, pid_t pid)
 	return 0;
 }
 
+/* What rfbpf's probes add to each op's times on this host, measured as
+ * perf measures its own overhead: in rfbpf's own process, before it
+ * attaches (fleet jobs take the daemon's). A failed calibration leaves
+ * the times raw and says why. */
+static void calibrate_probe_cost(struct session *s, const struct options *opt)
+{
+	struct calibration cal;
+	char why[256];
+
+	if (opt->raw_times) {
+		snprintf(s->cost_note, sizeof(s->cost_note), "--raw-times");
+		return;
+	}
+	if (opt->continuous || !opt->activate ||
+	    opt->probes == PROBES_ENTRY) {
+		snprintf(s->cost_note, sizeof(s->cost_note), "%s",
+			 opt->continuous ? "not calibrated for this job" :
+			 "entry probes: the calibration measures the callback "
+			 "path");
+		return;
+	}
+	if (calibrate_sampled_op_cost(&cal, why, sizeof(why))) {
+		snprintf(s->cost_note, sizeof(s->cost_note), "%s", why);
+		return;
+	}
+	s->cost.inside_ns = llround(cal.ns_inside_op);
+	s->cost.outside_ns = cal.ns_per_sampled_op > cal.ns_inside_op ?
+			     llround(cal.ns_per_sampled_op -
+				     cal.ns_inside_op) : 0;
+}
+
 int session_setup(struct session *s, struct options *opt)
 {
 	static struct libraries libs;
@@ -217,6 +250,8 @@ int session_setup(struct session *s, struct options *opt)
 
 	if (!have_tracing_privileges(why, sizeof(why)))
 		return setup_error(s, "%s", why);
+	/* Before anything is forked (see calibrate.h). */
+	calibrate_probe_cost(s, opt);
 	if (opt->pid) {
 		if (session_claim_target(s, opt->pid))
 			return -1;
@@ -233,6 +268,10 @@ int session_setup(struct session *s, struct options *opt)
 		s->activation_pending = opt->activate;
 	}
 	trace_init(&s->trace, s->pid);
+	s->trace.probe_cost.inside_ns = s->cost.inside_ns;
+	s->trace.probe_cost.outside_ns = s->cost.outside_ns;
+	snprintf(s->trace.probe_cost_note, sizeof(s->trace.probe_cost_note),
+		 "%s", s->cost_note);
 	if (outputs_start(&s->out, &s->trace, opt))
 		return setup_error(s, "cannot create %s: %s", opt->trace_path,
 			  strerror(errno));
@@ -266,6 +305,12 @@ int session_setup(struct session *s, struct options *opt)
 	snprintf(s->trace.probes, sizeof(s->trace.probes), "%s",
 		 s->use_stubs ? "callback stubs (optimized uprobes)" :
 		 "RecordFunction::before/end entry (int3 uprobes)");
+	if (!s->use_stubs && s->trace.probe_cost.inside_ns) {
+		memset(&s->trace.probe_cost, 0, sizeof(s->trace.probe_cost));
+		snprintf(s->trace.probe_cost_note,
+			 sizeof(s->trace.probe_cost_note), "entry probes: "
+			 "the calibration measures the callback path");
+	}
 	if (!s->use_stubs && attach_libraries(s, &libs))
 		return -1;
 	if (s->use_stubs && !s->trace.library[0] && libs.nr)

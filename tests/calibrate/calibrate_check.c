@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * The start-up calibration (user/fleet/calibrate.c) on this host, three
+ * The start-up calibration (user/attach/calibrate.c) on this host, three
  * times in a row: it loads BPF and attaches uprobes, so it is checked here
  * rather than among the unit tests. `make calibrate-check` (root).
  *
@@ -18,9 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 #include "attach/probes.h"
-#include "fleet/calibrate.h"
+#include "attach/calibrate.h"
 
-/* user/fleet/calibrate_target.S */
+/* user/attach/calibrate_target.S */
 extern const unsigned char calibrate_probed_start_probe[];
 extern const unsigned char calibrate_probed_end_probe[];
 

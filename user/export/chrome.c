@@ -278,6 +278,14 @@ static void write_other_data(const struct chrome_writer *w,
 	COUNT("tree_too_deep", c->tree_too_deep);
 	COUNT("ops", c->ops);
 	COUNT("threads_seen", c->threads_seen);
+	/* The X events keep raw times (they nest); op_stats, the table and
+	 * stacks are less this. */
+	COUNT("probe_cost_inside_op_ns", t->probe_cost.inside_ns);
+	COUNT("probe_cost_outside_op_ns", t->probe_cost.outside_ns);
+	if (t->probe_cost_note[0]) {
+		fputs(",\"probe_cost_not_compensated\":", f);
+		json_string(f, t->probe_cost_note);
+	}
 	COUNT("fwdbwd_flows", w->fwdbwd_flows);
 	COUNT("fwdbwd_forward_ops_forgotten", w->fwdbwd.forgotten);
 	fprintf(f, ",\"fwd_thread_ids\":%s", t->fwd_threads ? "true" :

@@ -170,6 +170,17 @@ static void print_footer(FILE *f, const struct trace *t,
 			"below): their time up to the cut counts in Total, not "
 			"in Avg, Min or Max\n",
 			(unsigned long long)counts_truncated(c));
+	if (t->probe_cost.inside_ns || t->probe_cost.outside_ns)
+		fprintf(f, "Times less rfbpf's probe cost, calibrated at start:"
+			" %.3fus in each op, %.3fus more for each op nested in "
+			"it (--raw-times keeps it)\n",
+			t->probe_cost.inside_ns / 1e3,
+			(t->probe_cost.inside_ns + t->probe_cost.outside_ns) /
+			1e3);
+	else
+		fprintf(f, "Times include rfbpf's probe cost (not compensated:"
+			" %s)\n", t->probe_cost_note[0] ? t->probe_cost_note :
+			"not calibrated");
 	if (sort == SORT_SELF && !trace_self_known(t))
 		fprintf(f, "Sorted by Est. total: self time is not "
 			"available\n");

@@ -14,7 +14,7 @@
 #include "export/atomic_file.h"
 #include "export/pprof.h"
 #include "fleet/budget.h"
-#include "fleet/calibrate.h"
+#include "attach/calibrate.h"
 #include "fleet/daemon.h"
 #include "fleet/discovery.h"
 #include "fleet/fleet_metrics.h"
@@ -227,6 +227,15 @@ static void start_job(struct daemon *d, const struct torch_process *p,
 		else
 			refuse(d, p, err, now);
 		return;
+	}
+	/* Its times less the probe cost calibrated at the daemon's start
+	 * (on the callback path, which jobs take when the kernel allows). */
+	if (j->s.use_stubs && d->cal.ns_per_sampled_op > 0) {
+		j->s.trace.probe_cost.inside_ns = llround(d->cal.ns_inside_op);
+		j->s.trace.probe_cost.outside_ns =
+			d->cal.ns_per_sampled_op > d->cal.ns_inside_op ?
+			llround(d->cal.ns_per_sampled_op -
+				d->cal.ns_inside_op) : 0;
 	}
 	d->jobs[d->nr_jobs++] = j;
 	d->st.jobs_started++;

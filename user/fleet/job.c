@@ -74,7 +74,7 @@ static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
 	struct job *j = ctx;
 	bool full = in_window(j, c->op->start_ns);
 	double w = 1 / (full ? 1.0 : j->p);
-	uint64_t d = op_duration(c->op);
+	uint64_t d = c->dur_ns;
 	struct job_op *r = op_row(j, c->op->name);
 
 	if (r) {

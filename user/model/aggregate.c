@@ -139,7 +139,7 @@ void aggregate_add(struct aggregate *a, const struct closed_op *c)
 {
 	const struct op *o = c->op;
 	struct op_stats *r = row(a, o->name);
-	uint64_t d = op_duration(o);
+	uint64_t d = c->dur_ns;
 
 	if (!r)
 		return;

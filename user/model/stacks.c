@@ -46,21 +46,36 @@ static uint64_t op_key(uint32_t pid, uint64_t rf_addr)
 	return rf_addr ^ ((uint64_t)(pid & 0xffff) << 48);
 }
 
-/* Hands a closed op to every sink, then frees its slot. */
+static uint64_t minus(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+/* Hands a closed op to every sink, then frees its slot. Its own probes
+ * put probe_cost.inside_ns in its interval; each op below it put all of
+ * its cost there; and each direct child's cost outside the child's own
+ * interval fell in this op's self time. */
 static void emit(struct trace *t, uint32_t i)
 {
 	struct op *o = &t->ops[i];
 	uint64_t d = op_duration(o);
+	uint64_t in = t->probe_cost.inside_ns, out = t->probe_cost.outside_ns;
 	struct closed_op c = {
 		.op = o,
-		.self_ns = d > o->child_ns ? d - o->child_ns : 0,
+		.dur_ns = minus(d, in + o->descendants * (in + out)),
+		.self_ns = minus(minus(d, o->child_ns), in + o->children * out),
 		.parent_id = o->parent >= 0 ? (int64_t)t->ops[o->parent].id : -1,
 		.pid = trace_pid_of(t, o->tid),
 	};
 	long th = trace_thread_index(t, o->tid);
 
-	if (o->parent >= 0)
-		t->ops[o->parent].child_ns += d;
+	if (o->parent >= 0) {
+		struct op *p = &t->ops[o->parent];
+
+		p->child_ns += d;
+		p->children++;
+		p->descendants += 1 + o->descendants;
+	}
 	c.thread = th >= 0 ? &t->threads[th] : NULL;
 	c.frames = trace_frames(t, i, &c.depth);
 	for (int s = 0; s < t->nr_sinks; s++)

@@ -46,6 +46,8 @@ struct op {
 	uint64_t fwd_thread;	/* backward ops: rf_thread of the forward op
 				 * with the same seq (0 otherwise) */
 	uint64_t child_ns;	/* time of its direct children closed so far */
+	uint32_t children;	/* direct children closed so far */
+	uint32_t descendants;	/* ops closed below it, at any depth */
 	uint64_t paused_ns;	/* its thread was held by rfbpf meanwhile */
 	uint32_t tid;		/* thread it began on (and is nested in) */
 	uint32_t name;		/* id in trace.names */
@@ -104,7 +106,12 @@ struct counts {
  * with its own name. */
 struct closed_op {
 	const struct op *op;
-	uint64_t self_ns;	/* duration minus its direct children's */
+	/* Its duration and self time (duration minus its direct children's),
+	 * less the probe cost they hold (trace.probe_cost): what the table,
+	 * stacks and metrics count. The Chrome trace keeps the raw times,
+	 * which nest. */
+	uint64_t dur_ns;
+	uint64_t self_ns;
 	int64_t parent_id;	/* op.id of the enclosing op, -1 at top */
 	uint32_t pid;		/* its process */
 	const struct thread *thread;
@@ -157,6 +164,11 @@ struct trace {
 	double tree_prob;		/* 1.0 unless --tree-sample */
 	bool activated;			/* rfbpf registered the callback */
 	bool fwd_threads;		/* backward ops' fwd_thread was read */
+	/* What rfbpf's probes add to the times it records, calibrated on
+	 * this host (0: not compensated): per op inside its own interval,
+	 * and the rest of its cost, outside it but inside its parents'. */
+	struct { uint64_t inside_ns, outside_ns; } probe_cost;
+	char probe_cost_note[320];	/* why not compensated, if not */
 	struct gpu gpu;			/* CUPTI agent activity, if any */
 };
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "attach/probes.h"
-#include "fleet/calibrate.h"
+#include "attach/calibrate.h"
 #include "rfbpf.h"
 
 /* calibrate_target.S */
@@ -55,6 +55,10 @@ static const struct pair_fns bare = {
 struct tally {
 	const void *rf;
 	uint64_t good;		/* well-formed before and end records */
+	/* The time between a pair's two records' timestamps: what the
+	 * probes add inside an op's own interval (the op itself is an
+	 * empty call). */
+	uint64_t before_ts, inside_ns, inside_pairs;
 };
 
 /* The calling thread's CPU time: what the probes cost the thread that
@@ -96,10 +100,17 @@ static int count_record(void *ctx, void *data, size_t size)
 
 		if (size >= sizeof(*e) && h->variant == RF_V_CALLBACK &&
 		    !h->flags && h->name_len == sizeof(op_name) - 1 &&
-		    !memcmp(e->name, op_name, sizeof(op_name)))
+		    !memcmp(e->name, op_name, sizeof(op_name))) {
 			t->good++;
+			t->before_ts = h->ts_ns;
+		}
 	} else if (h->kind == RF_EV_END && h->variant == RF_V_END) {
 		t->good++;
+		if (t->before_ts && h->ts_ns >= t->before_ts) {
+			t->inside_ns += h->ts_ns - t->before_ts;
+			t->inside_pairs++;
+		}
+		t->before_ts = 0;
 	}
 	return 0;
 }
@@ -184,7 +195,7 @@ static unsigned round_pairs(void *rf)
 static int measure(struct calibration *c, struct ring_buffer *rb,
 		   struct tally *t, void *rf)
 {
-	double op[ROUNDS], base[ROUNDS];
+	double op[ROUNDS], base[ROUNDS], inside[ROUNDS];
 	unsigned n = round_pairs(rf);
 	int ret;
 
@@ -203,11 +214,15 @@ static int measure(struct calibration *c, struct ring_buffer *rb,
 		}
 		op[r] = ((double)p - (double)b) / n;
 		base[r] = (double)b / n;
+		t->inside_ns = t->inside_pairs = 0;
 		if ((ret = ring_buffer__consume(rb)) < 0)
 			return ret;
+		inside[r] = t->inside_pairs ?
+			    (double)t->inside_ns / t->inside_pairs : 0;
 	}
 	c->ns_per_sampled_op = median(op, ROUNDS);
 	c->ns_per_call_no_probe = median(base, ROUNDS);
+	c->ns_inside_op = median(inside, ROUNDS);
 	c->iterations = n * ROUNDS;
 	c->events = t->good;
 	return 0;

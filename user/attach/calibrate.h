@@ -26,8 +26,8 @@
  * before rfbpf forks anything: while the probes are attached, rfbpf's
  * own code holds calls into a trampoline a child would not inherit.
  */
-#ifndef RFBPF_FLEET_CALIBRATE_H
-#define RFBPF_FLEET_CALIBRATE_H
+#ifndef RFBPF_ATTACH_CALIBRATE_H
+#define RFBPF_ATTACH_CALIBRATE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -38,6 +38,10 @@ struct calibration {
 	 * without probes */
 	double ns_per_sampled_op;
 	double ns_per_call_no_probe;	/* baseline per call pair */
+	/* of which inside the op's own interval (from its start record's
+	 * timestamp to its end record's, around an empty call): the rest
+	 * falls outside it, but inside every op around it */
+	double ns_inside_op;
 	unsigned iterations;		/* probed pairs timed, all rounds */
 	/* the kernel optimized the uprobes (nop5 -> call), as on the stub
 	 * path; if not, the figure is that of trapping uprobes */
