@@ -61,6 +61,9 @@ cat bench/doc/threads.md >> "$out"
 suite threads "$steps_thr"
 cat bench/doc/long.md >> "$out"
 suite long "$steps_long"
+cat bench/doc/op_times.md >> "$out"
+/usr/bin/python3 bench/op_times.py --markdown "$out" \
+	$([ $q = 1 ] && echo --steps 300 --reps 1)
 cat bench/doc/fleet.md >> "$out"
 /usr/bin/python3 bench/fleet_overhead.py --markdown "$out" \
 	$([ $q = 1 ] && echo --seconds 8 --reps 1)
