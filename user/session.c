@@ -559,6 +559,27 @@ void session_run(struct session *s)
 	session_finish(s);
 }
 
+/* How long ops begun before the detach get to end: most end within
+ * milliseconds; an op open for longer (a whole training loop's scope)
+ * is closed at detach, flagged. */
+#define DRAIN_MS 200
+
+/* Start probes off first, end probes kept while the ops begun before
+ * end: detaching both at once (or the end probes first) left every op
+ * still running without an end, and its time running on to the detach. */
+static void drain_ends(struct session *s)
+{
+	double until = monotonic_s() + DRAIN_MS / 1e3;
+
+	probes_detach_starts(&s->probes);
+	while (ring_buffer__consume(s->rb) > 0)
+		;
+	while (s->trace.nr_open && monotonic_s() < until &&
+	       target_alive(s->pid))
+		if (ring_buffer__poll(s->rb, 10) < 0)
+			break;
+}
+
 void session_finish(struct session *s)
 {
 	/* The agent's last records still need the probes attached. */
@@ -566,9 +587,8 @@ void session_finish(struct session *s)
 	/* Switch RecordFunction off, detach so the target runs free, then
 	 * drain what is left. */
 	session_deactivate(s);
-	for (int i = s->probes.nr_links - 1; i >= 0; i--)
-		bpf_link__destroy(s->probes.links[i]);
-	s->probes.nr_links = 0;
+	drain_ends(s);
+	probes_detach_all(&s->probes);
 	quiet_stubs(s);
 	while (ring_buffer__consume(s->rb) > 0)
 		;

@@ -127,6 +127,7 @@ static int attach_one(struct probes *p, struct bpf_program *prog, pid_t pid,
 	l = bpf_program__attach_uprobe_opts(prog, pid, path, off, &opts);
 	if (!l)
 		return -errno;
+	p->link_progs[p->nr_links] = prog;
 	p->links[p->nr_links++] = l;
 	if (verbose)
 		fprintf(stderr, "rfbpf: uprobe %s at %s+0x%llx\n", what, path,
@@ -400,6 +401,40 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 			c->gpu_bad_records = sum;
 	}
 	free(vals);
+}
+
+/* The programs that close ops: end() and the end callback. */
+static bool ends_ops(const struct probes *p, const struct bpf_link *l)
+{
+	const struct bpf_program *prog = NULL;
+
+	for (int i = 0; i < p->nr_links && !prog; i++)
+		if (p->links[i] == l)
+			prog = p->link_progs[i];
+	return prog && (prog == p->skel->progs.end ||
+			prog == p->skel->progs.callback_end);
+}
+
+void probes_detach_starts(struct probes *p)
+{
+	int kept = 0;
+
+	for (int i = 0; i < p->nr_links; i++) {
+		if (ends_ops(p, p->links[i])) {
+			p->link_progs[kept] = p->link_progs[i];
+			p->links[kept++] = p->links[i];
+		} else {
+			bpf_link__destroy(p->links[i]);
+		}
+	}
+	p->nr_links = kept;
+}
+
+void probes_detach_all(struct probes *p)
+{
+	for (int i = p->nr_links - 1; i >= 0; i--)
+		bpf_link__destroy(p->links[i]);
+	p->nr_links = 0;
 }
 
 void probes_destroy(struct probes *p)

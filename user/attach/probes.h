@@ -20,6 +20,8 @@ struct rfbpf_bpf;
 struct probes {
 	struct rfbpf_bpf *skel;
 	struct bpf_link *links[PROBES_MAX_LIBS * RF_V_NR + 5];
+	/* the program of each uprobe link (NULL for others) */
+	const struct bpf_program *link_progs[PROBES_MAX_LIBS * RF_V_NR + 5];
 	int nr_links;
 	struct { dev_t dev; ino_t ino; } libs[PROBES_MAX_LIBS];
 	int nr_libs;
@@ -78,6 +80,11 @@ int probes_attach_child(struct probes *p, pid_t child, const char *path,
 /* Whether the library at path (by inode) is already probed. */
 bool probes_has_lib(const struct probes *p, const char *path);
 int probes_events_fd(const struct probes *p);
+/* Detaching, ends last: the probes that begin ops (and every other) go
+ * first, so an op begun before it still ends while the loader drains;
+ * then probes_detach_all takes the end probes. */
+void probes_detach_starts(struct probes *p);
+void probes_detach_all(struct probes *p);
 /* Sums the per-CPU BPF counters into c (hits per variant, drops). */
 void probes_read_counters(const struct probes *p, struct counts *c);
 void probes_destroy(struct probes *p);
