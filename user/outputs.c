@@ -7,6 +7,14 @@
 #include "model/profile_sink.h"
 #include "outputs.h"
 
+/* 0 if path can be written (it is created, empty), else -1 with errno. */
+static int creatable(const char *path)
+{
+	FILE *f = fopen(path, "we");
+
+	return f ? fclose(f) : -1;
+}
+
 int outputs_start(struct outputs *o, struct trace *t,
 		  const struct options *opt)
 {
@@ -28,9 +36,22 @@ int outputs_start(struct outputs *o, struct trace *t,
 		s = profile_sink_gpu_kernels(&o->gpu_stacks);
 		trace_add_sink(t, &s);
 	}
+	/* Every path is tried now, before anything is traced: a path that
+	 * cannot be written must not cost the user the whole run. The
+	 * folded files are written at the end, into the files made here. */
+	if (opt->folded_path && creatable(opt->folded_path)) {
+		o->bad_path = opt->folded_path;
+		return -1;
+	}
+	if (opt->gpu_folded_path && creatable(opt->gpu_folded_path)) {
+		o->bad_path = opt->gpu_folded_path;
+		return -1;
+	}
 	if (opt->trace_path) {
+		o->bad_path = opt->trace_path;
 		if (chrome_open(&o->chrome, opt->trace_path))
 			return -1;
+		o->bad_path = NULL;
 		o->chrome_open = true;
 		s = chrome_sink(&o->chrome);
 		trace_add_sink(t, &s);

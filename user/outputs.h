@@ -20,10 +20,12 @@ struct outputs {
 	struct stack_profile gpu_stacks;/* --gpu-folded */
 	struct chrome_writer chrome;	/* -o */
 	bool chrome_open;
+	const char *bad_path;		/* the one outputs_start could not make */
 };
 
-/* Registers the sinks the options ask for; opens the Chrome file. 0, or
- * -1 with errno (the trace file cannot be created). */
+/* Registers the sinks the options ask for; opens the Chrome file and
+ * checks the others can be written. 0, or -1 with errno and bad_path set
+ * (a file cannot be created). */
 int outputs_start(struct outputs *o, struct trace *t,
 		  const struct options *opt);
 /* Tracing stopped (every op closed): prints the table and finishes the

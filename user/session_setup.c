@@ -273,7 +273,7 @@ int session_setup(struct session *s, struct options *opt)
 	snprintf(s->trace.probe_cost_note, sizeof(s->trace.probe_cost_note),
 		 "%s", s->cost_note);
 	if (outputs_start(&s->out, &s->trace, opt))
-		return setup_error(s, "cannot create %s: %s", opt->trace_path,
+		return setup_error(s, "cannot create %s: %s", s->out.bad_path,
 			  strerror(errno));
 	if (opt->pid)
 		target_comm(s->pid, s->trace.process_name,

@@ -121,3 +121,24 @@ def test_unknown_option():
 def test_bad_values(args, words):
     r = run([RFBPF, *args])
     one_line_error(r, words)
+
+
+@pytest.mark.parametrize("flag", ["-o", "--folded", "--gpu-folded"])
+def test_unwritable_output_is_refused_before_tracing(flag):
+    """Every output path is tried at start: the run does not trace for
+    nothing, and the target is left as it was."""
+    w = Waiting("--observer", "--steps", "1")
+    try:
+        r = run([RFBPF, "-p", str(w.pid), flag, "/proc/1/no/such/file"])
+        one_line_error(r, "cannot create /proc/1/no/such/file")
+        with open(f"/proc/{w.pid}/maps") as f:
+            assert "rfbpf" not in f.read()      # no stub page mapped
+        code, _ = w.finish()
+        assert code == 0
+    finally:
+        w.kill()
+
+
+def test_a_run_that_writes_nothing_says_so():
+    r = run([RFBPF, "-q", "--no-table", "--", PYTHON, "-c", "pass"])
+    assert "this run writes nothing" in r.stderr
