@@ -551,6 +551,55 @@ TEST(chrome_kineto_args_and_fwdbwd_flows)
 	fixture_free(&x);
 }
 
+static const struct op_stats *row_of(const struct trace *t,
+				     const struct aggregate *a,
+				     const char *name);
+
+/* An op ended on another thread: an async slice begun on its thread and
+ * ended on the other, so thread 1's slices still nest; and its parent's
+ * self time does not lose its span twice (once for it, once for the op
+ * its thread ran meanwhile). */
+TEST(chrome_async_end_nests_on_both_threads)
+{
+	struct fixture x;
+	struct jv root;
+
+	fixture_init(&x, 1, WITH_ALL);
+	ev_before(&x.t, 100, 0x10, 1000000, "P", 0);
+	ev_before(&x.t, 100, 0x20, 1100000, "future", 0);
+	ev_before(&x.t, 100, 0x30, 1200000, "C", 0);
+	ev_end(&x.t, 200, 0x20, 1300000);	/* ends on thread 200 */
+	ev_end(&x.t, 100, 0x30, 1600000);	/* C outlives it */
+	ev_end(&x.t, 100, 0x10, 2000000);
+	const struct op_stats *p = row_of(&x.t, &x.agg, "P");
+	CHECK(p && p->self_ns == 1000000 - 400000);	/* less C only */
+	const char *text = finish_chrome(&x, &x.agg);
+	CHECK(!json_parse(text, x.cap.len, &root));
+	const struct jv *ev = jget(&root, "traceEvents");
+	int b = 0, e = 0;
+	for (size_t i = 0; ev && i < ev->nr; i++) {
+		const struct jv *v = &ev->items[i];
+
+		if (!named(v, "future"))
+			continue;
+		CHECK(strcmp(jstr(v, "ph"), "X"));
+		if (!strcmp(jstr(v, "ph"), "b")) {
+			b++;
+			CHECK_STR(jnum(v, "tid"), "100");
+			CHECK_STR(jnum(v, "ts"), "1100.000");
+		} else if (!strcmp(jstr(v, "ph"), "e")) {
+			e++;
+			CHECK_STR(jnum(v, "tid"), "200");
+			CHECK_STR(jnum(v, "ts"), "1300.000");
+		}
+	}
+	CHECK_EQ_U64(b, 1);
+	CHECK_EQ_U64(e, 1);
+	CHECK(x_event(ev, "C", "1200.000") && x_event(ev, "P", "1000.000"));
+	jv_free(&root);
+	fixture_free(&x);
+}
+
 /* The Chrome file is the same bytes whatever else consumes the trace and
  * wherever the writer sits among the sinks. */
 TEST(chrome_same_with_or_without_other_sinks)

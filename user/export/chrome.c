@@ -96,6 +96,37 @@ static void write_fwdbwd(struct chrome_writer *w, const struct closed_op *c)
 	fputc('}', w->f);
 }
 
+/* An op that ended on another thread than it began on is no slice of
+ * either thread (it would cross the slices its thread opened after it):
+ * it is an async slice, begun on its thread and ended on the other, in
+ * a track of its own, as Perfetto draws futures. */
+static void write_async_op(struct chrome_writer *w, const struct trace *t,
+			   const struct closed_op *c)
+{
+	const struct op *o = c->op;
+	FILE *f = w->f;
+
+	for (int end = 0; end < 2; end++) {
+		fprintf(f, "%s{\"ph\":\"%s\",\"cat\":", chrome_next(w),
+			end ? "e" : "b");
+		json_string(f, scope_category(o->scope));
+		fputs(",\"name\":", f);
+		json_string(f, names_get(&t->names, o->name));
+		fprintf(f, ",\"id\":%llu,\"pid\":%u,\"tid\":%u,\"ts\":",
+			(unsigned long long)o->id + 1, c->pid,
+			end ? o->end_tid : o->tid);
+		chrome_ts(w, end ? o->end_ns : o->start_ns);
+		if (!end)
+			fprintf(f, ",\"args\":{\"External id\":%llu,\"scope\":"
+				"\"%s\",\"async_end\":true,\"end tid\":%u,"
+				"\"dur\":", (unsigned long long)o->id + 1,
+				scope_name(o->scope), o->end_tid);
+		if (!end)
+			json_us(f, op_duration(o));
+		fputs(end ? "}" : "}}", f);
+	}
+}
+
 static void write_op(void *ctx, struct trace *t, const struct closed_op *c)
 {
 	struct chrome_writer *w = ctx;
@@ -105,6 +136,10 @@ static void write_op(void *ctx, struct trace *t, const struct closed_op *c)
 
 	if (c->thread)
 		name_thread(w, t, c->thread, c->pid);
+	if (o->flags & OP_ASYNC_END) {
+		write_async_op(w, t, c);
+		return;
+	}
 	fprintf(f, "%s{\"ph\":\"X\",\"cat\":", chrome_next(w));
 	json_string(f, scope_category(o->scope));
 	fputs(",\"name\":", f);

@@ -69,7 +69,10 @@ static void emit(struct trace *t, uint32_t i)
 	};
 	long th = trace_thread_index(t, o->tid);
 
-	if (o->parent >= 0) {
+	/* An op that ended on another thread left its own thread's stack
+	 * early, and its thread went on with other ops of the same parent
+	 * meanwhile: adding its time too would count that span twice. */
+	if (o->parent >= 0 && !(o->flags & OP_ASYNC_END)) {
 		struct op *p = &t->ops[o->parent];
 
 		p->child_ns += d;
@@ -278,6 +281,7 @@ void stacks_end(struct trace *t, const struct rf_event_hdr *h)
 	if (t->ops[i].tid != h->tid) {
 		t->counts.async_ends++;
 		t->ops[i].flags |= OP_ASYNC_END;
+		t->ops[i].end_tid = h->tid;
 		if (d < owner->depth)
 			remove_from_middle(t, owner, d);
 		close_op(t, i, h->ts_ns, 0);

@@ -50,6 +50,7 @@ struct op {
 	uint32_t descendants;	/* ops closed below it, at any depth */
 	uint64_t paused_ns;	/* its thread was held by rfbpf meanwhile */
 	uint32_t tid;		/* thread it began on (and is nested in) */
+	uint32_t end_tid;	/* OP_ASYNC_END: the thread that ended it */
 	uint32_t name;		/* id in trace.names */
 	int32_t parent;		/* slot of the enclosing op on the same
 				 * thread, -1 at top (it stays open until
