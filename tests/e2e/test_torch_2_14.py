@@ -77,3 +77,12 @@ def test_torch_2_14(sid_root, tmp_path, probes):
     cats = {e["name"]: e["cat"] for e in ops_of(trace)}
     assert cats["train_step"] == "user_annotation"
     assert cats["aten::addmm"] == "cpu_op"
+    # fwd_thread_id_ moved in 2.4 (kwinputs_): backward ops still name
+    # their forward thread, and the flows join them.
+    assert other["fwd_thread_ids"] is True
+    backward = [e for e in ops_of(trace)
+                if e["args"]["scope"] == "backward_function"
+                and "Sequence number" in e["args"]]
+    assert backward and all(0 < e["args"]["Fwd thread id"] < 1000
+                            for e in backward)
+    assert other["fwdbwd_flows"] > 0
