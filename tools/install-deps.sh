@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages rfbpf needs to build, test and demo, and only
-# those that are missing (so a machine that has them is left alone).
+# those that are missing (so a machine that has them is left alone); then
+# the npm packages of tests/speedscope (speedscope and playwright-core, at
+# the versions its package-lock.json pins), with npm ci, unless that lock
+# is the one already installed.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(
 	make gcc g++ clang llvm		# the loader and the BPF object
@@ -14,7 +18,12 @@ packages=(
 	libprotobuf-c-dev protobuf-c-compiler	# pprof profiles (fleet mode)
 	libmicrohttpd-dev		# /metrics and /debug/pprof (fleet mode)
 	prometheus golang-go		# real clients the fleet tests check with
+	chromium			# speedscope opens the outputs in it
 )
+# Node.js and npm for tests/speedscope: the machine's own when it has them
+# (a newer one than Debian's, say), else Debian's.
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -26,13 +35,21 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "deps: all installed"
-	exit 0
-fi
-if [ "$(id -u)" -ne 0 ]; then
+elif [ "$(id -u)" -ne 0 ]; then
 	echo "deps: missing ${missing[*]}: run with sudo to install them" >&2
 	exit 1
+else
+	echo "deps: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-echo "deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+# npm ci empties node_modules and installs the lock's versions; the copy of
+# the lock it leaves there says which lock that was.
+ss=tests/speedscope
+if ! cmp -s "$ss/package-lock.json" "$ss/node_modules/.rfbpf-lock.json"; then
+	echo "deps: npm ci in $ss"
+	(cd "$ss" && npm ci --no-audit --no-fund --loglevel=error)
+	cp "$ss/package-lock.json" "$ss/node_modules/.rfbpf-lock.json"
+fi
