@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from conftest import PYTHON, RFBPF, ROOT, load_trace, ops_of, run
+from conftest import (PYTHON, RFBPF, ROOT, load_trace, ops_of,
+                      rebuild_nesting, run)
 
 THREE = os.path.join(ROOT, "tests", "workloads", "three_threads.py")
 
@@ -108,3 +109,30 @@ def test_tree_sampled_estimates_agree_with_a_full_trace(full, tmp_path):
         checked += 1
     assert checked >= 5
     assert "+- self" in table and "TREE-SAMPLED" in table
+
+
+def test_torchscript_fork_wait_nests_on_every_thread(tmp_path):
+    """model() ends on a pool thread: an async slice from its thread to
+    that one, no X event crossing the slices either thread opened after
+    it, and no self time (as torch.profiler gives async ops)."""
+    out = tmp_path / "fork.json"
+    r = run([RFBPF, "-q", "-o", str(out), "--top", "0", "--", PYTHON,
+             os.path.join(ROOT, "tests", "workloads", "torchscript_fork.py")])
+    assert r.returncode == 0, r.stderr
+    trace = load_trace(out)
+    assert trace["otherData"]["async_ends"] >= 20
+    begins = [e for e in trace["traceEvents"] if e["ph"] == "b"]
+    ends = {e["id"]: e for e in trace["traceEvents"] if e["ph"] == "e"}
+    assert len(begins) == trace["otherData"]["async_ends"]
+    for b in begins:
+        e = ends[b["id"]]
+        assert b["name"] == e["name"] == "model" and b["cat"] == "cpu_op"
+        assert e["tid"] == b["args"]["end tid"] != b["tid"]
+        assert e["ts"] >= b["ts"]
+    assert not [e for e in ops_of(trace) if e["name"] == "model"]
+    assert rebuild_nesting(trace)[1] == []
+    model = next(s for s in trace["otherData"]["op_stats"]
+                 if s["name"] == "model")
+    assert model["self_ns"] == 0 and model["total_ns"] > 0
+    row = next(l for l in r.stdout.splitlines() if l.startswith("model "))
+    assert "0.000us" in row

@@ -573,6 +573,8 @@ TEST(chrome_async_end_nests_on_both_threads)
 	ev_end(&x.t, 100, 0x10, 2000000);
 	const struct op_stats *p = row_of(&x.t, &x.agg, "P");
 	CHECK(p && p->self_ns == 1000000 - 400000);	/* less C only */
+	const struct op_stats *fut = row_of(&x.t, &x.agg, "future");
+	CHECK(fut && fut->self_ns == 0 && fut->total_ns == 200000);
 	const char *text = finish_chrome(&x, &x.agg);
 	CHECK(!json_parse(text, x.cap.len, &root));
 	const struct jv *ev = jget(&root, "traceEvents");

@@ -69,6 +69,12 @@ static void emit(struct trace *t, uint32_t i)
 	};
 	long th = trace_thread_index(t, o->tid);
 
+	/* An op that ended on another thread ran on no single thread's
+	 * stack: what its thread did meanwhile is not its own, and the work
+	 * it waited for (TorchScript forks) ran on other threads. It has no
+	 * self time, as torch.profiler gives async ops none. */
+	if (o->flags & OP_ASYNC_END)
+		c.self_ns = 0;
 	/* An op that ended on another thread left its own thread's stack
 	 * early, and its thread went on with other ops of the same parent
 	 * meanwhile: adding its time too would count that span twice. */
