@@ -39,6 +39,8 @@ struct gpu_rec {
 struct gpu_log {
 	struct gpu_rec *recs;
 	size_t nr;
+	struct gpu_launch *calls;	/* API calls as handed on (no frames) */
+	size_t nr_calls;
 };
 
 static void gpu_log_on_gpu(void *ctx, struct trace *t,
@@ -65,9 +67,30 @@ static void gpu_log_on_gpu(void *ctx, struct trace *t,
 	r->launch.frames = r->frames;
 }
 
+static void gpu_log_on_api(void *ctx, struct trace *t,
+			   const struct gpu_launch *call)
+{
+	struct gpu_log *log = ctx;
+
+	(void)t;
+	log->calls = realloc(log->calls,
+			     (log->nr_calls + 1) * sizeof(*log->calls));
+	if (!log->calls)
+		abort();
+	log->calls[log->nr_calls] = *call;
+	log->calls[log->nr_calls++].frames = NULL;
+}
+
+static void gpu_log_free(struct gpu_log *log)
+{
+	free(log->recs);
+	free(log->calls);
+}
+
 static void gpu_log_attach(struct trace *t, struct gpu_log *log)
 {
-	struct trace_sink s = { .gpu = gpu_log_on_gpu, .ctx = log };
+	struct trace_sink s = { .gpu = gpu_log_on_gpu,
+				.gpu_api = gpu_log_on_api, .ctx = log };
 
 	memset(log, 0, sizeof(*log));
 	CHECK(trace_add_sink(t, &s));
@@ -115,7 +138,7 @@ static const char *finish_chrome(struct fixture *x)
 static void fixture_free(struct fixture *x)
 {
 	capture_free(&x->cap, &x->t);
-	free(x->log.recs);
+	gpu_log_free(&x->log);
 	stack_profile_free(&x->kernels);
 	stack_profile_free(&x->ops);
 	aggregate_free(&x->agg);
@@ -142,22 +165,32 @@ static void op_end(struct trace *t, uint32_t tid, uint64_t addr, uint64_t ts)
 	stacks_end(t, &h);
 }
 
-/* As session.c does: BPF tagged the launch with the open op's address. */
-static void launch(struct trace *t, uint32_t tid, uint64_t op_addr,
-		   uint64_t ts, uint32_t corr, uint8_t flags)
+/* As session.c does: BPF tagged the call with the open op's address;
+ * the agent said when it entered (0: unknown). */
+static void api_call(struct trace *t, uint32_t tid, uint64_t op_addr,
+		     uint64_t enter, uint64_t exit, uint32_t corr,
+		     uint8_t flags, const char *api)
 {
 	struct rf_gpu_launch_event e = {
-		.hdr = { .ts_ns = ts, .rf_addr = op_addr, .pid = t->pid,
+		.hdr = { .ts_ns = exit, .rf_addr = op_addr, .pid = t->pid,
 			 .tid = tid, .kind = RF_EV_GPU_LAUNCH },
 		.correlation_id = corr, .domain = RF_GPU_API_RUNTIME,
-		.launch_flags = flags,
+		.cbid = 211, .launch_flags = flags, .enter_ns = enter,
 	};
 	uint64_t oom = t->counts.oom;
 
-	strcpy(e.api_name, flags & RF_GPU_LAUNCH_F_GRAPH ? "cudaGraphLaunch" :
-	       "cudaLaunchKernel");
+	snprintf(e.api_name, sizeof(e.api_name), "%s", api);
 	trace_gpu_launch(t, &e);
 	CHECK_EQ_U64(t->counts.oom, oom);
+}
+
+/* A launch that entered 100 ns before it returned at ts. */
+static void launch(struct trace *t, uint32_t tid, uint64_t op_addr,
+		   uint64_t ts, uint32_t corr, uint8_t flags)
+{
+	api_call(t, tid, op_addr, ts - 100, ts, corr, flags,
+		 flags & RF_GPU_LAUNCH_F_GRAPH ? "cudaGraphLaunch" :
+		 "cudaLaunchKernel");
 }
 
 static void activity(struct trace *t, uint32_t kind, uint32_t corr,
@@ -181,9 +214,15 @@ static void activity(struct trace *t, uint32_t kind, uint32_t corr,
 	CHECK_EQ_U64(t->counts.oom, oom);
 }
 
+#define ONE RF_GPU_LAUNCH_F_ONE_RECORD
+
 /*
- * Thread 10: "outer" [1000, 9000] holds "inner" [2000, 5000].
+ * Every call enters 100 ns before it returns (launch()), as the agent
+ * reports them now: kernels and copies with RF_GPU_LAUNCH_F_ONE_RECORD.
+ * Thread 10: "outer" [1000, 9000] (op id 0) holds "inner" [2000, 5000]
+ * (op id 1).
  *   launch corr 1 in inner at 3000 -> kernel k1 [10000, 10400] stream 7
+ *   cudaStreamSynchronize corr 6 in inner [3500, 4500]: no record
  *   launch corr 2 in outer at 6000 (graph) -> k2 [11000, 11100],
  *                                             k3 [11100, 11300] stream 7
  *   launch corr 3 in outer at 7000 -> memcpy HtoD [12000, 12050] stream 9
@@ -205,13 +244,15 @@ static void build_gpu_trace(struct fixture *x)
 	op_begin(t, 10, 0xa0, 1000, "outer");
 	trace_name_thread(t, trace_thread(t, 10, NULL), "main");
 	op_begin(t, 10, 0xb0, 2000, "inner");
-	launch(t, 10, 0xb0, 3000, 1, 0);
+	launch(t, 10, 0xb0, 3000, 1, ONE);
+	api_call(t, 10, 0xb0, 3500, 4500, 6, RF_GPU_LAUNCH_F_SYNC,
+		 "cudaStreamSynchronize");
 	op_end(t, 10, 0xb0, 5000);
 	launch(t, 10, 0xa0, 6000, 2, RF_GPU_LAUNCH_F_GRAPH);
-	launch(t, 10, 0xa0, 7000, 3, 0);
+	launch(t, 10, 0xa0, 7000, 3, ONE);
 	op_end(t, 10, 0xa0, 9000);
-	launch(t, 20, 0, 9500, 4, 0);
-	launch(t, 20, 0x999, 9600, 5, 0);
+	launch(t, 20, 0, 9500, 4, ONE);
+	launch(t, 20, 0x999, 9600, 5, ONE);
 	activity(t, RF_GPU_ACT_KERNEL, 1, 10000, 10400, 7, "k1");
 	activity(t, RF_GPU_ACT_KERNEL, 2, 11000, 11100, 7, "k2");
 	activity(t, RF_GPU_ACT_KERNEL, 2, 11100, 11300, 7, "k3");
@@ -252,12 +293,11 @@ TEST(join_by_correlation)
 	static const char *const in_outer[] = { "outer" };
 
 	build_gpu_trace(&x);
-	/* Was: nr_launches 5 and nr_acts 7 (both kept in arrays). Launches
-	 * now wait in a ring: 5 were added (tail), all left it by detach
-	 * (head); records are handed on, 7 reached the sinks. */
-	CHECK_EQ_U64(x.t.gpu.tail, 5);
-	CHECK_EQ_U64(x.t.gpu.head, 5);
+	/* 5 launches waited (the sync did not), none is left after
+	 * detach; records are handed on, 7 reached the sinks. */
 	CHECK_EQ_U64(gpu_pending(&x.t.gpu), 0);
+	CHECK_EQ_U64(x.t.gpu.oldest, UINT32_MAX);
+	CHECK_EQ_U64(x.t.gpu.pending.len, 0);
 	CHECK_EQ_U64(x.log.nr, 7);
 	if (x.log.nr != 7) {
 		fixture_free(&x);
@@ -293,6 +333,7 @@ TEST(join_by_correlation)
 	for (int i = 0; i < 7; i++)
 		CHECK_EQ_U64(r[i].pid, 4242);
 	CHECK_EQ_U64(c->launches, 5);
+	CHECK_EQ_U64(c->syncs, 1);
 	CHECK_EQ_U64(c->activities, 7);
 	CHECK_EQ_U64(c->activities_unmatched, 1);
 	CHECK_EQ_U64(c->launches_outside_ops, 1);
@@ -321,18 +362,20 @@ TEST(join_by_nested_driver_id)
 		.pid = 1, .tid = 1, .thread_name = UINT32_MAX,
 	};
 
+	const struct gpu_launch *first;
+
 	trace_init(&t, 1);
 	gpu_log_attach(&t, &log);
-	CHECK(gpu_add_launch(&t.gpu, &t.names, 100, &site, &e));
+	first = gpu_add_launch(&t.gpu, &t.names, 100, &site, &e);
+	CHECK(first == &t.gpu.slots[0]);
 	e.correlation_id = 7;		/* another, never matched */
 	e.driver_correlation_id = 8;
 	CHECK(gpu_add_launch(&t.gpu, &t.names, 200, &site, &e));
 	activity(&t, RF_GPU_ACT_MEMSET, 6, 300, 400, 1, NULL);
-	/* Was: acts[0].launch == 0. Joined to launch 0 of the ring, the
-	 * one with runtime id 5. */
+	/* Joined to the first launch, the one with runtime id 5. */
 	CHECK_EQ_U64(log.nr, 1);
 	if (log.nr == 1) {
-		CHECK(log.recs[0].launch_at == &t.gpu.ring[0]);
+		CHECK(log.recs[0].launch_at == first);
 		CHECK_EQ_U64(log.recs[0].launch.correlation_id, 5);
 		CHECK_EQ_U64(log.recs[0].launch.driver_correlation_id, 6);
 		CHECK_EQ_U64(log.recs[0].act.correlation_id, 6);
@@ -340,7 +383,7 @@ TEST(join_by_nested_driver_id)
 	CHECK_EQ_U64(t.gpu.counts.activities_unmatched, 0);
 	gpu_detach(&t.gpu);
 	CHECK_EQ_U64(t.gpu.counts.launches_unmatched_at_end, 1);
-	free(log.recs);
+	gpu_log_free(&log);
 	trace_free(&t);
 }
 
@@ -359,9 +402,13 @@ TEST(old_launches_are_evicted_and_counted)
 	gpu_evict(&t.gpu, GPU_PENDING_NS + 5000);
 	CHECK_EQ_U64(t.gpu.counts.launches_evicted_unmatched, 1);
 	CHECK_EQ_U64(t.gpu.pending.len, 1);
-	/* The two old ones left the ring's head; the recent one remains. */
-	CHECK_EQ_U64(t.gpu.head, 2);
-	CHECK_EQ_U64(t.gpu.tail, 3);
+	/* The two old ones (flags 0: an agent that does not say how many
+	 * records, so the matched one waited too) left; the recent one
+	 * remains. */
+	CHECK_EQ_U64(gpu_pending(&t.gpu), 1);
+	CHECK(t.gpu.oldest == t.gpu.newest && t.gpu.oldest != UINT32_MAX);
+	if (t.gpu.oldest != UINT32_MAX)
+		CHECK_EQ_U64(t.gpu.slots[t.gpu.oldest].correlation_id, 3);
 	/* A record for an evicted launch no longer joins: counted. */
 	activity(&t, RF_GPU_ACT_KERNEL, 2, 4000, 4100, 1, "k");
 	CHECK_EQ_U64(t.gpu.counts.activities_unmatched, 1);
@@ -373,7 +420,7 @@ TEST(old_launches_are_evicted_and_counted)
 	/* At detach the recent one, still without records, is counted. */
 	gpu_detach(&t.gpu);
 	CHECK_EQ_U64(t.gpu.counts.launches_unmatched_at_end, 1);
-	free(log.recs);
+	gpu_log_free(&log);
 	trace_free(&t);
 }
 
@@ -389,44 +436,187 @@ TEST(many_launches_evict_in_one_sweep)
 	CHECK_EQ_U64(t.gpu.counts.launches_evicted_unmatched, 5000);
 	CHECK_EQ_U64(t.gpu.pending.len, 1);
 	CHECK(u64map_get(&t.gpu.pending, 9999 + 1) != NULL);
-	CHECK_EQ_U64(t.gpu.head, 5000);
-	CHECK_EQ_U64(t.gpu.tail, 5001);
+	CHECK_EQ_U64(gpu_pending(&t.gpu), 1);
+	/* The freed slots are taken again before the slots grow. */
+	for (uint32_t i = 1; i <= 5000; i++)
+		launch(&t, 1, 0, GPU_PENDING_NS + 10000 + i, 10000 + i, 0);
+	CHECK_EQ_U64(gpu_pending(&t.gpu), 5001);
+	CHECK_EQ_U64(t.gpu.cap, 8192);
 	trace_free(&t);
 }
 
 /* A steady stream over twice the pending window: only the last window's
- * launches stay pending, and each launch is looked at once (a sweep of
- * the whole map per launch took minutes here). */
-TEST(steady_launches_keep_a_bounded_window)
+ * launches that still wait for a record stay pending, and each launch is
+ * looked at once (a sweep of the whole map per launch took minutes here).
+ * With one_record (the agent's RF_GPU_LAUNCH_F_ONE_RECORD) a launch
+ * leaves at its record, so memory follows what is pending; without it
+ * (an older agent) every launch of the window waits. */
+static void steady_launches(bool one_record)
 {
 	const uint64_t step = 300000;		/* a launch every 300 us */
 	const uint32_t n = 200000;		/* 60 s of trace time */
 	struct trace t;
-	uint64_t expect_pending = 0;
+	uint64_t in_window = 0, unmatched_in_window = 0, expect_pending;
 
 	trace_init(&t, 1);
 	for (uint32_t i = 1; i <= n; i++) {
-		launch(&t, 1, 0, i * step, i, 0);
+		launch(&t, 1, 0, i * step, i, one_record ? ONE : 0);
 		if (i % 2)		/* half of them get their record */
 			activity(&t, RF_GPU_ACT_KERNEL, i, i * step + 10,
 				 i * step + 20, 1, "k");
 		gpu_evict(&t.gpu, i * step);
 	}
-	for (uint32_t i = 1; i <= n; i++)
-		expect_pending += i * step >= n * step - GPU_PENDING_NS;
-	CHECK_EQ_U64(t.gpu.pending.len, expect_pending);
-	/* Was: evict_next (the next launch to look at) == the number
-	 * evicted. The ring's head is that number now, and what is
-	 * between head and tail is exactly what is pending. */
-	CHECK_EQ_U64(t.gpu.head, n - expect_pending);
-	CHECK_EQ_U64(t.gpu.tail, n);
+	for (uint32_t i = 1; i <= n; i++) {
+		bool in = i * step >= n * step - GPU_PENDING_NS;
+
+		in_window += in;
+		unmatched_in_window += in && !(i % 2);
+	}
+	expect_pending = one_record ? unmatched_in_window : in_window;
 	CHECK_EQ_U64(gpu_pending(&t.gpu), expect_pending);
-	/* The ring is sized by the window, not by the run. */
+	/* One map entry per pending launch (kernels have no driver id). */
+	CHECK_EQ_U64(t.gpu.pending.len, expect_pending);
+	/* The slots are sized by what is pending, not by the run. */
 	CHECK(t.gpu.cap < 2 * (expect_pending + 1));
 	/* Of the evicted, the ones without a record are counted. */
 	CHECK_EQ_U64(t.gpu.counts.launches_evicted_unmatched,
-		     (n - expect_pending) / 2);
+		     (n - in_window) / 2);
 	CHECK_EQ_U64(t.gpu.counts.activities_unmatched, 0);
+	trace_free(&t);
+}
+
+TEST(steady_launches_keep_a_bounded_window)
+{
+	steady_launches(false);
+}
+
+TEST(steady_launches_leave_at_their_record)
+{
+	steady_launches(true);
+}
+
+/* Launches that make one record leave when it is in (under both of a
+ * set's ids), so a second record with the same id joins nothing and is
+ * counted; a graph launch and a launch that does not say wait for more
+ * until evicted; a sync never waits. */
+TEST(launches_leave_once_their_records_are_in)
+{
+	struct trace t;
+	struct gpu_log log;
+	struct rf_gpu_launch_event set = {
+		.hdr = { .ts_ns = 1000, .tid = 1, .kind = RF_EV_GPU_LAUNCH },
+		.correlation_id = 40, .driver_correlation_id = 41,
+		.domain = RF_GPU_API_RUNTIME, .api_name = "cudaMemsetAsync",
+		.launch_flags = ONE,
+	};
+
+	trace_init(&t, 1);
+	gpu_log_attach(&t, &log);
+	launch(&t, 1, 0, 1000, 1, ONE);
+	launch(&t, 1, 0, 1100, 2, RF_GPU_LAUNCH_F_GRAPH);
+	launch(&t, 1, 0, 1200, 3, 0);
+	trace_gpu_launch(&t, &set);
+	api_call(&t, 1, 0, 1300, 1400, 4, RF_GPU_LAUNCH_F_SYNC,
+		 "cudaDeviceSynchronize");
+	CHECK_EQ_U64(gpu_pending(&t.gpu), 4);
+	CHECK_EQ_U64(t.gpu.pending.len, 5);	/* the set waits twice */
+	activity(&t, RF_GPU_ACT_KERNEL, 1, 2000, 2100, 7, "k");
+	CHECK_EQ_U64(gpu_pending(&t.gpu), 3);
+	CHECK(!u64map_get(&t.gpu.pending, 1 + 1));
+	activity(&t, RF_GPU_ACT_MEMSET, 41, 2200, 2300, 7, NULL);
+	CHECK_EQ_U64(gpu_pending(&t.gpu), 2);
+	CHECK_EQ_U64(t.gpu.pending.len, 2);	/* both of its ids left */
+	for (int k = 0; k < 3; k++)
+		activity(&t, RF_GPU_ACT_KERNEL, 2, 3000 + k, 3001 + k, 7, "g");
+	activity(&t, RF_GPU_ACT_KERNEL, 3, 3100, 3200, 7, "k");
+	CHECK_EQ_U64(gpu_pending(&t.gpu), 2);
+	/* Every record was joined to its launch, as it came. */
+	CHECK_EQ_U64(log.nr, 6);
+	for (size_t r = 0; r < log.nr; r++)
+		CHECK(log.recs[r].launch_at != NULL);
+	CHECK_EQ_U64(t.gpu.counts.activities_unmatched, 0);
+	/* A record for a launch that already had its one: not joined. */
+	activity(&t, RF_GPU_ACT_KERNEL, 1, 4000, 4100, 7, "k");
+	CHECK_EQ_U64(t.gpu.counts.activities_unmatched, 1);
+	/* The freed slots are reused before the slots grow. */
+	launch(&t, 1, 0, 5000, 5, ONE);
+	launch(&t, 1, 0, 5100, 6, ONE);
+	CHECK_EQ_U64(t.gpu.cap, 256);
+	CHECK(t.gpu.newest < 4);
+	/* The graph and the unsaid launch leave at eviction, matched (not
+	 * counted); the two new ones, unmatched. */
+	gpu_evict(&t.gpu, GPU_PENDING_NS + 6000);
+	CHECK_EQ_U64(gpu_pending(&t.gpu), 0);
+	CHECK_EQ_U64(t.gpu.pending.len, 0);
+	CHECK_EQ_U64(t.gpu.counts.launches_evicted_unmatched, 2);
+	CHECK_EQ_U64(t.gpu.counts.launches, 6);
+	CHECK_EQ_U64(t.gpu.counts.syncs, 1);
+	gpu_detach(&t.gpu);
+	CHECK_EQ_U64(t.gpu.counts.launches_unmatched_at_end, 0);
+	gpu_log_free(&log);
+	trace_free(&t);
+}
+
+/* Every call reaches the sinks as it comes, with its enter and exit, the
+ * id of the op it ran in (-1: none recorded) and its cbid; a sync too. */
+TEST(calls_carry_enter_time_and_op)
+{
+	struct fixture x;
+	const struct gpu_launch *c = NULL;
+
+	build_gpu_trace(&x);
+	CHECK_EQ_U64(x.log.nr_calls, 6);
+	if (x.log.nr_calls == 6)
+		c = x.log.calls;
+	for (size_t i = 0; c && i < 6; i++)
+		CHECK_EQ_U64(c[i].cbid, 211);
+	if (c) {
+		/* In inner (op id 1), entered at 2900. */
+		CHECK_EQ_U64(c[0].correlation_id, 1);
+		CHECK_EQ_U64(c[0].enter_ns, 2900);
+		CHECK_EQ_U64(c[0].ts_ns, 3000);
+		CHECK_EQ_U64(c[0].op_id, 1);
+		CHECK_STR(names_get(&x.t.names, c[0].op_name), "inner");
+		CHECK_EQ_U64(c[0].tid, 10);
+		CHECK_EQ_U64(c[0].pid, 4242);
+		/* The sync, in inner too. */
+		CHECK_EQ_U64(c[1].correlation_id, 6);
+		CHECK(c[1].flags & RF_GPU_LAUNCH_F_SYNC);
+		CHECK_EQ_U64(c[1].enter_ns, 3500);
+		CHECK_EQ_U64(c[1].ts_ns, 4500);
+		CHECK_EQ_U64(c[1].op_id, 1);
+		CHECK_STR(names_get(&x.t.names, c[1].api_name),
+			  "cudaStreamSynchronize");
+		/* In outer (op id 0). */
+		CHECK_EQ_U64(c[2].op_id, 0);
+		CHECK_EQ_U64(c[3].op_id, 0);
+		/* Outside any op, and in an op never recorded. */
+		CHECK_EQ_U64(c[4].op_id, (uint64_t)-1);
+		CHECK(c[4].outside_ops);
+		CHECK_EQ_U64(c[5].op_id, (uint64_t)-1);
+		CHECK(!c[5].outside_ops);
+	}
+	fixture_free(&x);
+}
+
+/* An enter the agent could not give (0), or one after the exit, is
+ * unknown. */
+TEST(unknown_enter_times)
+{
+	struct trace t;
+	struct gpu_log log;
+
+	trace_init(&t, 1);
+	gpu_log_attach(&t, &log);
+	api_call(&t, 1, 0, 0, 1000, 1, ONE, "cudaLaunchKernel");
+	api_call(&t, 1, 0, 1500, 1200, 2, ONE, "cudaLaunchKernel");
+	CHECK_EQ_U64(log.nr_calls, 2);
+	if (log.nr_calls == 2) {
+		CHECK_EQ_U64(log.calls[0].enter_ns, 0);
+		CHECK_EQ_U64(log.calls[1].enter_ns, 0);
+		CHECK_EQ_U64(log.calls[1].ts_ns, 1200);
+	}
+	gpu_log_free(&log);
 	trace_free(&t);
 }
 

@@ -4,42 +4,82 @@
 #include <string.h>
 #include "gpu_activity.h"
 
+#define NONE UINT32_MAX
+
 void gpu_init(struct gpu *g)
 {
 	memset(g, 0, sizeof(*g));
+	g->oldest = g->newest = g->free = NONE;
 }
 
-static struct gpu_launch *at(const struct gpu *g, uint64_t seq)
+static uint32_t slot_of(const struct gpu *g, const struct gpu_launch *l)
 {
-	return &g->ring[seq & (g->cap - 1)];
+	return (uint32_t)(l - g->slots);
 }
 
 void gpu_free(struct gpu *g)
 {
-	for (uint64_t s = g->head; s < g->tail; s++)
-		free(at(g, s)->frames);
-	free(g->ring);
+	for (uint32_t i = g->oldest; i != NONE; i = g->slots[i].newer)
+		free(g->slots[i].frames);
+	free(g->slots);
 	u64map_free(&g->pending);
 	memset(g, 0, sizeof(*g));
+	g->oldest = g->newest = g->free = NONE;
 }
 
-/* Room for one more launch: the ring doubles, keeping sequence numbers. */
-static bool make_room(struct gpu *g)
+/* A free slot, linked as the newest pending launch; the slots double
+ * when none is free (pointers into them move). NONE on ENOMEM. */
+static uint32_t take_slot(struct gpu *g)
 {
-	size_t cap = g->cap ? g->cap * 2 : 256;
-	struct gpu_launch *ring;
+	uint32_t i;
 
-	if (gpu_pending(g) < g->cap)
-		return true;
-	ring = malloc(cap * sizeof(*ring));
-	if (!ring)
-		return false;
-	for (uint64_t s = g->head; s < g->tail; s++)
-		ring[s & (cap - 1)] = *at(g, s);
-	free(g->ring);
-	g->ring = ring;
-	g->cap = cap;
-	return true;
+	if (g->free == NONE) {
+		uint32_t cap = g->cap ? g->cap * 2 : 256;
+		struct gpu_launch *slots;
+
+		if (cap <= g->cap)
+			return NONE;
+		slots = realloc(g->slots, cap * sizeof(*slots));
+		if (!slots)
+			return NONE;
+		for (uint32_t k = g->cap; k < cap; k++)
+			slots[k].newer = k + 1 < cap ? k + 1 : NONE;
+		g->free = g->cap;
+		g->slots = slots;
+		g->cap = cap;
+	}
+	i = g->free;
+	g->free = g->slots[i].newer;
+	memset(&g->slots[i], 0, sizeof(g->slots[i]));
+	g->slots[i].older = g->newest;
+	g->slots[i].newer = NONE;
+	if (g->newest != NONE)
+		g->slots[g->newest].newer = i;
+	else
+		g->oldest = i;
+	g->newest = i;
+	g->live++;
+	return i;
+}
+
+/* Unlinks slot i and puts it on the free list. */
+static void give_slot(struct gpu *g, uint32_t i)
+{
+	struct gpu_launch *l = &g->slots[i];
+
+	if (l->older != NONE)
+		g->slots[l->older].newer = l->newer;
+	else
+		g->oldest = l->newer;
+	if (l->newer != NONE)
+		g->slots[l->newer].older = l->older;
+	else
+		g->newest = l->older;
+	free(l->frames);
+	l->frames = NULL;
+	l->newer = g->free;
+	g->free = i;
+	g->live--;
 }
 
 /* Correlation ids start at 1 but 0 is the map's empty key: shift by one. */
@@ -48,65 +88,95 @@ static uint64_t pending_key(uint32_t correlation_id)
 	return (uint64_t)correlation_id + 1;
 }
 
-bool gpu_add_launch(struct gpu *g, struct names *names, uint64_t ts_ns,
-		    const struct gpu_launch_site *site,
-		    const struct rf_gpu_launch_event *e)
+static void fill_call(struct gpu_launch *l, struct names *names,
+		      uint64_t ts_ns, const struct gpu_launch_site *site,
+		      const struct rf_gpu_launch_event *e)
 {
-	const uint32_t *frames = site->frames;
-	uint32_t depth = site->depth;
-	struct gpu_launch *l;
 	size_t len = strnlen(e->api_name, sizeof(e->api_name));
-	uint64_t *prev;
 
-	g->counts.launches++;
-	if (!make_room(g))
-		return false;
-	l = at(g, g->tail);
-	memset(l, 0, sizeof(*l));
-	if (depth) {
-		l->frames = malloc(depth * sizeof(*frames));
-		if (!l->frames)
-			return false;
-		memcpy(l->frames, frames, depth * sizeof(*frames));
-	}
-	l->depth = depth;
-	l->op_name = depth ? frames[depth - 1] : UINT32_MAX;
+	l->depth = site->depth;
+	l->op_name = site->depth ? site->frames[site->depth - 1] : UINT32_MAX;
+	l->op_id = site->depth ? site->op_id : -1;
 	l->ts_ns = ts_ns;
+	/* An enter after the exit is no enter (a clock that went wrong). */
+	l->enter_ns = e->enter_ns <= ts_ns ? e->enter_ns : 0;
 	l->pid = site->pid;
 	l->tid = site->tid;
 	l->thread_name = site->thread_name;
 	l->correlation_id = e->correlation_id;
+	l->driver_correlation_id = e->driver_correlation_id;
+	l->cbid = e->cbid;
 	l->api_name = names_intern(names, e->api_name, len);
 	l->domain = e->domain;
 	l->flags = e->launch_flags;
-	l->outside_ops = !depth && !e->hdr.rf_addr;
+	l->outside_ops = !site->depth && !e->hdr.rf_addr;
+}
+
+/* A sync waits for nothing: handed on from one scratch launch, its
+ * frames the caller's (valid during the call). */
+static const struct gpu_launch *add_sync(struct gpu *g, struct names *names,
+					 uint64_t ts_ns,
+					 const struct gpu_launch_site *site,
+					 const struct rf_gpu_launch_event *e)
+{
+	struct gpu_launch *l = &g->call;
+
+	g->counts.syncs++;
+	memset(l, 0, sizeof(*l));
+	fill_call(l, names, ts_ns, site, e);
+	l->frames = (uint32_t *)site->frames;
+	l->older = l->newer = NONE;
+	return l;
+}
+
+const struct gpu_launch *gpu_add_launch(struct gpu *g, struct names *names,
+					uint64_t ts_ns,
+					const struct gpu_launch_site *site,
+					const struct rf_gpu_launch_event *e)
+{
+	uint32_t depth = site->depth, i;
+	struct gpu_launch *l;
+	uint64_t *prev;
+
+	if (e->launch_flags & RF_GPU_LAUNCH_F_SYNC)
+		return add_sync(g, names, ts_ns, site, e);
+	g->counts.launches++;
+	if ((i = take_slot(g)) == NONE)
+		return NULL;
+	l = &g->slots[i];
+	fill_call(l, names, ts_ns, site, e);
+	if (depth) {
+		l->frames = malloc(depth * sizeof(*l->frames));
+		if (!l->frames) {
+			give_slot(g, i);
+			return NULL;
+		}
+		memcpy(l->frames, site->frames, depth * sizeof(*l->frames));
+	}
 	if (l->outside_ops)
 		g->counts.launches_outside_ops++;
 	else if (!depth)
 		g->counts.launches_op_unknown++;
-	l->driver_correlation_id = e->driver_correlation_id;
 	/* A reused correlation id replaces an older launch still waiting. */
 	prev = u64map_get(&g->pending, pending_key(e->correlation_id));
-	if (prev && !at(g, *prev)->activities)
+	if (prev && !g->slots[*prev].activities)
 		g->counts.launches_evicted_unmatched++;
 	/* Records of copies and sets carry the nested driver call's id:
 	 * the launch waits under both. */
-	if (!u64map_put(&g->pending, pending_key(e->correlation_id),
-			g->tail)) {
-		free(l->frames);
-		return false;
+	if (!u64map_put(&g->pending, pending_key(e->correlation_id), i)) {
+		give_slot(g, i);
+		return NULL;
 	}
 	if (e->driver_correlation_id &&
 	    !u64map_put(&g->pending, pending_key(e->driver_correlation_id),
-			g->tail)) {
+			i)) {
 		/* The slot is not taken: its first entry must not stay, or a
 		 * record would join whatever launch takes the slot next. */
 		u64map_del(&g->pending, pending_key(e->correlation_id));
-		free(l->frames);
-		return false;
+		give_slot(g, i);
+		return NULL;
 	}
-	g->tail++;
-	return true;
+	return l;
 }
 
 const char *gpu_kind_name(uint32_t kind)
@@ -180,23 +250,24 @@ bool gpu_add_activity(struct gpu *g, struct names *names,
 	a->name_truncated = e->hdr.flags & RF_F_NAME_TRUNCATED;
 	a->graph_id = in->graph_id;
 	seq = u64map_get(&g->pending, pending_key(in->correlation_id));
-	*launch = seq ? at(g, *seq) : NULL;
+	*launch = seq ? &g->slots[*seq] : NULL;
 	if (seq)
-		at(g, *seq)->activities++;
+		g->slots[*seq].activities++;
 	else
 		g->counts.activities_unmatched++;
 	return a->name != UINT32_MAX;
 }
 
-/* Drops the oldest launch, with its pending entries if still its own. */
-static void pop_launch(struct gpu *g, bool at_detach)
+/* Drops the launch in slot i, with its pending entries if still its own
+ * (a later launch may have taken its id); counted if it never had a
+ * record. */
+static void drop_launch(struct gpu *g, uint32_t i, bool at_detach)
 {
-	struct gpu_launch *l = at(g, g->head);
+	struct gpu_launch *l = &g->slots[i];
 	uint64_t key = pending_key(l->correlation_id);
 	uint64_t *seq = u64map_get(&g->pending, key);
 
-	/* Still the pending entry for its id (not replaced)? */
-	if (seq && *seq == g->head) {
+	if (seq && *seq == i) {
 		if (!l->activities && at_detach)
 			g->counts.launches_unmatched_at_end++;
 		else if (!l->activities)
@@ -205,25 +276,32 @@ static void pop_launch(struct gpu *g, bool at_detach)
 	}
 	key = pending_key(l->driver_correlation_id);
 	seq = l->driver_correlation_id ? u64map_get(&g->pending, key) : NULL;
-	if (seq && *seq == g->head)
+	if (seq && *seq == i)
 		u64map_del(&g->pending, key);
-	free(l->frames);
-	g->head++;
+	give_slot(g, i);
+}
+
+void gpu_release_if_complete(struct gpu *g, const struct gpu_launch *l)
+{
+	if (!l || l == &g->call)
+		return;		/* none, or a sync */
+	if ((l->flags & RF_GPU_LAUNCH_F_ONE_RECORD) && l->activities >= 1)
+		drop_launch(g, slot_of(g, l), false);
 }
 
 void gpu_evict(struct gpu *g, uint64_t now_ns)
 {
 	if (now_ns < GPU_PENDING_NS)
 		return;
-	while (g->head < g->tail &&
-	       at(g, g->head)->ts_ns < now_ns - GPU_PENDING_NS)
-		pop_launch(g, false);
+	while (g->oldest != NONE &&
+	       g->slots[g->oldest].ts_ns < now_ns - GPU_PENDING_NS)
+		drop_launch(g, g->oldest, false);
 }
 
 void gpu_detach(struct gpu *g)
 {
-	while (g->head < g->tail)
-		pop_launch(g, true);
+	while (g->oldest != NONE)
+		drop_launch(g, g->oldest, true);
 	u64map_free(&g->pending);
 }
 
@@ -231,14 +309,15 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 		       char *buf, size_t len)
 {
 	snprintf(buf, len,
-		 "GPU: %llu launches, %llu records; records with no launch "
-		 "%llu; launches with no record %llu (evicted %llu, at "
-		 "detach %llu); launches outside any op %llu, in an "
+		 "GPU: %llu launches, %llu records, %llu syncs; records with "
+		 "no launch %llu; launches with no record %llu (evicted %llu, "
+		 "at detach %llu); launches outside any op %llu, in an "
 		 "unrecorded op %llu; kernel names truncated %llu, "
 		 "unreadable %llu; bad records %llu; agent: dropped by "
 		 "CUPTI %llu, untraced %llu, errors %llu%s%s",
 		 (unsigned long long)c->launches,
 		 (unsigned long long)c->activities,
+		 (unsigned long long)c->syncs,
 		 (unsigned long long)c->activities_unmatched,
 		 (unsigned long long)(c->launches_evicted_unmatched +
 				      c->launches_unmatched_at_end),
