@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include "model/aggregate.h"
 #include "check.h"
+#include "model/demangle.h"
 #include "chrome_capture.h"
 #include "export/chrome.h"
 #include "export/folded.h"
@@ -205,7 +206,10 @@ static void activity(struct trace *t, uint32_t kind, uint32_t corr,
 			 .end_ns = end, .device_id = 0, .stream_id = stream,
 			 .grid = { 4, 1, 1 }, .block = { 128, 1, 1 },
 			 .bytes = kind == RF_GPU_ACT_KERNEL ? 0 : 4096,
-			 .copy_kind = 1 },
+			 /* copies HtoD, pageable to device; sets, device */
+			 .copy_kind = kind == RF_GPU_ACT_MEMCPY ? 1 : 0,
+			 .src_kind = kind == RF_GPU_ACT_MEMCPY ? 1 : 0,
+			 .dst_kind = kind == RF_GPU_ACT_KERNEL ? 0 : 3 },
 	};
 	uint64_t oom = t->counts.oom;
 
@@ -318,7 +322,8 @@ TEST(join_by_correlation)
 	CHECK_EQ_U64(r[2].launch.activities, 2);
 	check_launch_stack(&x.t, &r[3], in_outer, 1);
 	CHECK_EQ_U64(r[3].launch.correlation_id, 3);
-	CHECK_STR(names_get(&x.t.names, r[3].act.name), "Memcpy HtoD");
+	CHECK_STR(names_get(&x.t.names, r[3].act.name),
+		  "Memcpy HtoD (Pageable -> Device)");
 	CHECK_STR(names_get(&x.t.names, r[0].act.name), "k1");
 	/* Joined to a launch, but no op: outside any, or not recorded. */
 	CHECK(r[4].launch_at != NULL);
@@ -620,6 +625,151 @@ TEST(unknown_enter_times)
 	trace_free(&t);
 }
 
+/* One kernel record named name (the agent's copy: cut to 255 bytes and
+ * flagged when longer); what the model made of it. */
+static struct gpu_activity kernel_named(struct trace *t, const char *name)
+{
+	struct rf_gpu_activity_event e = {
+		.hdr = { .kind = RF_EV_GPU_ACTIVITY },
+		.act = { .abi_version = RF_GPU_ABI_VERSION,
+			 .size = sizeof(struct rf_gpu_activity),
+			 .kind = RF_GPU_ACT_KERNEL, .correlation_id = 1,
+			 .name_len = strlen(name) },
+	};
+	const struct gpu_launch *l;
+	struct gpu_activity a;
+
+	snprintf(e.act.name, sizeof(e.act.name), "%s", name);
+	if (e.act.name_len >= RF_GPU_NAME_MAX)
+		e.hdr.flags |= RF_F_NAME_TRUNCATED;
+	CHECK(gpu_add_activity(&t->gpu, &t->names, &e, &a, &l));
+	return a;
+}
+
+TEST(cxx_demangle_symbols_only)
+{
+	char *d = cxx_demangle("_Z10gemm_tiledPKfS0_Pfiii");
+
+	CHECK_STR(d, "gemm_tiled(float const*, float const*, float*, int, "
+		  "int, int)");
+	free(d);
+	d = cxx_demangle("_ZN2at6native29vectorized_elementwise_kernelILi4E"
+			 "EEvi");
+	CHECK_STR(d, "void at::native::vectorized_elementwise_kernel<4>"
+		  "(int)");
+	free(d);
+	/* Not symbols: a bare type would demangle ("f": float). */
+	CHECK(cxx_demangle("f") == NULL);
+	CHECK(cxx_demangle("triton_poi_fused_add_0") == NULL);
+	CHECK(cxx_demangle("") == NULL);
+	CHECK(cxx_demangle(NULL) == NULL);
+	/* Not valid: cut inside a name. */
+	CHECK(cxx_demangle("_Z10gemm_ti") == NULL);
+}
+
+/* Kernels are shown demangled (the mangled name kept), once per distinct
+ * name; names that are not C++ symbols, or cut too short to demangle,
+ * are shown as they came. */
+TEST(kernel_names_are_demangled)
+{
+	struct trace t;
+	struct gpu_activity a;
+	char cut[400];
+	size_t names_before;
+
+	trace_init(&t, 1);
+	a = kernel_named(&t, "_Z10gemm_tiledPKfS0_Pfiii");
+	CHECK_STR(names_get(&t.names, a.name), "gemm_tiled(float const*, "
+		  "float const*, float*, int, int, int)");
+	CHECK_STR(names_get(&t.names, a.mangled_name),
+		  "_Z10gemm_tiledPKfS0_Pfiii");
+	CHECK(!a.name_truncated);
+	names_before = t.names.nr;
+	a = kernel_named(&t, "_Z10gemm_tiledPKfS0_Pfiii");
+	CHECK_EQ_U64(t.names.nr, names_before);		/* remembered */
+	CHECK_STR(names_get(&t.names, a.name), "gemm_tiled(float const*, "
+		  "float const*, float*, int, int, int)");
+	a = kernel_named(&t, "triton_poi_fused_add_0");
+	CHECK_STR(names_get(&t.names, a.name), "triton_poi_fused_add_0");
+	CHECK_EQ_U64(a.mangled_name, UINT32_MAX);
+	a = kernel_named(&t, "f");
+	CHECK_STR(names_get(&t.names, a.name), "f");
+	/* A templated name past 255 bytes arrives cut in the middle of a
+	 * name: no demangling, the cut text kept and flagged. */
+	snprintf(cut, sizeof(cut), "_ZN2at6native18elementwise_kernelILi128"
+		 "ELi4EZNS0_%s", "");
+	memset(cut + strlen(cut), 'x', sizeof(cut) - 1 - strlen(cut));
+	cut[sizeof(cut) - 1] = 0;
+	cut[60] = '9';		/* "9xxx...": a 9-letter name, cut */
+	a = kernel_named(&t, cut);
+	CHECK(a.name_truncated);
+	CHECK_EQ_U64(strlen(names_get(&t.names, a.name)), RF_GPU_NAME_MAX - 1);
+	CHECK(!strncmp(names_get(&t.names, a.name), cut, RF_GPU_NAME_MAX - 1));
+	CHECK_EQ_U64(a.mangled_name, UINT32_MAX);
+	CHECK_EQ_U64(t.gpu.counts.names_truncated, 1);
+	trace_free(&t);
+}
+
+/* One copy or set record of these kinds; its name. */
+static const char *copy_named(struct trace *t, uint32_t kind, uint8_t copy,
+			      uint8_t src, uint8_t dst)
+{
+	struct rf_gpu_activity_event e = {
+		.hdr = { .kind = RF_EV_GPU_ACTIVITY },
+		.act = { .abi_version = RF_GPU_ABI_VERSION,
+			 .size = sizeof(struct rf_gpu_activity), .kind = kind,
+			 .correlation_id = 1, .copy_kind = copy,
+			 .src_kind = src, .dst_kind = dst },
+	};
+	const struct gpu_launch *l;
+	struct gpu_activity a;
+
+	CHECK(gpu_add_activity(&t->gpu, &t->names, &e, &a, &l));
+	CHECK_EQ_U64(a.mangled_name, UINT32_MAX);
+	return names_get(&t->names, a.name);
+}
+
+/* As Kineto names them, from CUPTI's CUpti_ActivityMemcpyKind and
+ * CUpti_ActivityMemoryKind values (cupti_activity.h). */
+TEST(copies_and_sets_are_named_as_kineto_does)
+{
+	struct trace t;
+	static const char *const memory[] = {
+		"Unknown", "Pageable", "Pinned", "Device", "Array", "Managed",
+		"Device Static", "Managed Static",
+	};
+	static const char *const copies[] = {
+		"<unknown>", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD",
+		"DtoA", "DtoD", "HtoH", "PtoP",
+	};
+	char want[96];
+
+	trace_init(&t, 1);
+	CHECK_STR(copy_named(&t, RF_GPU_ACT_MEMCPY, 1, 1, 3),
+		  "Memcpy HtoD (Pageable -> Device)");
+	CHECK_STR(copy_named(&t, RF_GPU_ACT_MEMCPY, 2, 3, 2),
+		  "Memcpy DtoH (Device -> Pinned)");
+	CHECK_STR(copy_named(&t, RF_GPU_ACT_MEMSET, 0, 0, 3),
+		  "Memset (Device)");
+	for (uint8_t k = 0; k < 8; k++) {
+		snprintf(want, sizeof(want), "Memset (%s)", memory[k]);
+		CHECK_STR(copy_named(&t, RF_GPU_ACT_MEMSET, 0, 0, k), want);
+		snprintf(want, sizeof(want), "Memcpy DtoD (%s -> %s)",
+			 memory[k], memory[7 - k]);
+		CHECK_STR(copy_named(&t, RF_GPU_ACT_MEMCPY, 8, k, 7 - k),
+			  want);
+	}
+	for (uint8_t k = 0; k < 11; k++) {
+		snprintf(want, sizeof(want), "Memcpy %s (Pinned -> Managed)",
+			 copies[k]);
+		CHECK_STR(copy_named(&t, RF_GPU_ACT_MEMCPY, k, 2, 5), want);
+	}
+	/* Values this CUPTI does not have. */
+	CHECK_STR(copy_named(&t, RF_GPU_ACT_MEMCPY, 11, 8, 200),
+		  "Memcpy <unknown> (Unrecognized -> Unrecognized)");
+	trace_free(&t);
+}
+
 /* The op profile's row with this stack (names outermost first). */
 static const struct stack_row *stack_row_of(const struct trace *t,
 					     const struct stack_profile *p,
@@ -832,7 +982,8 @@ TEST(gpu_folded_keeps_every_nanosecond)
 	CHECK(strstr(text, "python3;main [10];outer;inner;[gpu] k1 400\n"));
 	CHECK(strstr(text, "python3;main [10];outer;[gpu] k2 100\n"));
 	CHECK(strstr(text, "python3;main [10];outer;[gpu] k3 200\n"));
-	CHECK(strstr(text, "python3;main [10];outer;[gpu] Memcpy HtoD 50\n"));
+	CHECK(strstr(text, "python3;main [10];outer;[gpu] Memcpy HtoD "
+		      "(Pageable -> Device) 50\n"));
 	CHECK(strstr(text, "python3;[outside any op];[gpu] k1 10\n"));
 	CHECK(strstr(text, "python3;[no op recorded];[gpu] k4 20\n"));
 	CHECK(strstr(text, "python3;[no launch seen];[gpu] k5 5\n"));

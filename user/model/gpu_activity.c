@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "demangle.h"
 #include "gpu_activity.h"
 
 #define NONE UINT32_MAX
@@ -23,6 +24,7 @@ void gpu_free(struct gpu *g)
 		free(g->slots[i].frames);
 	free(g->slots);
 	u64map_free(&g->pending);
+	u64map_free(&g->demangled);
 	memset(g, 0, sizeof(*g));
 	g->oldest = g->newest = g->free = NONE;
 }
@@ -191,31 +193,80 @@ const char *gpu_kind_name(uint32_t kind)
 
 const char *gpu_copy_kind_name(uint8_t copy_kind)
 {
+	/* CUPTI_ACTIVITY_MEMCPY_KIND_HTOD = 1 ... _PTOP = 10. */
 	static const char *const names[] = {
-		"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD",
+		NULL, "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD",
 		"DtoA", "DtoD", "HtoH", "PtoP",
 	};
 
-	return copy_kind < sizeof(names) / sizeof(names[0]) ?
-	       names[copy_kind] : "Unknown";
+	return copy_kind < sizeof(names) / sizeof(names[0]) &&
+	       names[copy_kind] ? names[copy_kind] : "<unknown>";
+}
+
+const char *gpu_memory_kind_name(uint8_t memory_kind)
+{
+	/* CUPTI_ACTIVITY_MEMORY_KIND_UNKNOWN = 0 ... _MANAGED_STATIC = 7. */
+	static const char *const names[] = {
+		"Unknown", "Pageable", "Pinned", "Device", "Array", "Managed",
+		"Device Static", "Managed Static",
+	};
+
+	return memory_kind < sizeof(names) / sizeof(names[0]) ?
+	       names[memory_kind] : "Unrecognized";
+}
+
+/* A kernel's name as shown: demangled once per distinct name (the map
+ * remembers the answer, failures too). *mangled is the name CUPTI gave
+ * when it differs. */
+static uint32_t kernel_name(struct gpu *g, struct names *names,
+			    const char *name, size_t len, uint32_t *mangled)
+{
+	uint32_t id = names_intern(names, name, len), shown;
+	uint64_t *known;
+	char *d;
+
+	*mangled = UINT32_MAX;
+	if (id == UINT32_MAX)
+		return id;
+	known = u64map_get(&g->demangled, (uint64_t)id + 1);
+	if (known) {
+		shown = (uint32_t)*known;
+	} else {
+		d = cxx_demangle(names_get(names, id));
+		shown = d ? names_intern(names, d, strlen(d)) : id;
+		free(d);
+		if (shown == UINT32_MAX)
+			shown = id;
+		/* Not remembered on ENOMEM: it is tried again next time. */
+		u64map_put(&g->demangled, (uint64_t)id + 1, shown);
+	}
+	if (shown != id)
+		*mangled = id;
+	return shown;
 }
 
 /* Copies and sets have no name of their own: label them as Kineto does. */
-static uint32_t activity_name(struct names *names,
-			      const struct rf_gpu_activity_event *e)
+static uint32_t activity_name(struct gpu *g, struct names *names,
+			      const struct rf_gpu_activity *in,
+			      uint32_t *mangled)
 {
-	char label[64];
+	char label[96];
 
-	if (e->act.kind == RF_GPU_ACT_KERNEL)
-		return names_intern(names, e->act.name,
-				    strnlen(e->act.name, sizeof(e->act.name)));
-	if (e->act.kind == RF_GPU_ACT_MEMCPY)
-		snprintf(label, sizeof(label), "Memcpy %s",
-			 gpu_copy_kind_name(e->act.copy_kind));
-	else if (e->act.kind == RF_GPU_ACT_MEMSET)
-		snprintf(label, sizeof(label), "Memset");
+	*mangled = UINT32_MAX;
+	if (in->kind == RF_GPU_ACT_KERNEL)
+		return kernel_name(g, names, in->name,
+				   strnlen(in->name, sizeof(in->name)),
+				   mangled);
+	if (in->kind == RF_GPU_ACT_MEMCPY)
+		snprintf(label, sizeof(label), "Memcpy %s (%s -> %s)",
+			 gpu_copy_kind_name(in->copy_kind),
+			 gpu_memory_kind_name(in->src_kind),
+			 gpu_memory_kind_name(in->dst_kind));
+	else if (in->kind == RF_GPU_ACT_MEMSET)
+		snprintf(label, sizeof(label), "Memset (%s)",
+			 gpu_memory_kind_name(in->dst_kind));
 	else
-		snprintf(label, sizeof(label), "GPU activity %u", e->act.kind);
+		snprintf(label, sizeof(label), "GPU activity %u", in->kind);
 	return names_intern(names, label, strlen(label));
 }
 
@@ -239,7 +290,7 @@ bool gpu_add_activity(struct gpu *g, struct names *names,
 	a->device_id = in->device_id;
 	a->context_id = in->context_id;
 	a->stream_id = in->stream_id;
-	a->name = activity_name(names, e);
+	a->name = activity_name(g, names, in, &a->mangled_name);
 	memcpy(a->grid, in->grid, sizeof(a->grid));
 	memcpy(a->block, in->block, sizeof(a->block));
 	a->registers_per_thread = in->registers_per_thread;
@@ -247,6 +298,8 @@ bool gpu_add_activity(struct gpu *g, struct names *names,
 	a->dynamic_shared_bytes = in->dynamic_shared_bytes;
 	a->bytes = in->bytes;
 	a->copy_kind = in->copy_kind;
+	a->src_kind = in->src_kind;
+	a->dst_kind = in->dst_kind;
 	a->name_truncated = e->hdr.flags & RF_F_NAME_TRUNCATED;
 	a->graph_id = in->graph_id;
 	seq = u64map_get(&g->pending, pending_key(in->correlation_id));

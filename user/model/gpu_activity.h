@@ -16,6 +16,9 @@
  * it is evicted, and counted if no record ever came for it. So memory
  * follows what is pending. Synchronize calls launch nothing: they are
  * handed to the sinks as they come and never wait.
+ *
+ * Kernels are named by their demangled symbol, as Kineto names them
+ * (demangle.h), once per distinct name; copies and sets by their kinds.
  */
 #ifndef RFBPF_GPU_MODEL_H
 #define RFBPF_GPU_MODEL_H
@@ -65,8 +68,14 @@ struct gpu_activity {
 	uint32_t registers_per_thread;
 	uint32_t static_shared_bytes, dynamic_shared_bytes;
 	uint64_t bytes;
-	uint8_t copy_kind;
-	bool name_truncated;	/* longer than RF_GPU_NAME_MAX - 1 */
+	uint8_t copy_kind;	/* copies: CUpti_ActivityMemcpyKind */
+	uint8_t src_kind, dst_kind;	/* CUpti_ActivityMemoryKind (sets:
+					 * dst_kind, the memory set) */
+	bool name_truncated;	/* the agent cut the name at
+				 * RF_GPU_NAME_MAX - 1 bytes */
+	uint32_t mangled_name;	/* kernels: the name as CUPTI gave it when
+				 * `name` is its demangled form (id in
+				 * names), else UINT32_MAX */
 	uint64_t graph_id;
 };
 
@@ -101,6 +110,7 @@ struct gpu {
 	uint32_t oldest, newest;	/* UINT32_MAX when none is pending */
 	uint32_t free;		/* first free slot, UINT32_MAX: none */
 	struct u64map pending;	/* correlation id + 1 -> slot */
+	struct u64map demangled; /* kernel name id + 1 -> shown name id */
 	struct gpu_launch call;	/* the sync call being handed on */
 	struct gpu_counts counts;
 };
@@ -141,9 +151,13 @@ static inline uint64_t gpu_duration(const struct gpu_activity *a)
 {
 	return a->end_ns > a->start_ns ? a->end_ns - a->start_ns : 0;
 }
-/* "kernel", "memcpy HtoD", "memset"... for names and categories. */
+/* "kernel", "gpu_memcpy", "gpu_memset": Chrome categories. */
 const char *gpu_kind_name(uint32_t kind);
+/* Kineto's words for CUpti_ActivityMemcpyKind ("HtoD"...) and
+ * CUpti_ActivityMemoryKind ("Pageable"...), with which copies and sets
+ * are named: "Memcpy HtoD (Pageable -> Device)", "Memset (Device)". */
 const char *gpu_copy_kind_name(uint8_t copy_kind);
+const char *gpu_memory_kind_name(uint8_t memory_kind);
 /* One line with every GPU counter that means something was lost;
  * bad_records is BPF's count of records of an unknown ABI version. */
 void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
