@@ -40,7 +40,7 @@ struct gpu_rec {
 struct gpu_log {
 	struct gpu_rec *recs;
 	size_t nr;
-	struct gpu_launch *calls;	/* API calls as handed on (no frames) */
+	struct gpu_launch *calls;	/* API calls as handed on, no frames */
 	size_t nr_calls;
 };
 
@@ -845,120 +845,414 @@ static uint64_t us_to_ns(const char *s)
 	return (uint64_t)(strtod(s, NULL) * 1000.0 + 0.5);
 }
 
-TEST(chrome_gpu_tracks_and_flows)
+/* The trace's events, parsed; the helpers below read them. */
+struct chrome_doc {
+	struct jv root;
+	const struct jv *evs;
+};
+
+static bool chrome_parse(struct fixture *x, struct chrome_doc *d)
+{
+	const char *text = finish_chrome(x);
+
+	memset(d, 0, sizeof(*d));
+	CHECK(!json_parse(text, x->cap.len, &d->root));
+	d->evs = jget(&d->root, "traceEvents");
+	CHECK(d->evs && d->evs->type == J_ARR);
+	return d->evs && d->evs->type == J_ARR;
+}
+
+static long num_of(const struct jv *e, const char *key)
+{
+	const char *v = jnum(e, key);
+
+	return v ? atol(v) : -1;
+}
+
+static bool is(const struct jv *e, const char *key, const char *want)
+{
+	const char *v = jstr(e, key);
+
+	return v && !strcmp(v, want);
+}
+
+/* The metadata event `name` for pid (and tid, unless -1): how many. */
+static int metadata(const struct chrome_doc *d, const char *name, long pid,
+		    long tid, const char *arg, const char *want)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < d->evs->nr; i++) {
+		const struct jv *e = &d->evs->items[i];
+		const struct jv *v = jget(jget(e, "args"), arg);
+
+		/* A string's text or a number's digits. */
+		if (!is(e, "ph", "M") || !is(e, "name", name) ||
+		    num_of(e, "pid") != pid ||
+		    (tid >= 0 && num_of(e, "tid") != tid) || !v || !v->str)
+			continue;
+		n += !strcmp(v->str, want);
+	}
+	return n;
+}
+
+/* As Kineto: the device is the process (pid = its ordinal), named, sorted
+ * after the CPU, its streams named and sorted; CPU events keep the real
+ * pid. */
+TEST(chrome_gpu_processes_and_streams)
 {
 	struct fixture x;
-	struct jv root;
-	const struct jv *evs, *gpu;
-	size_t kernels = 0, flows_s = 0, flows_f = 0, gpu_names = 0;
-	const char *text;
-	uint64_t s_ts[16] = {}, f_ts[16] = {};
-	unsigned s_tid[16] = {};
-	size_t s_at[16] = {}, f_at[16] = {};
+	struct chrome_doc d;
+	size_t on_gpu = 0;
 
 	build_gpu_trace(&x);
-	text = finish_chrome(&x);
-	CHECK(!json_parse(text, x.cap.len, &root));
-	evs = jget(&root, "traceEvents");
-	CHECK(evs && evs->type == J_ARR);
-	for (size_t i = 0; evs && i < evs->nr; i++) {
-		const struct jv *e = &evs->items[i];
-		const char *ph = jstr(e, "ph"), *cat = jstr(e, "cat");
-		const struct jv *args = jget(e, "args");
-		unsigned pid = jnum(e, "pid") ? atoi(jnum(e, "pid")) : 0;
-		size_t id = jnum(e, "id") ? atoi(jnum(e, "id")) : 0;
+	if (!chrome_parse(&x, &d)) {
+		fixture_free(&x);
+		return;
+	}
+	CHECK_EQ_U64(metadata(&d, "process_name", 0, 0, "name", "GPU 0"), 1);
+	CHECK_EQ_U64(metadata(&d, "process_labels", 0, 0, "labels", "GPU 0"),
+		     1);
+	CHECK_EQ_U64(metadata(&d, "process_sort_index", 0, 0, "sort_index",
+			      "5000000"), 1);
+	CHECK_EQ_U64(metadata(&d, "thread_name", 0, 7, "name", "stream 7"), 1);
+	CHECK_EQ_U64(metadata(&d, "thread_name", 0, 9, "name", "stream 9"), 1);
+	CHECK_EQ_U64(metadata(&d, "thread_sort_index", 0, 7, "sort_index",
+			      "7"), 1);
+	CHECK_EQ_U64(metadata(&d, "thread_sort_index", 0, 9, "sort_index",
+			      "9"), 1);
+	CHECK_EQ_U64(metadata(&d, "process_name", 4242, 0, "name", "python3"),
+		     1);
+	for (size_t i = 0; i < d.evs->nr; i++) {
+		const struct jv *e = &d.evs->items[i];
+		bool gpu = is(e, "cat", "kernel") || is(e, "cat", "gpu_memcpy");
 
-		CHECK(ph != NULL);
-		if (!ph)
+		if (!is(e, "ph", "X"))
 			continue;
-		if (!strcmp(ph, "M") && pid == 0x7fff0000u)
-			gpu_names++;
-		if (!strcmp(ph, "X") && cat && (!strcmp(cat, "kernel") ||
-						!strcmp(cat, "gpu_memcpy"))) {
-			kernels++;
-			CHECK(pid == 0x7fff0000u);
-			CHECK(jget(args, "correlation") != NULL);
-		}
-		if (cat && !strcmp(cat, "ac2g") && id < 16) {
-			CHECK(jget(args, "correlation") != NULL);
-			if (!strcmp(ph, "s")) {
-				flows_s++;
-				s_ts[id] = us_to_ns(jnum(e, "ts"));
-				s_tid[id] = atoi(jnum(e, "tid"));
-				s_at[id] = i;
-				CHECK(pid == 4242);
-			} else {
-				CHECK_STR(ph, "f");
-				CHECK_STR(jstr(e, "bp"), "e");
-				flows_f++;
-				f_ts[id] = us_to_ns(jnum(e, "ts"));
-				f_at[id] = i;
-			}
+		on_gpu += gpu;
+		if (gpu) {
+			CHECK_EQ_U64(num_of(e, "pid"), 0);
+			CHECK_EQ_U64(num_of(e, "tid"),
+				     num_of(jget(e, "args"), "stream"));
+			CHECK(jget(jget(e, "args"), "correlation") != NULL);
+		} else {
+			CHECK_EQ_U64(num_of(e, "pid"), 4242);
 		}
 	}
-	CHECK_EQ_U64(kernels, 7);
-	/* process name + sort index, streams 7 and 9 */
-	CHECK_EQ_U64(gpu_names, 4);
-	/* Flows only from ops: corr 1, 2 (x2), 3. Was: ids = activity
-	 * index + 1 (activities were kept in an array). Now ids count the
-	 * flows written, in record order: the same 1..4 here, since the
-	 * first four records are the ones from ops. Each starts at its
-	 * launch on the op's thread and ends where its record starts. */
-	CHECK_EQ_U64(flows_s, 4);
-	CHECK_EQ_U64(flows_f, 4);
-	CHECK_EQ_U64(s_ts[1], 3000);
-	CHECK_EQ_U64(f_ts[1], 10000);
-	CHECK_EQ_U64(s_ts[2], 6000);
-	CHECK_EQ_U64(s_ts[3], 6000);
-	CHECK_EQ_U64(f_ts[3], 11100);
-	CHECK_EQ_U64(s_tid[4], 10);
-	CHECK_EQ_U64(f_ts[4], 12000);
-	/* New: written as the record arrives, each flow's start right
-	 * before its finish, and its start inside an op's slice on its
-	 * thread that was written earlier (the op had closed by then). */
-	for (size_t id = 1; id <= 4 && evs; id++) {
-		size_t enclosing = 0;
+	CHECK_EQ_U64(on_gpu, 7);
+	jv_free(&d.root);
+	fixture_free(&x);
+}
 
-		CHECK_EQ_U64(f_at[id], s_at[id] + 1);
-		for (size_t i = 0; i < s_at[id]; i++) {
-			const struct jv *e = &evs->items[i];
-			const char *ph = jstr(e, "ph"), *tid = jnum(e, "tid");
-			uint64_t ts, dur;
+/* The cuda_runtime slice of correlation id corr, or NULL. */
+static const struct jv *runtime_slice(const struct chrome_doc *d,
+				      long corr, size_t *at)
+{
+	const struct jv *found = NULL;
 
-			if (!ph || strcmp(ph, "X") || !tid ||
-			    (unsigned)atoi(tid) != s_tid[id] ||
-			    !jnum(e, "ts") || !jnum(e, "dur"))
+	for (size_t i = 0; i < d->evs->nr; i++) {
+		const struct jv *e = &d->evs->items[i];
+
+		if (!is(e, "ph", "X") || !is(e, "cat", "cuda_runtime") ||
+		    num_of(jget(e, "args"), "correlation") != corr)
+			continue;
+		CHECK(found == NULL);		/* one slice per call */
+		found = e;
+		if (at)
+			*at = i;
+	}
+	return found;
+}
+
+/* Every call (a sync too) is a slice on its thread from its enter to its
+ * exit, with its correlation id, cbid and the op's "External id" (op id
+ * + 1: outer 0, inner 1), none outside a recorded op. */
+TEST(chrome_cuda_runtime_slices)
+{
+	static const struct {
+		long corr, tid, enter, exit, external;
+		const char *name;
+	} want[] = {
+		{ 1, 10, 2900, 3000, 2, "cudaLaunchKernel" },
+		{ 6, 10, 3500, 4500, 2, "cudaStreamSynchronize" },
+		{ 2, 10, 5900, 6000, 1, "cudaGraphLaunch" },
+		{ 3, 10, 6900, 7000, 1, "cudaLaunchKernel" },
+		{ 4, 20, 9400, 9500, -1, "cudaLaunchKernel" },
+		{ 5, 20, 9500, 9600, -1, "cudaLaunchKernel" },
+	};
+	struct fixture x;
+	struct chrome_doc d;
+	size_t slices = 0;
+
+	build_gpu_trace(&x);
+	if (!chrome_parse(&x, &d)) {
+		fixture_free(&x);
+		return;
+	}
+	for (size_t i = 0; i < d.evs->nr; i++)
+		slices += is(&d.evs->items[i], "cat", "cuda_runtime");
+	CHECK_EQ_U64(slices, 6);
+	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+		const struct jv *e = runtime_slice(&d, want[k].corr, NULL);
+		const struct jv *args = jget(e, "args");
+
+		CHECK(e != NULL);
+		if (!e)
+			continue;
+		CHECK(is(e, "name", want[k].name));
+		CHECK_EQ_U64(num_of(e, "pid"), 4242);
+		CHECK_EQ_U64(num_of(e, "tid"), want[k].tid);
+		CHECK_EQ_U64(us_to_ns(jnum(e, "ts")), want[k].enter);
+		CHECK_EQ_U64(us_to_ns(jnum(e, "dur")),
+			     want[k].exit - want[k].enter);
+		CHECK_EQ_U64(num_of(args, "cbid"), 211);
+		CHECK_EQ_U64(num_of(args, "External id"), want[k].external);
+		CHECK(!jget(args, "enter_unknown"));
+	}
+	jv_free(&d.root);
+	fixture_free(&x);
+}
+
+/* One flow per record joined to a launch (none for the sync, none for
+ * the stray record), from the launch's cuda_runtime slice: its "s" at
+ * the call's enter on the calling thread, written after that slice, and
+ * that slice the innermost enclosing it there; its "f" (bp e) where the
+ * record starts on the record's track. Kernels carry the op's External
+ * id, as their call does. */
+TEST(chrome_flows_start_at_the_call)
+{
+	struct fixture x;
+	struct chrome_doc d;
+	size_t flows = 0;
+
+	build_gpu_trace(&x);
+	if (!chrome_parse(&x, &d)) {
+		fixture_free(&x);
+		return;
+	}
+	for (size_t i = 0; i < d.evs->nr; i++) {
+		const struct jv *s = &d.evs->items[i], *f, *call, *rec = NULL;
+		const struct jv *inner = NULL;
+		long corr = num_of(jget(s, "args"), "correlation");
+		size_t call_at = 0;
+		uint64_t ts;
+
+		if (!is(s, "cat", "ac2g") || !is(s, "ph", "s"))
+			continue;
+		flows++;
+		CHECK(i + 1 < d.evs->nr);
+		if (i + 1 >= d.evs->nr)
+			break;
+		f = &d.evs->items[i + 1];
+		CHECK(is(f, "ph", "f") && is(f, "bp", "e"));
+		CHECK_EQ_U64(num_of(f, "id"), num_of(s, "id"));
+		CHECK_EQ_U64(num_of(jget(f, "args"), "correlation"), corr);
+		CHECK(corr != 6 && corr != 77);
+		call = runtime_slice(&d, corr, &call_at);
+		CHECK(call != NULL);
+		if (!call)
+			continue;
+		ts = us_to_ns(jnum(s, "ts"));
+		CHECK_EQ_U64(ts, us_to_ns(jnum(call, "ts")));
+		CHECK_EQ_U64(num_of(s, "pid"), 4242);
+		CHECK_EQ_U64(num_of(s, "tid"), num_of(call, "tid"));
+		CHECK(call_at < i);
+		/* What a viewer binds "s" to: the X slice on its thread that
+		 * encloses it and began last. */
+		for (size_t k = 0; k < i; k++) {
+			const struct jv *e = &d.evs->items[k];
+			uint64_t b, dur;
+
+			if (!is(e, "ph", "X") ||
+			    num_of(e, "tid") != num_of(s, "tid") ||
+			    num_of(e, "pid") != 4242)
 				continue;
-			ts = us_to_ns(jnum(e, "ts"));
+			b = us_to_ns(jnum(e, "ts"));
 			dur = us_to_ns(jnum(e, "dur"));
-			enclosing += ts <= s_ts[id] && s_ts[id] <= ts + dur;
+			if (b <= ts && ts <= b + dur &&
+			    (!inner || b >= us_to_ns(jnum(inner, "ts"))))
+				inner = e;
 		}
-		CHECK(enclosing >= 1);
+		CHECK(inner == call);
+		/* The record the flow ends on. */
+		for (size_t k = 0; k < d.evs->nr; k++) {
+			const struct jv *e = &d.evs->items[k];
+
+			if (is(e, "ph", "X") && num_of(e, "pid") == 0 &&
+			    num_of(e, "tid") == num_of(f, "tid") &&
+			    !strcmp(jnum(e, "ts"), jnum(f, "ts")))
+				rec = e;
+		}
+		CHECK(rec != NULL);
+		if (rec) {
+			CHECK_EQ_U64(num_of(jget(rec, "args"), "correlation"),
+				     corr);
+			CHECK_EQ_U64(num_of(jget(rec, "args"), "External id"),
+				     num_of(jget(call, "args"),
+					    "External id"));
+		}
 	}
-	gpu = jget(jget(&root, "otherData"), "gpu");
+	/* corr 1, 2 (two kernels), 3, 4 and 5. */
+	CHECK_EQ_U64(flows, 6);
+	jv_free(&d.root);
+	fixture_free(&x);
+}
+
+/* Kernels: shown demangled with the mangled name and the cut in args;
+ * copies with Kineto's name, bytes and bandwidth; a call whose enter the
+ * agent did not give starts (and its flow) at its exit, flagged. */
+TEST(chrome_kernel_and_copy_args)
+{
+	struct fixture x;
+	struct chrome_doc d;
+	struct rf_gpu_activity_event e = {
+		.hdr = { .kind = RF_EV_GPU_ACTIVITY,
+			 .flags = RF_F_NAME_TRUNCATED },
+		.act = { .abi_version = RF_GPU_ABI_VERSION,
+			 .size = sizeof(struct rf_gpu_activity),
+			 .kind = RF_GPU_ACT_KERNEL, .correlation_id = 3,
+			 .start_ns = 5000, .end_ns = 6000, .stream_id = 7,
+			 .name_len = 300, .name = "_Z3fooPfi" },
+	};
+	const struct jv *kernel = NULL, *copy = NULL, *call, *s = NULL;
+
+	fixture_init(&x, 4242);
+	op_begin(&x.t, 10, 0xa0, 1000, "outer");
+	api_call(&x.t, 10, 0xa0, 0, 2000, 3, ONE, "cudaLaunchKernel");
+	api_call(&x.t, 10, 0xa0, 2100, 2200, 4, ONE, "cudaMemcpyAsync");
+	op_end(&x.t, 10, 0xa0, 3000);
+	trace_gpu_activity(&x.t, &e);
+	activity(&x.t, RF_GPU_ACT_MEMCPY, 4, 7000, 7050, 9, NULL);
+	gpu_detach(&x.t.gpu);
+	if (!chrome_parse(&x, &d)) {
+		fixture_free(&x);
+		return;
+	}
+	for (size_t i = 0; i < d.evs->nr; i++) {
+		const struct jv *ev = &d.evs->items[i];
+
+		if (is(ev, "cat", "kernel"))
+			kernel = ev;
+		if (is(ev, "cat", "gpu_memcpy"))
+			copy = ev;
+		if (is(ev, "ph", "s") &&
+		    num_of(jget(ev, "args"), "correlation") == 3)
+			s = ev;
+	}
+	CHECK(kernel && copy && s);
+	if (kernel) {
+		const struct jv *a = jget(kernel, "args");
+
+		CHECK(is(kernel, "name", "foo(float*, int)"));
+		CHECK(is(a, "mangled name", "_Z3fooPfi"));
+		CHECK(jget(a, "name_truncated") &&
+		      jget(a, "name_truncated")->type == J_BOOL);
+		CHECK_EQ_U64(num_of(a, "External id"), 1);
+		CHECK(is(a, "launched by", "outer"));
+	}
+	if (copy) {
+		const struct jv *a = jget(copy, "args");
+
+		CHECK(is(copy, "name", "Memcpy HtoD (Pageable -> Device)"));
+		CHECK_EQ_U64(num_of(a, "bytes"), 4096);
+		/* 4096 bytes in 50 ns: 81.92 bytes/ns, i.e. GB/s. */
+		CHECK_STR(jnum(a, "memory bandwidth (GB/s)"), "81.92");
+		CHECK(!jget(a, "mangled name"));
+	}
+	call = runtime_slice(&d, 3, NULL);
+	CHECK(call != NULL);
+	if (call && s) {
+		CHECK_EQ_U64(us_to_ns(jnum(call, "ts")), 2000);
+		CHECK_EQ_U64(us_to_ns(jnum(call, "dur")), 0);
+		CHECK(jget(jget(call, "args"), "enter_unknown") != NULL);
+		CHECK_EQ_U64(us_to_ns(jnum(s, "ts")), 2000);
+	}
+	jv_free(&d.root);
+	fixture_free(&x);
+}
+
+/* Devices are processes by ordinal: a record on GPU 1 is on pid 1, named
+ * "GPU 1", sorted right after GPU 0's place. */
+TEST(chrome_second_device)
+{
+	struct fixture x;
+	struct chrome_doc d;
+	struct rf_gpu_activity_event e = {
+		.hdr = { .kind = RF_EV_GPU_ACTIVITY },
+		.act = { .abi_version = RF_GPU_ABI_VERSION,
+			 .size = sizeof(struct rf_gpu_activity),
+			 .kind = RF_GPU_ACT_KERNEL, .correlation_id = 1,
+			 .start_ns = 10, .end_ns = 20, .device_id = 1,
+			 .stream_id = 3, .name = "k" },
+	};
+	size_t found = 0;
+
+	fixture_init(&x, 4242);
+	trace_gpu_activity(&x.t, &e);
+	if (!chrome_parse(&x, &d)) {
+		fixture_free(&x);
+		return;
+	}
+	CHECK_EQ_U64(metadata(&d, "process_name", 1, 0, "name", "GPU 1"), 1);
+	CHECK_EQ_U64(metadata(&d, "process_sort_index", 1, 0, "sort_index",
+			      "5000001"), 1);
+	CHECK_EQ_U64(metadata(&d, "thread_name", 1, 3, "name", "stream 3"), 1);
+	CHECK_EQ_U64(metadata(&d, "process_name", 0, 0, "name", "GPU 0"), 0);
+	for (size_t i = 0; i < d.evs->nr; i++) {
+		const struct jv *ev = &d.evs->items[i];
+
+		if (is(ev, "cat", "kernel")) {
+			found++;
+			CHECK_EQ_U64(num_of(ev, "pid"), 1);
+			CHECK_EQ_U64(num_of(ev, "tid"), 3);
+			/* No launch seen: no External id, no flow. */
+			CHECK(!jget(jget(ev, "args"), "External id"));
+		}
+		CHECK(!is(ev, "cat", "ac2g"));
+	}
+	CHECK_EQ_U64(found, 1);
+	jv_free(&d.root);
+	fixture_free(&x);
+}
+
+/* otherData: every GPU counter, and op_stats (from the aggregate) with
+ * the GPU columns. */
+TEST(chrome_gpu_counters)
+{
+	struct fixture x;
+	struct chrome_doc d;
+	const struct jv *gpu, *stats;
+
+	build_gpu_trace(&x);
+	if (!chrome_parse(&x, &d)) {
+		fixture_free(&x);
+		return;
+	}
+	gpu = jget(jget(&d.root, "otherData"), "gpu");
 	CHECK(gpu != NULL);
+	CHECK_STR(jnum(gpu, "launches"), "5");
+	CHECK_STR(jnum(gpu, "syncs"), "1");
 	CHECK_STR(jnum(gpu, "records_without_launch"), "1");
 	CHECK_STR(jnum(gpu, "launches_outside_ops"), "1");
 	CHECK_STR(jnum(gpu, "launches_in_unrecorded_ops"), "1");
-	/* New: op_stats (from the aggregate) carry the GPU columns. */
-	const struct jv *stats = jget(jget(&root, "otherData"), "op_stats");
+	stats = jget(jget(&d.root, "otherData"), "op_stats");
 	CHECK(stats && stats->type == J_ARR && stats->nr == 2);
 	for (size_t i = 0; stats && i < stats->nr; i++) {
-		const struct jv *s = &stats->items[i];
-		const char *name = jstr(s, "name");
+		const struct jv *st = &stats->items[i];
+		const char *name = jstr(st, "name");
 
 		CHECK(name && (!strcmp(name, "outer") ||
 			       !strcmp(name, "inner")));
 		if (!name)
 			continue;
-		CHECK_STR(jnum(s, "self_cuda_ns"),
+		CHECK_STR(jnum(st, "self_cuda_ns"),
 			  !strcmp(name, "outer") ? "350" : "400");
-		CHECK_STR(jnum(s, "cuda_total_ns"),
+		CHECK_STR(jnum(st, "cuda_total_ns"),
 			  !strcmp(name, "outer") ? "750" : "400");
-		CHECK_STR(jnum(s, "kernels"),
+		CHECK_STR(jnum(st, "kernels"),
 			  !strcmp(name, "outer") ? "2" : "1");
 	}
-	jv_free(&root);
+	jv_free(&d.root);
 	fixture_free(&x);
 }
 

@@ -5,8 +5,10 @@ build/cupti/libgpu_synth.so, which plays the CUDA driver and CUPTI (there
 is no GPU on the test machines).
 
 It writes what a tracer must find to --expect FILE (JSON): for every
-correlation id, the op the launch ran in (null when none), the launching
-thread, and every record with its CLOCK_MONOTONIC start and end.
+correlation id, the op the call ran in (null when none), the calling
+thread, the CLOCK_MONOTONIC bounds of the call, and every record with its
+CLOCK_MONOTONIC start and end. Calls are launches, copies, sets and
+synchronize calls (which make no record).
 
   --wait-tracer   wait (up to 60 s) until the agent sees a tracer's lease
   --sample P      (with RFBPF_SAMPLE set, the agent activates torch itself)
@@ -29,7 +31,7 @@ from torch.autograd.profiler import record_function
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SYNTH = os.path.join(ROOT, "build", "cupti", "libgpu_synth.so")
 
-KERNEL, GRAPH, DRIVER, MEMCPY, MEMSET = range(5)
+KERNEL, GRAPH, DRIVER, MEMCPY, MEMSET, SYNC = range(6)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--expect", required=True)
@@ -104,6 +106,7 @@ def step(t, i):
             with record_function("gpu_test::to_device"):
                 launch(MEMCPY, "gpu_test::to_device", stream=9)
                 launch(MEMSET, "gpu_test::to_device", stream=9)
+                launch(SYNC, "gpu_test::to_device", stream=9)
         y = x.sum()
     if i % 10 == 0:
         launch(KERNEL, None)                # outside any op
@@ -132,6 +135,9 @@ for i in range(synth.synth_nr_records()):
     corr, kind, start, end = (int(v) for v in buf.value.split())
     records.append({"corr": corr, "kind": kind, "start_ns": start,
                     "end_ns": end})
+for corr, call in expected.items():
+    assert synth.synth_call_bounds(corr, buf, 128) > 0, corr
+    call["before_ns"], call["after_ns"] = (int(v) for v in buf.value.split())
 counters = {name: synth.synth_counter(name.encode()) for name in
             ("launches", "records", "records_untraced", "activity_starts",
              "activity_enabled", "torch_callback_handle")}
