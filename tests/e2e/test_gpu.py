@@ -22,7 +22,7 @@ from conftest import (PYTHON, RFBPF, ROOT, KernelCounts, load_trace, ns,
 AGENT = os.path.join(ROOT, "build", "cupti", "librfbpf_cupti.so")
 SYNTH = os.path.join(ROOT, "build", "cupti", "libgpu_synth.so")
 GPU_WORKLOAD = os.path.join(ROOT, "tests", "workloads", "gpu_synthetic.py")
-KERNEL, GRAPH, DRIVER, MEMCPY, MEMSET, SYNC = range(6)
+KERNEL, GRAPH, DRIVER, MEMCPY, MEMSET, SYNC, V1 = range(7)
 API = {KERNEL: "cudaLaunchKernel", GRAPH: "cudaGraphLaunch",
        DRIVER: "cuLaunchKernel", MEMCPY: "cudaMemcpyAsync",
        MEMSET: "cudaMemsetAsync", SYNC: "cudaStreamSynchronize"}
@@ -306,6 +306,39 @@ def test_every_call_is_a_slice_on_its_thread(tmp_path):
     assert not any(e.get("cat") == "ac2g" and
                    e["args"]["correlation"] in syncs
                    for e in trace["traceEvents"])
+
+
+def test_launches_of_an_older_agent_are_read(tmp_path):
+    """An agent built before rf_gpu_launch.enter_ns was appended sends the
+    76-byte first layout: rfbpf reads it, and nothing past it (the job
+    leaves a decoy enter time there), so its calls start at their exit,
+    flagged, and their kernels are joined to them as before."""
+    trace, exp, _, _, job = traced_job(tmp_path,
+                                       job_args=("--v1-launches", "3"))
+    base = trace["otherData"]["base_monotonic_ns"]
+    calls = {int(k): v for k, v in exp["launches"].items()}
+    old = {c for c, v in calls.items() if v["kind"] == V1}
+    assert len(old) == 3 * 3
+    by_corr = {}
+    for e in api_calls(trace) + gpu_events(trace):
+        by_corr.setdefault(e["args"]["correlation"], []).append(e)
+    for corr, want in calls.items():
+        call = [e for e in by_corr[corr] if e["cat"] in API_CATS]
+        assert len(call) == 1
+        call = call[0]
+        at = base + ns(call["ts"])
+        if corr not in old:
+            assert "enter_unknown" not in call["args"]
+            continue
+        assert call["args"]["enter_unknown"] is True
+        assert ns(call["dur"]) == 0
+        assert want["before_ns"] <= at <= want["after_ns"]
+        (kernel,) = [e for e in by_corr[corr] if e["cat"] == "kernel"]
+        assert kernel["args"]["launched by"] == "gpu_test::v1"
+        assert kernel["args"]["External id"] == call["args"]["External id"]
+    g = trace["otherData"]["gpu"]
+    assert g["bad_records"] == 0
+    assert g["launches_without_record_at_detach"] == 0
 
 
 def test_gpu_processes_are_named_as_kineto_does(tmp_path):

@@ -287,6 +287,34 @@ EXPORT int synth_record(unsigned i, char *buf, int len)
 			(unsigned long long)records[i].end_ns);
 }
 
+/* What an agent built before enter_ns was appended (rf_gpu_launch of
+ * RF_GPU_LAUNCH_SIZE_V1 bytes, no flags but graph) passes for a kernel
+ * launch: its probe called directly, as that agent called it at the
+ * launch's exit, then the kernel's record. The bytes past the old layout
+ * hold a decoy enter time a tracer must not read. Returns the id. */
+void rfbpf_probe_gpu_launch(const struct rf_gpu_launch *);
+
+EXPORT unsigned synth_launch_v1(unsigned stream)
+{
+	uint32_t corr = __atomic_add_fetch(&next_corr, 1, __ATOMIC_RELAXED);
+	struct rf_gpu_launch l = {
+		.abi_version = RF_GPU_ABI_VERSION,
+		.size = RF_GPU_LAUNCH_SIZE_V1,
+		.correlation_id = corr,
+		.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+		.domain = RF_GPU_API_RUNTIME,
+		.api_name = "cudaLaunchKernel",
+		.enter_ns = 1,		/* the decoy */
+	};
+	uint64_t before = sim_mono_ns();
+
+	rfbpf_probe_gpu_launch(&l);
+	if (corr < MAX_CALLS)
+		calls[corr].before = before, calls[corr].after = sim_mono_ns();
+	kernel_record(corr, sim_mono_ns() + 2000, 5000, 0, stream, 0);
+	return corr;
+}
+
 /* Call corr's bounds as "before_ns after_ns", for the test. */
 EXPORT int synth_call_bounds(unsigned corr, char *buf, int len)
 {

@@ -16,6 +16,8 @@ synchronize calls (which make no record).
                   agent's lease state (for the kill -9 test)
   --load-inside-op  load the agent and make a first launch inside an op
                   that began before the agent was loaded
+  --v1-launches N also make N kernel launches reported as an agent that
+                  predates rf_gpu_launch.enter_ns would (kind V1)
 """
 import argparse
 import ctypes
@@ -31,7 +33,7 @@ from torch.autograd.profiler import record_function
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SYNTH = os.path.join(ROOT, "build", "cupti", "libgpu_synth.so")
 
-KERNEL, GRAPH, DRIVER, MEMCPY, MEMSET, SYNC = range(6)
+KERNEL, GRAPH, DRIVER, MEMCPY, MEMSET, SYNC, V1 = range(7)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--expect", required=True)
@@ -41,6 +43,7 @@ ap.add_argument("--graph-kernels", type=int, default=4)
 ap.add_argument("--wait-tracer", action="store_true")
 ap.add_argument("--hold", type=float, default=0)
 ap.add_argument("--load-inside-op", action="store_true")
+ap.add_argument("--v1-launches", type=int, default=0)
 args = ap.parse_args()
 
 expected = {}
@@ -54,6 +57,7 @@ def load_agent():
     global synth
     synth = ctypes.CDLL(SYNTH)
     synth.synth_launch.restype = ctypes.c_uint
+    synth.synth_launch_v1.restype = ctypes.c_uint
     synth.synth_counter.restype = ctypes.c_ulonglong
     synth.synth_counter.argtypes = [ctypes.c_char_p]
     synth.synth_init()
@@ -92,6 +96,14 @@ def launch(kind, op, n=1, stream=7):
                           "kind": kind}
 
 
+def v1_launch():
+    with record_function("gpu_test::v1"):
+        corr = synth.synth_launch_v1(7)
+    with lock:
+        expected[corr] = {"op": "gpu_test::v1",
+                          "tid": threading.get_native_id(), "kind": V1}
+
+
 def step(t, i):
     x = torch.ones(64)
     outer = f"gpu_test::t{t}.forward"
@@ -118,6 +130,8 @@ def step(t, i):
 def worker(t):
     for i in range(args.steps):
         step(t, i)
+        if i < args.v1_launches:
+            v1_launch()
     synth.synth_flush()
 
 
