@@ -19,7 +19,8 @@ OPT ?= -g -O2
 SANITIZE ?=
 override CFLAGS := $(OPT) $(SANITIZE) $(WARN) -std=gnu11 -D_GNU_SOURCE \
 	-I$(OUT) -Ibpf -Iuser
-LDLIBS := -lbpf -lelf -lz -lm -lprotobuf-c -lmicrohttpd -lpthread
+# -lstdc++: abi::__cxa_demangle for CUDA kernel names (model/demangle.c).
+LDLIBS := -lbpf -lelf -lz -lm -lprotobuf-c -lmicrohttpd -lpthread -lstdc++
 # BPF_KPROBE() declares ctx and every argument whether used or not.
 BPF_CFLAGS := -g -O2 $(WARN) -Wno-unused-parameter -target bpf -D__TARGET_ARCH_$(ARCH) \
 	-I$(dir $(VMLINUX)) -Ibpf
@@ -30,7 +31,8 @@ BPF_CFLAGS := -g -O2 $(WARN) -Wno-unused-parameter -target bpf -D__TARGET_ARCH_$
 # RecordFunction on), model/ (events -> ops -> aggregates), export/ (the
 # outputs), gpu/ (the CUPTI agent), with the session and main.c on top.
 LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
-		trace_gpu.c aggregate.c gpu_activity.c profile_sink.c) \
+		trace_gpu.c aggregate.c gpu_activity.c demangle.c \
+		profile_sink.c) \
 	$(addprefix user/attach/,elf_symbols.c torch_symbols.c target.c) \
 	$(addprefix user/export/,table.c chrome.c chrome_gpu.c chrome_fwdbwd.c \
 		folded.c json_writer.c utf8.c atomic_file.c text_cell.c)

@@ -708,10 +708,30 @@ int BPF_PROG(process_fork, struct task_struct *parent,
 	return 0;
 }
 
+/* The agent's launch struct as far as its size says it wrote it: the
+ * first layout always, the appended fields when size covers them (zero
+ * otherwise). 0, or -1 for a version or size we cannot read. */
+static __always_inline int read_launch(struct rf_gpu_launch *l,
+				       const struct rf_gpu_launch *arg)
+{
+	const __u32 v1 = RF_GPU_LAUNCH_SIZE_V1;
+
+	__builtin_memset(l, 0, sizeof(*l));
+	if (bpf_probe_read_user(l, v1, arg) ||
+	    l->abi_version != RF_GPU_ABI_VERSION || l->size < v1)
+		return -1;
+	if (l->size >= sizeof(*l) &&
+	    bpf_probe_read_user((char *)l + v1, sizeof(*l) - v1,
+				(const char *)arg + v1))
+		return -1;
+	return 0;
+}
+
 /*
  * GPU activity from the CUPTI agent (bpf/rfbpf_gpu.h). A launch is tagged
  * here, on the launching thread, with the innermost open RecordFunction:
  * later, in the loader, only the correlation id links it to its kernels.
+ * The same program takes the agent's sync probe (flags say which).
  */
 SEC("uprobe")
 int BPF_KPROBE(gpu_launch, const struct rf_gpu_launch *arg)
@@ -726,8 +746,7 @@ int BPF_KPROBE(gpu_launch, const struct rf_gpu_launch *arg)
 	if (!id)
 		return 0;
 	count(RF_CNT_GPU_LAUNCHES);
-	if (bpf_probe_read_user(&l, sizeof(l), arg) ||
-	    l.abi_version != RF_GPU_ABI_VERSION || l.size < sizeof(l)) {
+	if (read_launch(&l, arg)) {
 		count(RF_CNT_GPU_BAD_RECORD);
 		return 0;
 	}
@@ -749,6 +768,7 @@ int BPF_KPROBE(gpu_launch, const struct rf_gpu_launch *arg)
 	e->launch_flags = l.flags;
 	e->driver_correlation_id = l.driver_correlation_id;
 	e->depth = depth;
+	e->enter_ns = l.enter_ns;
 	__builtin_memcpy(e->api_name, l.api_name, sizeof(e->api_name));
 	e->api_name[sizeof(e->api_name) - 1] = 0;
 	submit(e);

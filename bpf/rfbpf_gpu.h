@@ -12,6 +12,16 @@
  * Each takes one pointer to a struct below. The structs start with
  * {abi_version, size}: BPF refuses a version it does not know (counted)
  * and reads at most `size` bytes, so later versions may only append.
+ *
+ * How the contract grows (still version 1): a field is appended and read
+ * only when `size` says the agent wrote it, and a new kind of report gets
+ * a probe function of its own. Every rfbpf released so far refuses a
+ * launch only for another version or a *smaller* size, so it keeps
+ * reading a newer agent's launches and ignores their tail; it never
+ * attaches to a probe it does not know, so it never sees reports it would
+ * misread. Bumping the version instead would make every deployed rfbpf
+ * refuse every launch of a newer agent, and a newer rfbpf would have to
+ * carry both layouts anyway.
  */
 #ifndef RFBPF_GPU_H
 #define RFBPF_GPU_H
@@ -23,6 +33,7 @@
 /* Symbols the agent exports (the loader finds them by name). */
 #define RF_GPU_SYM_LAUNCH	"rfbpf_probe_gpu_launch"
 #define RF_GPU_SYM_ACTIVITY	"rfbpf_probe_gpu_activity"
+#define RF_GPU_SYM_SYNC		"rfbpf_probe_gpu_sync"	/* may be absent */
 #define RF_GPU_SYM_OP_START	"rfbpf_probe_op_start"
 #define RF_GPU_SYM_OP_END	"rfbpf_probe_op_end"
 #define RF_GPU_SYM_CONTROL	"rfbpf_gpu_control"
@@ -38,11 +49,23 @@ enum rf_gpu_api_domain {
 
 /* rf_gpu_launch.flags */
 #define RF_GPU_LAUNCH_F_GRAPH	(1u << 0)	/* cudaGraphLaunch & co. */
+/* A synchronization call (cudaStreamSynchronize...): it launches nothing
+ * and is reported through rfbpf_probe_gpu_sync only. */
+#define RF_GPU_LAUNCH_F_SYNC	(1u << 1)
+/* The call completes as exactly one activity record (a kernel launch, a
+ * copy, a set), so the loader may forget it once that record is in.
+ * Without it (graphs, batched copies, agents that predate the flag) the
+ * launch waits for more records until it is evicted. */
+#define RF_GPU_LAUNCH_F_ONE_RECORD (1u << 2)
 
 /*
  * rfbpf_probe_gpu_launch(const struct rf_gpu_launch *): on the launching
  * thread, at the exit of a launch API call (runtime, or driver when not
  * nested in a runtime call), only while a tracer holds the lease.
+ *
+ * rfbpf_probe_gpu_sync(const struct rf_gpu_launch *): the same, for a
+ * synchronization call (flags has RF_GPU_LAUNCH_F_SYNC), so the time a
+ * thread waits for the GPU is visible. Agents before it do not export it.
  */
 struct rf_gpu_launch {
 	__u32 abi_version;	/* RF_GPU_ABI_VERSION */
@@ -61,7 +84,19 @@ struct rf_gpu_launch {
 	 * call's (CUDA 13's headers); kernels may carry either. */
 	__u32 driver_correlation_id;
 	__u32 pad3;
+	/* End of the first layout (RF_GPU_LAUNCH_SIZE_V1 bytes). Appended
+	 * since: read only when size covers them. */
+	__u32 pad4;
+	__u64 enter_ns;		/* CLOCK_MONOTONIC at the call's ENTER
+				 * callback; 0: unknown (the lease began
+				 * during the call) */
 };
+
+/* The size of struct rf_gpu_launch before enter_ns: agents that send this
+ * much are read, with enter_ns taken as unknown. */
+#define RF_GPU_LAUNCH_SIZE_V1 76
+_Static_assert(__builtin_offsetof(struct rf_gpu_launch, pad4) ==
+	       RF_GPU_LAUNCH_SIZE_V1, "the first layout is fixed");
 
 enum rf_gpu_activity_kind {
 	RF_GPU_ACT_KERNEL = 1,
@@ -126,7 +161,7 @@ struct rf_gpu_control {
 	__u32 activity_enabled;		/* agent: activity kinds are on */
 	__u32 cupti_ok;			/* agent: CUPTI subscribed */
 	/* Agent counters, read by rfbpf at the end and reported. */
-	__u64 launches;			/* launch probes called */
+	__u64 launches;			/* launch and sync probes called */
 	__u64 records;			/* activity probes called */
 	__u64 records_dropped;		/* CUPTI's own dropped records */
 	__u64 records_unknown;		/* records of kinds not forwarded */
@@ -163,6 +198,8 @@ struct rf_gpu_launch_event {
 	__u16 depth;		/* ops open on the thread at the launch */
 	__u32 driver_correlation_id;	/* see struct rf_gpu_launch */
 	char api_name[RF_GPU_API_NAME_MAX];
+	__u64 enter_ns;		/* see struct rf_gpu_launch; hdr.ts_ns is
+				 * the exit */
 };
 
 /* hdr.flags has RF_F_NAME_TRUNCATED when the kernel name was cut. */

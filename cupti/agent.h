@@ -4,9 +4,11 @@
  * loads it through CUDA_INJECTION64_PATH and calls InitializeInjection().
  * From then on it does three things, each in its own file:
  *
- *   callbacks.c  CUPTI API callbacks -> rfbpf_probe_gpu_launch() on the
- *                launching thread (one report per launch, even when a
- *                runtime call nests a driver call);
+ *   callbacks.c  CUPTI API callbacks -> rfbpf_probe_gpu_launch() (or
+ *                rfbpf_probe_gpu_sync() for synchronize calls) on the
+ *                calling thread, at the call's exit, with its enter time
+ *                (one report per call, even when a runtime call nests a
+ *                driver call);
  *   activity.c   completed activity buffers -> rfbpf_probe_gpu_activity()
  *                once per kernel/memcpy/memset record;
  *   torch_activation.c  RFBPF_SAMPLE=P: registers a RecordFunction
@@ -34,6 +36,7 @@
 /* probes.S: the uprobe targets, exported as rfbpf_probe_*; the agent
  * calls them through these hidden aliases (same address, no PLT). */
 void rf_probe_gpu_launch(const struct rf_gpu_launch *launch);
+void rf_probe_gpu_sync(const struct rf_gpu_launch *sync);
 void rf_probe_gpu_activity(const struct rf_gpu_activity *activity);
 /* RecordFunction callbacks; their real C++ types are in probes.S. */
 void rf_probe_op_start(void);
@@ -43,6 +46,9 @@ void rf_probe_op_end(void);
 extern struct rf_gpu_control rfbpf_gpu_control;
 uint64_t rf_now_ns(void);
 bool rf_lease_active(uint64_t now_ns);
+/* CLOCK_MONOTONIC now if the lease is live, else 0 (and no clock read
+ * when no tracer ever came). */
+uint64_t rf_lease_now(void);
 void rf_count(__u64 *counter, uint64_t n);
 /* Counts a failed CUPTI call; prints one line the first time *once is 0. */
 void rf_cupti_failed(CUptiResult res, const char *what, int *once);
@@ -72,34 +78,44 @@ uint64_t rf_clock_to_mono(uint64_t cupti_ts, int64_t offset);
 int64_t rf_clock_offset_from(uint64_t mono_before, uint64_t cupti_ts,
 			     uint64_t mono_after);
 
-/* callbacks.c: which API calls are launches, and the nesting rule. */
+/* callbacks.c: which API calls are reported, and the nesting rule. */
 enum rf_api_class {
 	RF_API_OTHER = 0,	/* not ours */
-	RF_API_LAUNCH,		/* kernel launch */
-	RF_API_GRAPH,		/* graph launch */
-	RF_API_COPY,		/* memcpy / memset (runtime only) */
+	RF_API_LAUNCH,		/* kernel launch: one record */
+	RF_API_GRAPH,		/* graph launch: many records */
+	RF_API_COPY,		/* memcpy / memset (runtime only): one */
+	RF_API_COPY_BATCH,	/* batched copies: one record per copy */
+	RF_API_SYNC,		/* stream/device/event synchronize: none */
 };
 enum rf_api_class rf_api_classify(CUpti_CallbackDomain domain,
 				  CUpti_CallbackId cbid);
+/* Runtime calls of ours nested deeper than this are still reported, with
+ * their enter time unknown. */
+#define RF_API_MAX_NESTING 4
 /* Per-thread nesting state: the depth of runtime calls in progress. */
 struct rf_api_nesting {
 	uint32_t runtime_depth;
 	uint32_t generation;	/* of the subscription it was counted in */
 	uint32_t nested_correlation_id;	/* first driver call inside the
 					 * current runtime call, 0 if none */
+	/* When each call in progress entered (0: not traced then). */
+	uint64_t runtime_enter_ns[RF_API_MAX_NESTING];
+	uint64_t driver_enter_ns;	/* a driver call made directly */
 };
-/* Feeds one ENTER/EXIT of a classified call; true = report it now. */
 /* A new subscription: every thread's depth restarts from 0. */
 void rf_api_new_generation(void);
+/* Feeds one ENTER/EXIT of a classified call; true = report it now, with
+ * *enter_ns the now_ns its ENTER was fed with. */
 bool rf_api_step(struct rf_api_nesting *n, CUpti_CallbackDomain domain,
-		 CUpti_ApiCallbackSite site, uint32_t correlation_id);
+		 CUpti_ApiCallbackSite site, uint32_t correlation_id,
+		 uint64_t now_ns, uint64_t *enter_ns);
 /* An unclassified driver call: only its id is noted if it is nested. */
 void rf_api_note_driver(struct rf_api_nesting *n, CUpti_ApiCallbackSite site,
 			uint32_t correlation_id);
 /* The probe's argument for one reported call. */
 void rf_launch_fill(struct rf_gpu_launch *l, CUpti_CallbackDomain domain,
 		    CUpti_CallbackId cbid, enum rf_api_class class,
-		    const CUpti_CallbackData *cd);
+		    const CUpti_CallbackData *cd, uint64_t enter_ns);
 /* Enables the callbacks of every classified cbid on the subscriber. */
 int rf_api_enable_callbacks(CUpti_SubscriberHandle sub);
 void CUPTIAPI rfbpf_cupti_api_callback(void *userdata,

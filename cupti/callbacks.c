@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * API callbacks -> rfbpf_probe_gpu_launch(), on the launching thread, at
- * the exit of the call (the correlation id is known from the entry on,
- * but the exit is where a failed call would be visible and where the
- * probe cost lands after the launch itself).
+ * API callbacks -> rfbpf_probe_gpu_launch() (rfbpf_probe_gpu_sync() for
+ * synchronize calls), on the calling thread, at the exit of the call (the
+ * correlation id is known from the entry on, but the exit is where a
+ * failed call would be visible and where the probe cost lands after the
+ * launch itself). The report carries the time of the call's ENTER, read
+ * there only while a tracer holds the lease, so rfbpf can draw the call
+ * as a slice on its thread, as Kineto draws cuda_runtime events.
  *
  * One launch, one report. A runtime launch (cudaLaunchKernel) calls the
  * driver (cuLaunchKernel) inside it, and CUPTI calls us for both. Each
@@ -12,10 +15,16 @@
  * ignored, and the runtime EXIT reports. A driver call made directly (by
  * Triton, cuBLAS, ...) is at depth 0 and reports at its own EXIT. The
  * depth is kept whether or not a tracer holds the lease, so a lease that
- * starts in the middle of a call still sees consistent nesting.
+ * starts in the middle of a call still sees consistent nesting (and
+ * reports that call with its enter time unknown).
+ *
+ * Synchronize calls launch nothing; they are reported so that the time a
+ * thread stalls on the GPU is visible, through a probe of their own (an
+ * rfbpf that predates them never attaches to it).
  *
  * The launching thread takes no lock and does no I/O here: a thread-local
- * counter, an atomic load of the lease, and, when traced, a probe call.
+ * counter, an atomic load of the lease, and, when traced, a clock read at
+ * ENTER and a probe call at EXIT.
  */
 #include <stddef.h>
 #include <string.h>
@@ -49,6 +58,24 @@ static const CUpti_CallbackId driver_launches[] = {
 static const CUpti_CallbackId driver_graphs[] = {
 	CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
 	CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+};
+/* Calls that wait for the GPU. The driver's are reported only when made
+ * directly (the runtime's nest them). */
+static const CUpti_CallbackId runtime_syncs[] = {
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaThreadSynchronize_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+};
+static const CUpti_CallbackId driver_syncs[] = {
+	CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
+	CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
+	CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,
+#if CUPTI_API_VERSION >= 130000
+	CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2,
+#endif
 };
 /* Copies and sets, so their records can be attributed to an op too.
  * Runtime only: the driver copies the runtime makes are nested in these. */
@@ -99,16 +126,6 @@ static const CUpti_CallbackId runtime_copies[] = {
 	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_ptsz_v7000,
 	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeer_ptds_v7000,
 	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeerAsync_ptsz_v7000,
-	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v12080,
-	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v12080,
-	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_v12080,
-	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_ptsz_v12080,
-#if CUPTI_API_VERSION >= 130000
-	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000,
-	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v13000,
-	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_v13000,
-	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_ptsz_v13000,
-#endif
 	CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,
 	CUPTI_RUNTIME_TRACE_CBID_cudaMemset2D_v3020,
 	CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
@@ -122,6 +139,19 @@ static const CUpti_CallbackId runtime_copies[] = {
 	CUPTI_RUNTIME_TRACE_CBID_cudaMemset3D_ptds_v7000,
 	CUPTI_RUNTIME_TRACE_CBID_cudaMemset3DAsync_ptsz_v7000,
 };
+/* One call, one copy record per copy in the batch. */
+static const CUpti_CallbackId runtime_batch_copies[] = {
+	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v12080,
+	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v12080,
+	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_v12080,
+	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_ptsz_v12080,
+#if CUPTI_API_VERSION >= 130000
+	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v13000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_v13000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_ptsz_v13000,
+#endif
+};
 
 struct api_table {
 	CUpti_CallbackDomain domain;
@@ -134,13 +164,17 @@ static const struct api_table tables[] = {
 	TABLE(CUPTI_CB_DOMAIN_RUNTIME_API, RF_API_LAUNCH, runtime_launches),
 	TABLE(CUPTI_CB_DOMAIN_RUNTIME_API, RF_API_GRAPH, runtime_graphs),
 	TABLE(CUPTI_CB_DOMAIN_RUNTIME_API, RF_API_COPY, runtime_copies),
+	TABLE(CUPTI_CB_DOMAIN_RUNTIME_API, RF_API_COPY_BATCH,
+	      runtime_batch_copies),
+	TABLE(CUPTI_CB_DOMAIN_RUNTIME_API, RF_API_SYNC, runtime_syncs),
 	TABLE(CUPTI_CB_DOMAIN_DRIVER_API, RF_API_LAUNCH, driver_launches),
 	TABLE(CUPTI_CB_DOMAIN_DRIVER_API, RF_API_GRAPH, driver_graphs),
+	TABLE(CUPTI_CB_DOMAIN_DRIVER_API, RF_API_SYNC, driver_syncs),
 };
 #define NR_TABLES (sizeof(tables) / sizeof(tables[0]))
 
-/* A linear scan of ~90 ids, but only for the cbids we enabled, i.e. for
- * calls that are launches or copies anyway. */
+/* A linear scan of ~100 ids, but only for the cbids we enabled, i.e. for
+ * calls that are reported anyway. */
 enum rf_api_class rf_api_classify(CUpti_CallbackDomain domain,
 				  CUpti_CallbackId cbid)
 {
@@ -164,29 +198,41 @@ void rf_api_new_generation(void)
 }
 
 bool rf_api_step(struct rf_api_nesting *n, CUpti_CallbackDomain domain,
-		 CUpti_ApiCallbackSite site, uint32_t correlation_id)
+		 CUpti_ApiCallbackSite site, uint32_t correlation_id,
+		 uint64_t now_ns, uint64_t *enter_ns)
 {
 	uint32_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
 
-	if (n->generation != gen) {
-		n->runtime_depth = 0;
-		n->nested_correlation_id = 0;
-		n->generation = gen;
-	}
+	if (n->generation != gen)
+		*n = (struct rf_api_nesting){ .generation = gen };
+	*enter_ns = 0;
 	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
 		if (site == CUPTI_API_ENTER) {
 			if (!n->runtime_depth)
 				n->nested_correlation_id = 0;
+			if (n->runtime_depth < RF_API_MAX_NESTING)
+				n->runtime_enter_ns[n->runtime_depth] = now_ns;
 			n->runtime_depth++;
 			return false;
 		}
-		if (n->runtime_depth)
-			n->runtime_depth--;
+		if (n->runtime_depth && --n->runtime_depth <
+					RF_API_MAX_NESTING) {
+			*enter_ns = n->runtime_enter_ns[n->runtime_depth];
+			n->runtime_enter_ns[n->runtime_depth] = 0;
+		}
 		return true;
 	}
 	rf_api_note_driver(n, site, correlation_id);
 	/* Driver: only a call made outside our runtime calls counts. */
-	return !n->runtime_depth && site == CUPTI_API_EXIT;
+	if (n->runtime_depth)
+		return false;
+	if (site == CUPTI_API_ENTER) {
+		n->driver_enter_ns = now_ns;
+		return false;
+	}
+	*enter_ns = n->driver_enter_ns;
+	n->driver_enter_ns = 0;
+	return true;
 }
 
 void rf_api_note_driver(struct rf_api_nesting *n, CUpti_ApiCallbackSite site,
@@ -216,9 +262,25 @@ int rf_api_enable_callbacks(CUpti_SubscriberHandle sub)
 	return failed ? -1 : 0;
 }
 
+/* The flags a call is reported with: what the loader can expect of it. */
+static uint8_t class_flags(enum rf_api_class class)
+{
+	switch (class) {
+	case RF_API_LAUNCH:
+	case RF_API_COPY:
+		return RF_GPU_LAUNCH_F_ONE_RECORD;
+	case RF_API_GRAPH:
+		return RF_GPU_LAUNCH_F_GRAPH;
+	case RF_API_SYNC:
+		return RF_GPU_LAUNCH_F_SYNC;
+	default:
+		return 0;
+	}
+}
+
 void rf_launch_fill(struct rf_gpu_launch *l, CUpti_CallbackDomain domain,
 		    CUpti_CallbackId cbid, enum rf_api_class class,
-		    const CUpti_CallbackData *cd)
+		    const CUpti_CallbackData *cd, uint64_t enter_ns)
 {
 	*l = (struct rf_gpu_launch){
 		.abi_version = RF_GPU_ABI_VERSION,
@@ -227,7 +289,8 @@ void rf_launch_fill(struct rf_gpu_launch *l, CUpti_CallbackDomain domain,
 		.cbid = cbid,
 		.domain = domain == CUPTI_CB_DOMAIN_RUNTIME_API ?
 				  RF_GPU_API_RUNTIME : RF_GPU_API_DRIVER,
-		.flags = class == RF_API_GRAPH ? RF_GPU_LAUNCH_F_GRAPH : 0,
+		.flags = class_flags(class),
+		.enter_ns = enter_ns,
 	};
 	if (cd->functionName)
 		strncpy(l->api_name, cd->functionName,
@@ -244,6 +307,7 @@ void CUPTIAPI rfbpf_cupti_api_callback(void *userdata,
 	const CUpti_CallbackData *cd = cbdata;
 	enum rf_api_class class = rf_api_classify(domain, cbid);
 	struct rf_gpu_launch l;
+	uint64_t enter_ns;
 
 	(void)userdata;
 	if (!cd)
@@ -257,13 +321,18 @@ void CUPTIAPI rfbpf_cupti_api_callback(void *userdata,
 		return;
 	}
 	if (!rf_api_step(&nesting, domain, cd->callbackSite,
-			 cd->correlationId))
+			 cd->correlationId,
+			 cd->callbackSite == CUPTI_API_ENTER ? rf_lease_now() : 0,
+			 &enter_ns))
 		return;
 	if (!rf_lease_active(0))
 		return;
-	rf_launch_fill(&l, domain, cbid, class, cd);
+	rf_launch_fill(&l, domain, cbid, class, cd, enter_ns);
 	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
 		l.driver_correlation_id = nesting.nested_correlation_id;
-	rf_probe_gpu_launch(&l);
+	if (class == RF_API_SYNC)
+		rf_probe_gpu_sync(&l);
+	else
+		rf_probe_gpu_launch(&l);
 	rf_count(&rfbpf_gpu_control.launches, 1);
 }

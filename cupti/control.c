@@ -47,6 +47,18 @@ bool rf_lease_active(uint64_t now_ns)
 	return now_ns < until;
 }
 
+uint64_t rf_lease_now(void)
+{
+	uint64_t until = __atomic_load_n(&rfbpf_gpu_control.lease_until_ns,
+					 __ATOMIC_ACQUIRE);
+	uint64_t now;
+
+	if (!until)
+		return 0;
+	now = rf_now_ns();
+	return now < until ? now : 0;
+}
+
 void rf_count(__u64 *counter, uint64_t n)
 {
 	__atomic_fetch_add(counter, n, __ATOMIC_RELAXED);

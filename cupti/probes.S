@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The four functions rfbpf puts uprobes on. Each begins at its symbol with
+ * The five functions rfbpf puts uprobes on. Each begins at its symbol with
  * the 5-byte NOP `0f 1f 44 00 00` (nopl 0x0(%rax,%rax,1)): a uprobe on a
  * 5-byte NOP takes the kernel's optimized path (a call into a trampoline
  * rather than an int3 trap) on kernels that have it. Written in assembly
@@ -41,6 +41,12 @@ PROBE(rfbpf_probe_gpu_launch, rf_probe_gpu_launch)
 	NOP5
 	ret
 	.size	rfbpf_probe_gpu_launch, .-rfbpf_probe_gpu_launch
+
+/* void rfbpf_probe_gpu_sync(const struct rf_gpu_launch *) */
+PROBE(rfbpf_probe_gpu_sync, rf_probe_gpu_sync)
+	NOP5
+	ret
+	.size	rfbpf_probe_gpu_sync, .-rfbpf_probe_gpu_sync
 
 /* void rfbpf_probe_gpu_activity(const struct rf_gpu_activity *) */
 PROBE(rfbpf_probe_gpu_activity, rf_probe_gpu_activity)

@@ -44,7 +44,7 @@ static void attach_agent(struct session *s)
 	if (!ret)
 		ret = probes_attach_gpu(&s->probes, s->pid, s->gpu.path,
 					s->gpu.launch_off, s->gpu.activity_off,
-					s->opt->verbose);
+					s->gpu.sync_off, s->opt->verbose);
 	if (!ret)
 		ret = gpu_agent_renew_now(&s->gpu, monotonic_s());
 	if (ret) {

@@ -22,11 +22,14 @@ from conftest import (PYTHON, RFBPF, ROOT, KernelCounts, load_trace, ns,
 AGENT = os.path.join(ROOT, "build", "cupti", "librfbpf_cupti.so")
 SYNTH = os.path.join(ROOT, "build", "cupti", "libgpu_synth.so")
 GPU_WORKLOAD = os.path.join(ROOT, "tests", "workloads", "gpu_synthetic.py")
-GPU_PID = 0x7fff0000
-KERNEL, GRAPH, DRIVER, MEMCPY, MEMSET = range(5)
+KERNEL, GRAPH, DRIVER, MEMCPY, MEMSET, SYNC, V1 = range(7)
 API = {KERNEL: "cudaLaunchKernel", GRAPH: "cudaGraphLaunch",
        DRIVER: "cuLaunchKernel", MEMCPY: "cudaMemcpyAsync",
-       MEMSET: "cudaMemsetAsync"}
+       MEMSET: "cudaMemsetAsync", SYNC: "cudaStreamSynchronize"}
+# What a sync waits in gpu_synth.c (SYNC_WAIT_NS).
+SYNC_WAIT_NS = 300000
+GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+API_CATS = {"cuda_runtime", "cuda_driver"}
 
 CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda")
 # Without a toolkit there is no agent to test; with one, a missing agent
@@ -106,26 +109,41 @@ def traced_job(tmp_path, extra=(), job_args=(), env=None, during=None):
         job.kill()
 
 
-def op_slices(trace):
-    """The op slices of each thread, for "which slice encloses t"."""
+def cpu_ops(trace):
+    """The op slices (not GPU work, not CUDA API calls)."""
+    return [e for e in ops_of(trace)
+            if e["cat"] not in GPU_CATS | API_CATS]
+
+
+def op_slices(trace, with_calls=False):
+    """The op slices of each thread (and the API calls' too), for "which
+    slice encloses t"."""
     by_tid = {}
     for e in ops_of(trace):
+        if e["cat"] in GPU_CATS or (e["cat"] in API_CATS and
+                                    not with_calls):
+            continue
         by_tid.setdefault(e["tid"], []).append(
-            (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"]))
+            (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"], e))
     return by_tid
 
 
 def innermost(slices, ts):
     best = None
-    for start, end, name in slices:
-        if start <= ts <= end and (best is None or start >= best[0]):
-            best = (start, end, name)
+    for s in slices:
+        if s[0] <= ts <= s[1] and (best is None or s[0] >= best[0]):
+            best = s
     return best
 
 
 def gpu_events(trace):
     return [e for e in trace["traceEvents"]
-            if e.get("pid", 0) >= GPU_PID and e["ph"] == "X"]
+            if e["ph"] == "X" and e["cat"] in GPU_CATS]
+
+
+def api_calls(trace):
+    return [e for e in trace["traceEvents"]
+            if e["ph"] == "X" and e["cat"] in API_CATS]
 
 
 def test_every_kernel_is_joined_to_the_op_that_launched_it(tmp_path):
@@ -159,14 +177,26 @@ def test_every_kernel_is_joined_to_the_op_that_launched_it(tmp_path):
     got_times = sorted((e["args"]["correlation"], base + ns(e["ts"]),
                         base + ns(e["ts"]) + ns(e["dur"])) for e in gpu)
     assert got_times == want_times
-    # Copies and sets are on their stream's track with their bytes.
+    # Copies and sets are on their stream's track with their bytes, named
+    # from their kinds as Kineto names them.
     copies = [e for e in gpu if e["cat"] == "gpu_memcpy"]
     assert copies and all(e["tid"] == 9 and e["args"]["bytes"] == 1 << 20
-                          and e["name"] == "Memcpy HtoD" for e in copies)
+                          and e["name"] == "Memcpy HtoD (Pageable -> Device)"
+                          for e in copies)
+    sets = [e for e in gpu if e["cat"] == "gpu_memset"]
+    assert sets and all(e["tid"] == 9 and e["name"] == "Memset (Device)"
+                        for e in sets)
+    # Every GPU event is on its device's process, pid 0 for GPU 0.
+    assert all(e["pid"] == 0 for e in gpu)
     other = trace["otherData"]
     g = other["gpu"]
+    n_syncs = sum(1 for v in launches.values() if v["kind"] == SYNC)
+    assert n_syncs > 0
     assert other["drops"] == 0
-    assert g["launches"] == len(launches) == g["bpf_launch_hits"]
+    assert g["launches"] == len(launches) - n_syncs
+    assert g["syncs"] == n_syncs
+    # One BPF program takes the launch and the sync probes.
+    assert g["bpf_launch_hits"] == len(launches)
     assert g["agent_launches"] == len(launches)
     assert g["records"] == len(records) == g["agent_records"]
     assert g["records_without_launch"] == 0
@@ -175,10 +205,13 @@ def test_every_kernel_is_joined_to_the_op_that_launched_it(tmp_path):
     assert g["launches_outside_ops"] == sum(
         1 for v in launches.values() if v["op"] is None)
     assert g["bad_records"] == 0 and g["agent_untraced_records"] == 0
-    # Names longer than the event's 255 bytes arrive cut, and counted.
-    cut = [e for e in gpu if len(e["name"].encode()) == 255]
+    # Names longer than the event's 255 bytes arrive cut, and counted;
+    # cut inside a name, they do not demangle and are kept as they came.
+    cut = [e for e in gpu if e["args"].get("name_truncated")]
     assert cut and g["kernel_names_truncated"] == len(cut)
-    assert all(e["args"]["name_truncated"] is True for e in cut)
+    assert all(len(e["name"].encode()) == 255 and
+               e["name"].startswith("_ZN2at6native18elementwise_kernel")
+               and "mangled name" not in e["args"] for e in cut)
     assert g["final_flush_missed"] is False
     assert g["agent_counters_stale"] is False
     # The table has the CUDA columns, with the right sums for one op.
@@ -187,8 +220,139 @@ def test_every_kernel_is_joined_to_the_op_that_launched_it(tmp_path):
                if l.startswith("gpu_test::graph_replay "))
     n_graph = len(graphs)
     assert row.split()[-1] == str(4 * n_graph)
-    assert "GPU: %d launches, %d records" % (len(launches), len(records)) \
-        in out
+    assert "GPU: %d launches, %d records, %d syncs" % (
+        len(launches) - n_syncs, len(records), n_syncs) in out
+
+
+def demangled(names):
+    """What binutils' c++filt (libiberty's demangler, not the one rfbpf
+    uses) makes of each name."""
+    r = subprocess.run(["c++filt"], input="\n".join(names), text=True,
+                       capture_output=True, check=True)
+    return dict(zip(names, r.stdout.splitlines()))
+
+
+def test_kernels_are_shown_demangled(tmp_path):
+    trace, exp, _, _, _ = traced_job(tmp_path)
+    kernels = [e for e in gpu_events(trace) if e["cat"] == "kernel"]
+    mangled = sorted({e["args"]["mangled name"] for e in kernels
+                      if "mangled name" in e["args"]})
+    # gemm_tiled, vectorized_elementwise_kernel, reduce_sum; not the cut
+    # one.
+    assert len(mangled) == 3
+    want = demangled(mangled)
+    for e in kernels:
+        if "mangled name" in e["args"]:
+            assert e["name"] == want[e["args"]["mangled name"]] != \
+                e["args"]["mangled name"]
+            assert "(" in e["name"]
+        else:
+            assert e["args"].get("name_truncated") is True
+    # The folded stacks show the same names.
+    folded = (tmp_path / "g.folded").read_text()
+    assert "[gpu] gemm_tiled(float const*, float const*, float*, int, " \
+        "int, int) " in folded
+
+
+def test_every_call_is_a_slice_on_its_thread(tmp_path):
+    """Each call the job made (launches, copies, sets, syncs) is one
+    cuda_runtime slice (cuda_driver for a driver launch) on its thread, in
+    its process, within the times the job saw around the call, with its
+    correlation id, cbid and the op's External id; a sync's slice holds
+    the wait, and has no flow."""
+    trace, exp, _, _, job = traced_job(tmp_path)
+    base = trace["otherData"]["base_monotonic_ns"]
+    calls = {int(k): v for k, v in exp["launches"].items()}
+    by_corr = {}
+    for e in api_calls(trace):
+        by_corr.setdefault(e["args"]["correlation"], []).append(e)
+    assert set(by_corr) == set(calls)
+    ops = op_slices(trace)
+    externals = {}
+    for corr, want in calls.items():
+        (e,) = by_corr[corr]
+        assert e["name"] == API[want["kind"]]
+        assert e["cat"] == ("cuda_driver" if want["kind"] == DRIVER
+                            else "cuda_runtime")
+        assert e["pid"] == job.pid and e["tid"] == want["tid"]
+        start = base + ns(e["ts"])
+        end = start + ns(e["dur"])
+        assert want["before_ns"] <= start < end <= want["after_ns"], \
+            (corr, want, start, end)
+        assert isinstance(e["args"]["cbid"], int) and e["args"]["cbid"] > 0
+        assert "enter_unknown" not in e["args"]
+        # Inside the op it was made in.
+        op = innermost(ops.get(e["tid"], []), ns(e["ts"]))
+        assert (op and op[2]) == want["op"], (corr, want, op)
+        if want["op"] is None:
+            assert "External id" not in e["args"]
+            continue
+        ext = e["args"]["External id"]
+        # One id per op instance (the op side writes op id + 1).
+        assert externals.setdefault(id(op[3]), ext) == ext
+        if "External id" in op[3]["args"]:
+            assert op[3]["args"]["External id"] == ext
+        if want["kind"] == SYNC:
+            assert end - start >= SYNC_WAIT_NS
+    assert len(set(externals.values())) == len(externals) > 0
+    # Kernels, copies and sets carry their call's External id.
+    for e in gpu_events(trace):
+        (call,) = by_corr[e["args"]["correlation"]]
+        assert e["args"].get("External id") == \
+            call["args"].get("External id")
+    # No flow starts at a sync.
+    syncs = {c for c, v in calls.items() if v["kind"] == SYNC}
+    assert syncs
+    assert not any(e.get("cat") == "ac2g" and
+                   e["args"]["correlation"] in syncs
+                   for e in trace["traceEvents"])
+
+
+def test_launches_of_an_older_agent_are_read(tmp_path):
+    """An agent built before rf_gpu_launch.enter_ns was appended sends the
+    76-byte first layout: rfbpf reads it, and nothing past it (the job
+    leaves a decoy enter time there), so its calls start at their exit,
+    flagged, and their kernels are joined to them as before."""
+    trace, exp, _, _, job = traced_job(tmp_path,
+                                       job_args=("--v1-launches", "3"))
+    base = trace["otherData"]["base_monotonic_ns"]
+    calls = {int(k): v for k, v in exp["launches"].items()}
+    old = {c for c, v in calls.items() if v["kind"] == V1}
+    assert len(old) == 3 * 3
+    by_corr = {}
+    for e in api_calls(trace) + gpu_events(trace):
+        by_corr.setdefault(e["args"]["correlation"], []).append(e)
+    for corr, want in calls.items():
+        call = [e for e in by_corr[corr] if e["cat"] in API_CATS]
+        assert len(call) == 1
+        call = call[0]
+        at = base + ns(call["ts"])
+        if corr not in old:
+            assert "enter_unknown" not in call["args"]
+            continue
+        assert call["args"]["enter_unknown"] is True
+        assert ns(call["dur"]) == 0
+        assert want["before_ns"] <= at <= want["after_ns"]
+        (kernel,) = [e for e in by_corr[corr] if e["cat"] == "kernel"]
+        assert kernel["args"]["launched by"] == "gpu_test::v1"
+        assert kernel["args"]["External id"] == call["args"]["External id"]
+    g = trace["otherData"]["gpu"]
+    assert g["bad_records"] == 0
+    assert g["launches_without_record_at_detach"] == 0
+
+
+def test_gpu_processes_are_named_as_kineto_does(tmp_path):
+    trace, _, _, _, _ = traced_job(tmp_path)
+    meta = [(e["name"], e["pid"], e["tid"], e["args"])
+            for e in trace["traceEvents"] if e["ph"] == "M"]
+    assert ("process_name", 0, 0, {"name": "GPU 0"}) in meta
+    assert ("process_labels", 0, 0, {"labels": "GPU 0"}) in meta
+    assert ("process_sort_index", 0, 0, {"sort_index": 5000000}) in meta
+    for stream in (7, 9):
+        assert ("thread_name", 0, stream,
+                {"name": f"stream {stream}"}) in meta
+        assert ("thread_sort_index", 0, stream,
+                {"sort_index": stream}) in meta
 
 
 def test_launch_mode_finds_the_agent_when_it_loads(tmp_path):
@@ -217,9 +381,10 @@ def test_launch_mode_finds_the_agent_when_it_loads(tmp_path):
     assert trace["otherData"]["gpu"]["agent_counters_stale"] is True
 
 
-def test_flows_go_from_the_launching_op_to_each_kernel(tmp_path):
+def test_flows_go_from_the_launching_call_to_each_kernel(tmp_path):
     trace, exp, _, _, _ = traced_job(tmp_path)
-    slices = op_slices(trace)
+    slices = op_slices(trace, with_calls=True)
+    ops = op_slices(trace)
     kernels = {}
     for e in gpu_events(trace):
         kernels.setdefault((e["pid"], e["tid"], ns(e["ts"])), e)
@@ -230,17 +395,22 @@ def test_flows_go_from_the_launching_op_to_each_kernel(tmp_path):
         assert e["name"] == "ac2g" and "correlation" in e["args"]
         (starts if e["ph"] == "s" else finishes)[e["id"]] = e
     assert starts and set(starts) == set(finishes)
-    attributed = sum(1 for e in gpu_events(trace)
-                     if "launched by" in e["args"])
-    assert len(starts) == attributed
+    # Every record came from a launch rfbpf saw: one flow each.
+    assert len(starts) == len(gpu_events(trace)) == len(exp["records"])
     for fid, s in starts.items():
         f = finishes[fid]
         assert f["ph"] == "f" and f["bp"] == "e"
         assert s["args"]["correlation"] == f["args"]["correlation"]
-        # The start lies inside the launching op's slice on its thread...
-        enclosing = innermost(slices[s["tid"]], ns(s["ts"]))
+        # The start is the launch's API slice: the innermost slice at
+        # its time on its thread, which starts there...
+        call = innermost(slices[s["tid"]], ns(s["ts"]))
+        assert call and call[3]["cat"] in API_CATS
+        assert call[0] == ns(s["ts"])
+        assert call[3]["args"]["correlation"] == s["args"]["correlation"]
+        # ...inside the op the kernel names as its launcher...
         k = kernels[(f["pid"], f["tid"], ns(f["ts"]))]
-        assert enclosing and enclosing[2] == k["args"]["launched by"]
+        op = innermost(ops.get(s["tid"], []), ns(s["ts"]))
+        assert (op and op[2]) == k["args"].get("launched by")
         # ...and the finish is the kernel's start, after the launch.
         assert ns(f["ts"]) > ns(s["ts"])
 
@@ -263,9 +433,10 @@ def test_gpu_folded_hangs_kernels_under_their_op_stacks(tmp_path):
 
 
 def probe_counts(tmp_path, cmd):
-    """Kernel-side hit counts of the agent's two GPU probes (tracefs
+    """Kernel-side hit counts of the agent's three GPU probes (tracefs
     uprobes counted by perf), while cmd runs."""
     syms = {"gpu_launch": "rfbpf_probe_gpu_launch",
+            "gpu_sync": "rfbpf_probe_gpu_sync",
             "gpu_activity": "rfbpf_probe_gpu_activity"}
     kc = KernelCounts(AGENT, syms, {k: k for k in syms})
     try:
@@ -282,8 +453,8 @@ def test_without_a_tracer_the_agent_emits_nothing(tmp_path):
                                         str(exp_path), "--steps", "10"])
     assert r.returncode == 0, r.stderr
     exp = json.loads(exp_path.read_text())
-    # The kernel saw no call of either probe...
-    assert counts == {"gpu_launch": 0, "gpu_activity": 0}
+    # The kernel saw no call of any probe...
+    assert counts == {"gpu_launch": 0, "gpu_sync": 0, "gpu_activity": 0}
     # ...and would have (the same count, with a tracer: the offsets are
     # right and the count can be anything but 0).
     r2, traced = probe_counts(tmp_path, [
@@ -291,7 +462,10 @@ def test_without_a_tracer_the_agent_emits_nothing(tmp_path):
         str(tmp_path / "e2.json"), "--steps", "10", "--wait-tracer"])
     assert r2.returncode == 0, r2.stderr
     exp2 = json.loads((tmp_path / "e2.json").read_text())
-    assert traced == {"gpu_launch": len(exp2["launches"]),
+    n_syncs = sum(1 for v in exp2["launches"].values() if v["kind"] == SYNC)
+    assert n_syncs > 0
+    assert traced == {"gpu_launch": len(exp2["launches"]) - n_syncs,
+                      "gpu_sync": n_syncs,
                       "gpu_activity": len(exp2["records"])}
     # ...and the agent switched no activity on, and says why it dropped
     # the records it was handed.
@@ -316,7 +490,7 @@ def test_agent_activation_needs_no_ptrace(tmp_path):
     assert "switched RecordFunction on (RFBPF_SAMPLE)" in err
     assert exp["agent"]["torch_callback_handle"] > 0
     assert trace["otherData"]["probes"].startswith("CUPTI agent")
-    names = {e["name"] for e in ops_of(trace)}
+    names = {e["name"] for e in cpu_ops(trace)}
     assert {"gpu_test::matmul", "aten::mul", "aten::sum"} <= names
     launches = {int(k): v for k, v in exp["launches"].items()}
     gpu = gpu_events(trace)

@@ -5,7 +5,7 @@
 set -eu
 lib=$1
 status=0
-for sym in rfbpf_probe_gpu_launch rfbpf_probe_gpu_activity \
+for sym in rfbpf_probe_gpu_launch rfbpf_probe_gpu_sync rfbpf_probe_gpu_activity \
 	   rfbpf_probe_op_start rfbpf_probe_op_end; do
 	first=$(objdump -d --disassemble="$sym" "$lib" |
 		awk -v s="<$sym>:" '$2 == s { getline; print; exit }')

@@ -61,6 +61,7 @@ static int64_t cupti_offset;
 
 struct counts {
 	uint64_t runtime_launch, graph_launch, driver_launch, memcpy, memset;
+	uint64_t sync;
 	uint64_t kernel_records, memcpy_records, memset_records;
 	uint64_t corr_with_1_kernel, corr_with_n_kernels;
 };
@@ -207,6 +208,13 @@ static void one_copy_and_set(struct worker *w, struct sim_buffer *b)
 	log_record(w->id, corr, "cudaMemsetAsync", "memset", t, t + 300, 0,
 		   op_begin);
 	w->c.memset++, w->c.memset_records++;
+	/* Then wait for both: a sync, reported once, with no record. */
+	corr = __atomic_add_fetch(&next_corr, 1, __ATOMIC_RELAXED);
+	runtime_call(CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+		     "cudaStreamSynchronize",
+		     CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
+		     "cuStreamSynchronize", corr);
+	w->c.sync++;
 	driver_op_end();
 }
 
@@ -345,7 +353,7 @@ int main(int argc, char **argv)
 	free(w);
 
 	reports = t.runtime_launch + t.graph_launch + t.driver_launch +
-		  t.memcpy + t.memset;
+		  t.memcpy + t.memset + t.sync;
 	records = t.kernel_records + t.memcpy_records + t.memset_records;
 	if (opt.lease_ns) {
 		EXPECT(LOAD(launches) - before.launches == reports);
@@ -365,7 +373,7 @@ int main(int argc, char **argv)
 	printf("{\"ok\":%s,\"threads\":%d,\"launches_per_thread\":%d,"
 	       "\"lease\":%s,\"api_calls\":{\"runtime_launch\":%llu,"
 	       "\"graph_launch\":%llu,\"driver_launch\":%llu,"
-	       "\"memcpy\":%llu,\"memset\":%llu},"
+	       "\"memcpy\":%llu,\"memset\":%llu,\"sync\":%llu},"
 	       "\"launch_reports_expected\":%llu,"
 	       "\"records_built\":{\"kernel\":%llu,\"memcpy\":%llu,"
 	       "\"memset\":%llu},\"kernels_per_correlation\":{\"1\":%llu,"
@@ -376,7 +384,7 @@ int main(int argc, char **argv)
 	       (unsigned long long)t.graph_launch,
 	       (unsigned long long)t.driver_launch,
 	       (unsigned long long)t.memcpy, (unsigned long long)t.memset,
-	       (unsigned long long)reports,
+	       (unsigned long long)t.sync, (unsigned long long)reports,
 	       (unsigned long long)t.kernel_records,
 	       (unsigned long long)t.memcpy_records,
 	       (unsigned long long)t.memset_records,

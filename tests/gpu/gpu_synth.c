@@ -11,6 +11,10 @@
  *     installed headers) to the thread's buffer;
  *   - synth_flush() hands that buffer to rfbpf_cupti_buffer_completed(),
  *     which walks it with CUPTI's own cuptiActivityGetNextRecord().
+ * A sync (cudaStreamSynchronize) makes its callbacks around a wait of
+ * SYNC_WAIT_NS and no record. Each call's CLOCK_MONOTONIC bounds (read
+ * just before its ENTER callback and just after its EXIT) are kept for
+ * the test: a tracer's slice for the call must lie within them.
  * Record times are CLOCK_MONOTONIC readings shifted into "CUPTI's clock"
  * by the agent's calibrated offset, so after the agent converts them a
  * tracer must see exactly the times synth_record() reports.
@@ -25,7 +29,10 @@ enum synth_kind {
 	SYNTH_DRIVER = 2,	/* cuLaunchKernel alone (Triton style) */
 	SYNTH_MEMCPY = 3,	/* cudaMemcpyAsync HtoD */
 	SYNTH_MEMSET = 4,	/* cudaMemsetAsync */
+	SYNTH_SYNC = 5,		/* cudaStreamSynchronize: no record */
 };
+
+#define SYNC_WAIT_NS 300000ull	/* what a sync waits for the "GPU" */
 
 /* What one record will say once converted, for the test to compare. */
 struct synth_record {
@@ -37,6 +44,9 @@ struct synth_record {
 #define MAX_RECORDS (1u << 20)
 static struct synth_record records[MAX_RECORDS];
 static uint32_t nr_records, next_corr;
+/* Each call's bounds, by correlation id. */
+#define MAX_CALLS (1u << 20)
+static struct { uint64_t before, after; } calls[MAX_CALLS];
 
 /* Kernel names must live until the buffer is completed: a fixed set,
  * the last longer than RF_GPU_NAME_MAX as templated kernels often are. */
@@ -45,7 +55,7 @@ static uint32_t nr_records, next_corr;
 static const char *const kernel_names[] = {
 	"_Z10gemm_tiledPKfS0_Pfiii",
 	"_ZN2at6native29vectorized_elementwise_kernelILi4EEEvi",
-	"_Z11reduce_sumPKfPfi",
+	"_Z10reduce_sumPKfPfi",
 	LONG_NAME_PART LONG_NAME_PART LONG_NAME_PART "EEEEvRNS_18TensorIteratorBaseERKT_EUliE_EEviT1_",
 };
 #define NR_KERNEL_NAMES (sizeof(kernel_names) / sizeof(kernel_names[0]))
@@ -152,11 +162,21 @@ static void kernel_record(uint32_t corr, uint64_t start, uint64_t dur,
 	note(corr, SYNTH_KERNEL, start, start + dur);
 }
 
-/* Simulates one launch on this thread; returns its correlation id. */
+/* The "GPU" is busy: the calling thread waits. */
+static void wait_ns(uint64_t ns)
+{
+	uint64_t until = sim_mono_ns() + ns;
+
+	while (sim_mono_ns() < until)
+		;
+}
+
+/* Simulates one call on this thread (a launch, or a sync); returns its
+ * correlation id. */
 EXPORT unsigned synth_launch(int kind, int n_kernels, unsigned stream)
 {
 	uint32_t corr = __atomic_add_fetch(&next_corr, 1, __ATOMIC_RELAXED);
-	uint64_t t;
+	uint64_t t, before = sim_mono_ns();
 
 	switch (kind) {
 	case SYNTH_GRAPH:
@@ -185,19 +205,40 @@ EXPORT unsigned synth_launch(int kind, int n_kernels, unsigned stream)
 			     CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,
 			     "cuMemsetD8Async", corr);
 		break;
+	case SYNTH_SYNC:
+		api(CUPTI_CB_DOMAIN_RUNTIME_API,
+		    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+		    CUPTI_API_ENTER, "cudaStreamSynchronize", corr);
+		api(CUPTI_CB_DOMAIN_DRIVER_API,
+		    CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
+		    CUPTI_API_ENTER, "cuStreamSynchronize", corr + 1000000);
+		wait_ns(SYNC_WAIT_NS);
+		api(CUPTI_CB_DOMAIN_DRIVER_API,
+		    CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
+		    CUPTI_API_EXIT, "cuStreamSynchronize", corr + 1000000);
+		api(CUPTI_CB_DOMAIN_RUNTIME_API,
+		    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+		    CUPTI_API_EXIT, "cudaStreamSynchronize", corr);
+		break;
 	default:
 		runtime_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
 			     "cudaLaunchKernel",
 			     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
 			     "cuLaunchKernel", corr);
 	}
+	if (corr < MAX_CALLS)
+		calls[corr].before = before, calls[corr].after = sim_mono_ns();
 	/* The GPU runs it a little after the launch returned. */
 	t = sim_mono_ns() + 2000;
-	if (kind == SYNTH_MEMCPY) {
+	if (kind == SYNTH_SYNC) {
+		/* Nothing ran: nothing to record. */
+	} else if (kind == SYNTH_MEMCPY) {
 		CUpti_ActivityMemcpy6 *m = slot(sizeof(*m));
 
 		m->kind = CUPTI_ACTIVITY_KIND_MEMCPY;
 		m->copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+		m->srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+		m->dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
 		m->bytes = 1 << 20;
 		m->start = cupti_clock(t);
 		m->end = cupti_clock(t + 7000);
@@ -211,6 +252,7 @@ EXPORT unsigned synth_launch(int kind, int n_kernels, unsigned stream)
 
 		s->kind = CUPTI_ACTIVITY_KIND_MEMSET;
 		s->bytes = 4096;
+		s->memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
 		s->start = cupti_clock(t);
 		s->end = cupti_clock(t + 900);
 		/* A set's record carries its driver call's id only. */
@@ -243,4 +285,42 @@ EXPORT int synth_record(unsigned i, char *buf, int len)
 			records[i].kind,
 			(unsigned long long)records[i].start_ns,
 			(unsigned long long)records[i].end_ns);
+}
+
+/* What an agent built before enter_ns was appended (rf_gpu_launch of
+ * RF_GPU_LAUNCH_SIZE_V1 bytes, no flags but graph) passes for a kernel
+ * launch: its probe called directly, as that agent called it at the
+ * launch's exit, then the kernel's record. The bytes past the old layout
+ * hold a decoy enter time a tracer must not read. Returns the id. */
+void rfbpf_probe_gpu_launch(const struct rf_gpu_launch *);
+
+EXPORT unsigned synth_launch_v1(unsigned stream)
+{
+	uint32_t corr = __atomic_add_fetch(&next_corr, 1, __ATOMIC_RELAXED);
+	struct rf_gpu_launch l = {
+		.abi_version = RF_GPU_ABI_VERSION,
+		.size = RF_GPU_LAUNCH_SIZE_V1,
+		.correlation_id = corr,
+		.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+		.domain = RF_GPU_API_RUNTIME,
+		.api_name = "cudaLaunchKernel",
+		.enter_ns = 1,		/* the decoy */
+	};
+	uint64_t before = sim_mono_ns();
+
+	rfbpf_probe_gpu_launch(&l);
+	if (corr < MAX_CALLS)
+		calls[corr].before = before, calls[corr].after = sim_mono_ns();
+	kernel_record(corr, sim_mono_ns() + 2000, 5000, 0, stream, 0);
+	return corr;
+}
+
+/* Call corr's bounds as "before_ns after_ns", for the test. */
+EXPORT int synth_call_bounds(unsigned corr, char *buf, int len)
+{
+	if (!corr || corr >= MAX_CALLS || !calls[corr].after)
+		return -1;
+	return snprintf(buf, (size_t)len, "%llu %llu",
+			(unsigned long long)calls[corr].before,
+			(unsigned long long)calls[corr].after);
 }

@@ -62,7 +62,18 @@ TEST(classify)
 	/* CUDA 13's launch entry point (what nvcc-built code calls). */
 	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000) == RF_API_LAUNCH);
 	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000) == RF_API_LAUNCH);
-	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000) == RF_API_COPY);
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000) == RF_API_COPY_BATCH);
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_ptsz_v12080) == RF_API_COPY_BATCH);
+	/* Synchronize calls, runtime and driver. */
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020) == RF_API_SYNC);
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000) == RF_API_SYNC);
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020) == RF_API_SYNC);
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020) == RF_API_SYNC);
+	CHECK(rf_api_classify(DRV, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize) == RF_API_SYNC);
+	CHECK(rf_api_classify(DRV, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2) == RF_API_SYNC);
+	/* Waits that do not block are not syncs. */
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_v3020) == RF_API_OTHER);
+	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020) == RF_API_OTHER);
 	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020) == RF_API_COPY);
 	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000) == RF_API_COPY);
 	CHECK(rf_api_classify(DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz) == RF_API_LAUNCH);
@@ -72,57 +83,121 @@ TEST(classify)
 	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020) == RF_API_OTHER);
 }
 
+/* rf_api_step with no clock: enter times are all 0. */
+static bool step(struct rf_api_nesting *n, CUpti_CallbackDomain d,
+		 CUpti_ApiCallbackSite site, uint32_t corr)
+{
+	uint64_t enter_ns;
+
+	return rf_api_step(n, d, site, corr, 0, &enter_ns);
+}
+
 TEST(nesting_reports_once)
 {
 	struct rf_api_nesting n = { 0 };
 
-	CHECK(!rf_api_step(&n, RT, CUPTI_API_ENTER, 10));
-	CHECK(!rf_api_step(&n, DRV, CUPTI_API_ENTER, 11));
-	CHECK(!rf_api_step(&n, DRV, CUPTI_API_EXIT, 11));
-	CHECK(rf_api_step(&n, RT, CUPTI_API_EXIT, 10));
+	CHECK(!step(&n, RT, CUPTI_API_ENTER, 10));
+	CHECK(!step(&n, DRV, CUPTI_API_ENTER, 11));
+	CHECK(!step(&n, DRV, CUPTI_API_EXIT, 11));
+	CHECK(step(&n, RT, CUPTI_API_EXIT, 10));
 	CHECK_EQ_U64(n.runtime_depth, 0);
 	/* The nested driver call's id is kept for the report. */
 	CHECK_EQ_U64(n.nested_correlation_id, 11);
 	/* A driver call on its own reports at its exit. */
-	CHECK(!rf_api_step(&n, DRV, CUPTI_API_ENTER, 12));
-	CHECK(rf_api_step(&n, DRV, CUPTI_API_EXIT, 12));
+	CHECK(!step(&n, DRV, CUPTI_API_ENTER, 12));
+	CHECK(step(&n, DRV, CUPTI_API_EXIT, 12));
 	/* An unmatched runtime exit does not underflow. */
-	CHECK(rf_api_step(&n, RT, CUPTI_API_EXIT, 13));
+	CHECK(step(&n, RT, CUPTI_API_EXIT, 13));
 	CHECK_EQ_U64(n.runtime_depth, 0);
 	/* A new runtime call forgets the last nested id; an unclassified
 	 * driver call inside it (a cuMemsetD8Async) is noted, once. */
-	CHECK(!rf_api_step(&n, RT, CUPTI_API_ENTER, 20));
+	CHECK(!step(&n, RT, CUPTI_API_ENTER, 20));
 	CHECK_EQ_U64(n.nested_correlation_id, 0);
 	rf_api_note_driver(&n, CUPTI_API_ENTER, 21);
 	rf_api_note_driver(&n, CUPTI_API_ENTER, 22);
-	CHECK(rf_api_step(&n, RT, CUPTI_API_EXIT, 20));
+	CHECK(step(&n, RT, CUPTI_API_EXIT, 20));
 	CHECK_EQ_U64(n.nested_correlation_id, 21);
 	/* A new subscription starts every thread clean. */
-	CHECK(!rf_api_step(&n, RT, CUPTI_API_ENTER, 30));
+	CHECK(!step(&n, RT, CUPTI_API_ENTER, 30));
 	rf_api_new_generation();
-	CHECK(!rf_api_step(&n, DRV, CUPTI_API_ENTER, 31));
-	CHECK(rf_api_step(&n, DRV, CUPTI_API_EXIT, 31));
+	CHECK(!step(&n, DRV, CUPTI_API_ENTER, 31));
+	CHECK(step(&n, DRV, CUPTI_API_EXIT, 31));
 }
 
-TEST(launch_fill_and_graph_flag)
+/* Each report carries the time its own ENTER was fed with: nested
+ * runtime calls each theirs, a direct driver call its own, a call whose
+ * ENTER came before the lease (0) none, and a nesting deeper than the
+ * agent keeps reports every call, the deep ones with none. */
+TEST(nesting_keeps_enter_times)
+{
+	struct rf_api_nesting n = { 0 };
+	uint64_t enter = 99;
+
+	CHECK(!rf_api_step(&n, RT, CUPTI_API_ENTER, 1, 1000, &enter));
+	CHECK(!rf_api_step(&n, RT, CUPTI_API_ENTER, 2, 1100, &enter));
+	/* The nested driver call is not reported, and takes no time. */
+	CHECK(!rf_api_step(&n, DRV, CUPTI_API_ENTER, 3, 1150, &enter));
+	CHECK(!rf_api_step(&n, DRV, CUPTI_API_EXIT, 3, 0, &enter));
+	CHECK(rf_api_step(&n, RT, CUPTI_API_EXIT, 2, 0, &enter));
+	CHECK_EQ_U64(enter, 1100);
+	CHECK(rf_api_step(&n, RT, CUPTI_API_EXIT, 1, 0, &enter));
+	CHECK_EQ_U64(enter, 1000);
+	CHECK(!rf_api_step(&n, DRV, CUPTI_API_ENTER, 4, 2000, &enter));
+	CHECK(rf_api_step(&n, DRV, CUPTI_API_EXIT, 4, 0, &enter));
+	CHECK_EQ_U64(enter, 2000);
+	/* Its time is not reused by a driver call whose ENTER we missed. */
+	CHECK(rf_api_step(&n, DRV, CUPTI_API_EXIT, 5, 0, &enter));
+	CHECK_EQ_U64(enter, 0);
+	/* Untraced at ENTER: unknown at EXIT. */
+	CHECK(!rf_api_step(&n, RT, CUPTI_API_ENTER, 6, 0, &enter));
+	CHECK(rf_api_step(&n, RT, CUPTI_API_EXIT, 6, 0, &enter));
+	CHECK_EQ_U64(enter, 0);
+	for (uint64_t i = 0; i < RF_API_MAX_NESTING + 2; i++)
+		CHECK(!rf_api_step(&n, RT, CUPTI_API_ENTER, 10 + i,
+				   3000 + i, &enter));
+	for (uint64_t i = RF_API_MAX_NESTING + 2; i-- > 0;) {
+		CHECK(rf_api_step(&n, RT, CUPTI_API_EXIT, 10 + i, 0, &enter));
+		CHECK_EQ_U64(enter, i < RF_API_MAX_NESTING ? 3000 + i : 0);
+	}
+	CHECK_EQ_U64(n.runtime_depth, 0);
+}
+
+TEST(launch_fill_and_flags)
 {
 	CUpti_CallbackData cd = { .functionName = "cudaGraphLaunch",
 				  .correlationId = 77 };
 	struct rf_gpu_launch l;
 
 	rf_launch_fill(&l, RT, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
-		       RF_API_GRAPH, &cd);
+		       RF_API_GRAPH, &cd, 12345);
 	CHECK_EQ_U64(l.abi_version, RF_GPU_ABI_VERSION);
 	CHECK_EQ_U64(l.size, sizeof(l));
+	/* The appended field lies past the first layout, which old
+	 * rfbpfs read. */
+	CHECK(l.size > RF_GPU_LAUNCH_SIZE_V1);
+	CHECK_EQ_U64(l.enter_ns, 12345);
 	CHECK_EQ_U64(l.correlation_id, 77);
 	CHECK_EQ_U64(l.domain, RF_GPU_API_RUNTIME);
 	CHECK_EQ_U64(l.flags, RF_GPU_LAUNCH_F_GRAPH);
 	CHECK_EQ_U64(l.cbid, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000);
 	CHECK_STR(l.api_name, "cudaGraphLaunch");
 	rf_launch_fill(&l, DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-		       RF_API_LAUNCH, &cd);
+		       RF_API_LAUNCH, &cd, 0);
 	CHECK_EQ_U64(l.domain, RF_GPU_API_DRIVER);
+	CHECK_EQ_U64(l.flags, RF_GPU_LAUNCH_F_ONE_RECORD);
+	CHECK_EQ_U64(l.enter_ns, 0);
+	rf_launch_fill(&l, RT, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+		       RF_API_COPY, &cd, 0);
+	CHECK_EQ_U64(l.flags, RF_GPU_LAUNCH_F_ONE_RECORD);
+	/* A batch makes a record per copy: no promise of one. */
+	rf_launch_fill(&l, RT,
+		       CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v12080,
+		       RF_API_COPY_BATCH, &cd, 0);
 	CHECK_EQ_U64(l.flags, 0);
+	rf_launch_fill(&l, RT,
+		       CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+		       RF_API_SYNC, &cd, 0);
+	CHECK_EQ_U64(l.flags, RF_GPU_LAUNCH_F_SYNC);
 }
 
 TEST(callback_counts_probe_calls_only_under_lease)
@@ -142,11 +217,26 @@ TEST(callback_counts_probe_calls_only_under_lease)
 	api(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, 5);
 	api(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_EXIT, 5);
 	CHECK_EQ_U64(LOAD(launches), before + 2);
+	/* A sync with its nested driver sync: one report (the sync probe). */
+	api(RT, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+	    CUPTI_API_ENTER, 7);
+	api(DRV, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, CUPTI_API_ENTER, 8);
+	api(DRV, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, CUPTI_API_EXIT, 8);
+	api(RT, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+	    CUPTI_API_EXIT, 7);
+	CHECK_EQ_U64(LOAD(launches), before + 3);
 
 	/* An expired lease is no lease. */
 	__atomic_store_n(&CTL.lease_until_ns, rf_now_ns() - 1, __ATOMIC_RELEASE);
 	runtime_launch_with_nested_driver(6);
-	CHECK_EQ_U64(LOAD(launches), before + 2);
+	CHECK_EQ_U64(LOAD(launches), before + 3);
+	CHECK_EQ_U64(rf_lease_now(), 0);
+	/* A live lease: now, from the same clock. */
+	set_lease(60ull * 1000000000);
+	uint64_t t0 = rf_now_ns(), now = rf_lease_now();
+	CHECK(now >= t0 && now <= rf_now_ns());
+	set_lease(0);
+	CHECK_EQ_U64(rf_lease_now(), 0);
 }
 
 TEST(clock_conversion)

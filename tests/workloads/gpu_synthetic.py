@@ -5,8 +5,10 @@ build/cupti/libgpu_synth.so, which plays the CUDA driver and CUPTI (there
 is no GPU on the test machines).
 
 It writes what a tracer must find to --expect FILE (JSON): for every
-correlation id, the op the launch ran in (null when none), the launching
-thread, and every record with its CLOCK_MONOTONIC start and end.
+correlation id, the op the call ran in (null when none), the calling
+thread, the CLOCK_MONOTONIC bounds of the call, and every record with its
+CLOCK_MONOTONIC start and end. Calls are launches, copies, sets and
+synchronize calls (which make no record).
 
   --wait-tracer   wait (up to 60 s) until the agent sees a tracer's lease
   --sample P      (with RFBPF_SAMPLE set, the agent activates torch itself)
@@ -14,6 +16,8 @@ thread, and every record with its CLOCK_MONOTONIC start and end.
                   agent's lease state (for the kill -9 test)
   --load-inside-op  load the agent and make a first launch inside an op
                   that began before the agent was loaded
+  --v1-launches N also make N kernel launches reported as an agent that
+                  predates rf_gpu_launch.enter_ns would (kind V1)
 """
 import argparse
 import ctypes
@@ -29,7 +33,7 @@ from torch.autograd.profiler import record_function
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SYNTH = os.path.join(ROOT, "build", "cupti", "libgpu_synth.so")
 
-KERNEL, GRAPH, DRIVER, MEMCPY, MEMSET = range(5)
+KERNEL, GRAPH, DRIVER, MEMCPY, MEMSET, SYNC, V1 = range(7)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--expect", required=True)
@@ -39,6 +43,7 @@ ap.add_argument("--graph-kernels", type=int, default=4)
 ap.add_argument("--wait-tracer", action="store_true")
 ap.add_argument("--hold", type=float, default=0)
 ap.add_argument("--load-inside-op", action="store_true")
+ap.add_argument("--v1-launches", type=int, default=0)
 args = ap.parse_args()
 
 expected = {}
@@ -52,6 +57,7 @@ def load_agent():
     global synth
     synth = ctypes.CDLL(SYNTH)
     synth.synth_launch.restype = ctypes.c_uint
+    synth.synth_launch_v1.restype = ctypes.c_uint
     synth.synth_counter.restype = ctypes.c_ulonglong
     synth.synth_counter.argtypes = [ctypes.c_char_p]
     synth.synth_init()
@@ -90,6 +96,14 @@ def launch(kind, op, n=1, stream=7):
                           "kind": kind}
 
 
+def v1_launch():
+    with record_function("gpu_test::v1"):
+        corr = synth.synth_launch_v1(7)
+    with lock:
+        expected[corr] = {"op": "gpu_test::v1",
+                          "tid": threading.get_native_id(), "kind": V1}
+
+
 def step(t, i):
     x = torch.ones(64)
     outer = f"gpu_test::t{t}.forward"
@@ -104,6 +118,7 @@ def step(t, i):
             with record_function("gpu_test::to_device"):
                 launch(MEMCPY, "gpu_test::to_device", stream=9)
                 launch(MEMSET, "gpu_test::to_device", stream=9)
+                launch(SYNC, "gpu_test::to_device", stream=9)
         y = x.sum()
     if i % 10 == 0:
         launch(KERNEL, None)                # outside any op
@@ -115,6 +130,8 @@ def step(t, i):
 def worker(t):
     for i in range(args.steps):
         step(t, i)
+        if i < args.v1_launches:
+            v1_launch()
     synth.synth_flush()
 
 
@@ -132,6 +149,9 @@ for i in range(synth.synth_nr_records()):
     corr, kind, start, end = (int(v) for v in buf.value.split())
     records.append({"corr": corr, "kind": kind, "start_ns": start,
                     "end_ns": end})
+for corr, call in expected.items():
+    assert synth.synth_call_bounds(corr, buf, 128) > 0, corr
+    call["before_ns"], call["after_ns"] = (int(v) for v in buf.value.split())
 counters = {name: synth.synth_counter(name.encode()) for name in
             ("launches", "records", "records_untraced", "activity_starts",
              "activity_enabled", "torch_callback_handle")}

@@ -146,7 +146,8 @@ int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
 }
 
 int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
-		      uint64_t launch_off, uint64_t activity_off, bool verbose)
+		      uint64_t launch_off, uint64_t activity_off,
+		      uint64_t sync_off, bool verbose)
 {
 	int ret = attach_one(p, p->skel->progs.gpu_launch, pid, path,
 			     launch_off, "GPU launch", verbose);
@@ -154,6 +155,10 @@ int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
 	if (!ret)
 		ret = attach_one(p, p->skel->progs.gpu_activity, pid, path,
 				 activity_off, "GPU activity", verbose);
+	/* Syncs come as launches with RF_GPU_LAUNCH_F_SYNC: one program. */
+	if (!ret && sync_off)
+		ret = attach_one(p, p->skel->progs.gpu_launch, pid, path,
+				 sync_off, "GPU sync", verbose);
 	if (ret)
 		return ret;
 	/* Tag from now on. Ops opened before have no entry on BPF's

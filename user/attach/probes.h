@@ -19,9 +19,9 @@ struct rfbpf_bpf;
 
 struct probes {
 	struct rfbpf_bpf *skel;
-	struct bpf_link *links[PROBES_MAX_LIBS * RF_V_NR + 5];
+	struct bpf_link *links[PROBES_MAX_LIBS * RF_V_NR + 6];
 	/* the program of each uprobe link (NULL for others) */
-	const struct bpf_program *link_progs[PROBES_MAX_LIBS * RF_V_NR + 5];
+	const struct bpf_program *link_progs[PROBES_MAX_LIBS * RF_V_NR + 6];
 	int nr_links;
 	struct { dev_t dev; ino_t ino; } libs[PROBES_MAX_LIBS];
 	int nr_libs;
@@ -52,10 +52,12 @@ int probes_attach_lib(struct probes *p, pid_t pid, const char *path,
  * agent's own), for pid only. */
 int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
 			    uint64_t start_off, uint64_t end_off, bool verbose);
-/* The CUPTI agent's launch and activity probe functions (file offsets in
- * the agent at path), for pid only; turns on GPU launch tagging. */
+/* The CUPTI agent's launch, activity and (if sync_off) sync probe
+ * functions (file offsets in the agent at path), for pid only; turns on
+ * GPU launch tagging. */
 int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
-		      uint64_t launch_off, uint64_t activity_off, bool verbose);
+		      uint64_t launch_off, uint64_t activity_off,
+		      uint64_t sync_off, bool verbose);
 /* The safe-point probe (safe_point.h): a uprobe at off in lib, for pid,
  * that signals one of tids once with sig. */
 int probes_arm_safe_point(struct probes *p, pid_t pid, const char *lib,

@@ -240,6 +240,7 @@ static void write_gpu_counts(FILE *f, const struct trace *t)
 		return;
 	fputs(",\"gpu\":{\"agent\":true", f);
 	COUNT("launches", g->launches);
+	COUNT("syncs", g->syncs);
 	COUNT("records", g->activities);
 	COUNT("records_without_launch", g->activities_unmatched);
 	COUNT("launches_evicted_without_record",
@@ -336,9 +337,16 @@ static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 	chrome_write_gpu(ctx, t, g);
 }
 
+static void on_gpu_api(void *ctx, struct trace *t,
+		       const struct gpu_launch *call)
+{
+	chrome_write_gpu_api(ctx, t, call);
+}
+
 struct trace_sink chrome_sink(struct chrome_writer *w)
 {
-	return (struct trace_sink){ .op = write_op, .gpu = on_gpu, .ctx = w };
+	return (struct trace_sink){ .op = write_op, .gpu = on_gpu,
+				    .gpu_api = on_gpu_api, .ctx = w };
 }
 
 void chrome_begin(struct chrome_writer *w, FILE *f, uint64_t base_ns,

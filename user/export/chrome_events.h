@@ -20,7 +20,7 @@ struct chrome_writer {
 	uint64_t events;	/* written so far */
 	struct u64map threads;	/* tids whose name was written */
 	struct u64map tracks;	/* GPU devices and streams named */
-	uint64_t flows;		/* ids of flows (op-to-kernel, fwdbwd) */
+	uint64_t flows;		/* ids of flows (call-to-kernel, fwdbwd) */
 	struct fwdbwd fwdbwd;	/* forward ops awaiting their backward */
 	uint64_t fwdbwd_flows;	/* fwdbwd flows written */
 	/* Timestamps are written relative to this CLOCK_MONOTONIC instant,
@@ -48,8 +48,12 @@ static inline void chrome_ts(struct chrome_writer *w, uint64_t ns)
 }
 
 /* From chrome_gpu.c: a GPU record, its device and stream tracks the first
- * time they appear, and its flow from the launching op. */
+ * time they appear, and its flow from the call that launched it. */
 void chrome_write_gpu(struct chrome_writer *w, const struct trace *t,
 		      const struct gpu_done *g);
+/* A CUDA API call (launch or sync) as a cuda_runtime (or cuda_driver)
+ * slice on the thread that made it. */
+void chrome_write_gpu_api(struct chrome_writer *w, const struct trace *t,
+			  const struct gpu_launch *call);
 
 #endif

@@ -27,6 +27,7 @@ struct gpu_agent {
 	char shown[4096];	/* the target's name for it, for messages */
 	uint64_t launch_off, activity_off;	/* probe file offsets */
 	uint64_t op_start_off, op_end_off;
+	uint64_t sync_off;	/* 0 if the agent has no sync probe */
 	uint64_t control_addr;	/* rfbpf_gpu_control in the target */
 	int mem_fd;		/* /proc/PID/mem, read-write */
 	double renewed_s;	/* last renewal (monotonic_s), 0: none */

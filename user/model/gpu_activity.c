@@ -2,44 +2,86 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "demangle.h"
 #include "gpu_activity.h"
+
+#define NONE UINT32_MAX
 
 void gpu_init(struct gpu *g)
 {
 	memset(g, 0, sizeof(*g));
+	g->oldest = g->newest = g->free = NONE;
 }
 
-static struct gpu_launch *at(const struct gpu *g, uint64_t seq)
+static uint32_t slot_of(const struct gpu *g, const struct gpu_launch *l)
 {
-	return &g->ring[seq & (g->cap - 1)];
+	return (uint32_t)(l - g->slots);
 }
 
 void gpu_free(struct gpu *g)
 {
-	for (uint64_t s = g->head; s < g->tail; s++)
-		free(at(g, s)->frames);
-	free(g->ring);
+	for (uint32_t i = g->oldest; i != NONE; i = g->slots[i].newer)
+		free(g->slots[i].frames);
+	free(g->slots);
 	u64map_free(&g->pending);
+	u64map_free(&g->demangled);
 	memset(g, 0, sizeof(*g));
+	g->oldest = g->newest = g->free = NONE;
 }
 
-/* Room for one more launch: the ring doubles, keeping sequence numbers. */
-static bool make_room(struct gpu *g)
+/* A free slot, linked as the newest pending launch; the slots double
+ * when none is free (pointers into them move). NONE on ENOMEM. */
+static uint32_t take_slot(struct gpu *g)
 {
-	size_t cap = g->cap ? g->cap * 2 : 256;
-	struct gpu_launch *ring;
+	uint32_t i;
 
-	if (gpu_pending(g) < g->cap)
-		return true;
-	ring = malloc(cap * sizeof(*ring));
-	if (!ring)
-		return false;
-	for (uint64_t s = g->head; s < g->tail; s++)
-		ring[s & (cap - 1)] = *at(g, s);
-	free(g->ring);
-	g->ring = ring;
-	g->cap = cap;
-	return true;
+	if (g->free == NONE) {
+		uint32_t cap = g->cap ? g->cap * 2 : 256;
+		struct gpu_launch *slots;
+
+		if (cap <= g->cap)
+			return NONE;
+		slots = realloc(g->slots, cap * sizeof(*slots));
+		if (!slots)
+			return NONE;
+		for (uint32_t k = g->cap; k < cap; k++)
+			slots[k].newer = k + 1 < cap ? k + 1 : NONE;
+		g->free = g->cap;
+		g->slots = slots;
+		g->cap = cap;
+	}
+	i = g->free;
+	g->free = g->slots[i].newer;
+	memset(&g->slots[i], 0, sizeof(g->slots[i]));
+	g->slots[i].older = g->newest;
+	g->slots[i].newer = NONE;
+	if (g->newest != NONE)
+		g->slots[g->newest].newer = i;
+	else
+		g->oldest = i;
+	g->newest = i;
+	g->live++;
+	return i;
+}
+
+/* Unlinks slot i and puts it on the free list. */
+static void give_slot(struct gpu *g, uint32_t i)
+{
+	struct gpu_launch *l = &g->slots[i];
+
+	if (l->older != NONE)
+		g->slots[l->older].newer = l->newer;
+	else
+		g->oldest = l->newer;
+	if (l->newer != NONE)
+		g->slots[l->newer].older = l->older;
+	else
+		g->newest = l->older;
+	free(l->frames);
+	l->frames = NULL;
+	l->newer = g->free;
+	g->free = i;
+	g->live--;
 }
 
 /* Correlation ids start at 1 but 0 is the map's empty key: shift by one. */
@@ -48,65 +90,95 @@ static uint64_t pending_key(uint32_t correlation_id)
 	return (uint64_t)correlation_id + 1;
 }
 
-bool gpu_add_launch(struct gpu *g, struct names *names, uint64_t ts_ns,
-		    const struct gpu_launch_site *site,
-		    const struct rf_gpu_launch_event *e)
+static void fill_call(struct gpu_launch *l, struct names *names,
+		      uint64_t ts_ns, const struct gpu_launch_site *site,
+		      const struct rf_gpu_launch_event *e)
 {
-	const uint32_t *frames = site->frames;
-	uint32_t depth = site->depth;
-	struct gpu_launch *l;
 	size_t len = strnlen(e->api_name, sizeof(e->api_name));
-	uint64_t *prev;
 
-	g->counts.launches++;
-	if (!make_room(g))
-		return false;
-	l = at(g, g->tail);
-	memset(l, 0, sizeof(*l));
-	if (depth) {
-		l->frames = malloc(depth * sizeof(*frames));
-		if (!l->frames)
-			return false;
-		memcpy(l->frames, frames, depth * sizeof(*frames));
-	}
-	l->depth = depth;
-	l->op_name = depth ? frames[depth - 1] : UINT32_MAX;
+	l->depth = site->depth;
+	l->op_name = site->depth ? site->frames[site->depth - 1] : UINT32_MAX;
+	l->op_id = site->depth ? site->op_id : -1;
 	l->ts_ns = ts_ns;
+	/* An enter after the exit is no enter (a clock that went wrong). */
+	l->enter_ns = e->enter_ns <= ts_ns ? e->enter_ns : 0;
 	l->pid = site->pid;
 	l->tid = site->tid;
 	l->thread_name = site->thread_name;
 	l->correlation_id = e->correlation_id;
+	l->driver_correlation_id = e->driver_correlation_id;
+	l->cbid = e->cbid;
 	l->api_name = names_intern(names, e->api_name, len);
 	l->domain = e->domain;
 	l->flags = e->launch_flags;
-	l->outside_ops = !depth && !e->hdr.rf_addr;
+	l->outside_ops = !site->depth && !e->hdr.rf_addr;
+}
+
+/* A sync waits for nothing: handed on from one scratch launch, its
+ * frames the caller's (valid during the call). */
+static const struct gpu_launch *add_sync(struct gpu *g, struct names *names,
+					 uint64_t ts_ns,
+					 const struct gpu_launch_site *site,
+					 const struct rf_gpu_launch_event *e)
+{
+	struct gpu_launch *l = &g->call;
+
+	g->counts.syncs++;
+	memset(l, 0, sizeof(*l));
+	fill_call(l, names, ts_ns, site, e);
+	l->frames = (uint32_t *)site->frames;
+	l->older = l->newer = NONE;
+	return l;
+}
+
+const struct gpu_launch *gpu_add_launch(struct gpu *g, struct names *names,
+					uint64_t ts_ns,
+					const struct gpu_launch_site *site,
+					const struct rf_gpu_launch_event *e)
+{
+	uint32_t depth = site->depth, i;
+	struct gpu_launch *l;
+	uint64_t *prev;
+
+	if (e->launch_flags & RF_GPU_LAUNCH_F_SYNC)
+		return add_sync(g, names, ts_ns, site, e);
+	g->counts.launches++;
+	if ((i = take_slot(g)) == NONE)
+		return NULL;
+	l = &g->slots[i];
+	fill_call(l, names, ts_ns, site, e);
+	if (depth) {
+		l->frames = malloc(depth * sizeof(*l->frames));
+		if (!l->frames) {
+			give_slot(g, i);
+			return NULL;
+		}
+		memcpy(l->frames, site->frames, depth * sizeof(*l->frames));
+	}
 	if (l->outside_ops)
 		g->counts.launches_outside_ops++;
 	else if (!depth)
 		g->counts.launches_op_unknown++;
-	l->driver_correlation_id = e->driver_correlation_id;
 	/* A reused correlation id replaces an older launch still waiting. */
 	prev = u64map_get(&g->pending, pending_key(e->correlation_id));
-	if (prev && !at(g, *prev)->activities)
+	if (prev && !g->slots[*prev].activities)
 		g->counts.launches_evicted_unmatched++;
 	/* Records of copies and sets carry the nested driver call's id:
 	 * the launch waits under both. */
-	if (!u64map_put(&g->pending, pending_key(e->correlation_id),
-			g->tail)) {
-		free(l->frames);
-		return false;
+	if (!u64map_put(&g->pending, pending_key(e->correlation_id), i)) {
+		give_slot(g, i);
+		return NULL;
 	}
 	if (e->driver_correlation_id &&
 	    !u64map_put(&g->pending, pending_key(e->driver_correlation_id),
-			g->tail)) {
+			i)) {
 		/* The slot is not taken: its first entry must not stay, or a
 		 * record would join whatever launch takes the slot next. */
 		u64map_del(&g->pending, pending_key(e->correlation_id));
-		free(l->frames);
-		return false;
+		give_slot(g, i);
+		return NULL;
 	}
-	g->tail++;
-	return true;
+	return l;
 }
 
 const char *gpu_kind_name(uint32_t kind)
@@ -121,31 +193,80 @@ const char *gpu_kind_name(uint32_t kind)
 
 const char *gpu_copy_kind_name(uint8_t copy_kind)
 {
+	/* CUPTI_ACTIVITY_MEMCPY_KIND_HTOD = 1 ... _PTOP = 10. */
 	static const char *const names[] = {
-		"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD",
+		NULL, "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD",
 		"DtoA", "DtoD", "HtoH", "PtoP",
 	};
 
-	return copy_kind < sizeof(names) / sizeof(names[0]) ?
-	       names[copy_kind] : "Unknown";
+	return copy_kind < sizeof(names) / sizeof(names[0]) &&
+	       names[copy_kind] ? names[copy_kind] : "<unknown>";
+}
+
+const char *gpu_memory_kind_name(uint8_t memory_kind)
+{
+	/* CUPTI_ACTIVITY_MEMORY_KIND_UNKNOWN = 0 ... _MANAGED_STATIC = 7. */
+	static const char *const names[] = {
+		"Unknown", "Pageable", "Pinned", "Device", "Array", "Managed",
+		"Device Static", "Managed Static",
+	};
+
+	return memory_kind < sizeof(names) / sizeof(names[0]) ?
+	       names[memory_kind] : "Unrecognized";
+}
+
+/* A kernel's name as shown: demangled once per distinct name (the map
+ * remembers the answer, failures too). *mangled is the name CUPTI gave
+ * when it differs. */
+static uint32_t kernel_name(struct gpu *g, struct names *names,
+			    const char *name, size_t len, uint32_t *mangled)
+{
+	uint32_t id = names_intern(names, name, len), shown;
+	uint64_t *known;
+	char *d;
+
+	*mangled = UINT32_MAX;
+	if (id == UINT32_MAX)
+		return id;
+	known = u64map_get(&g->demangled, (uint64_t)id + 1);
+	if (known) {
+		shown = (uint32_t)*known;
+	} else {
+		d = cxx_demangle(names_get(names, id));
+		shown = d ? names_intern(names, d, strlen(d)) : id;
+		free(d);
+		if (shown == UINT32_MAX)
+			shown = id;
+		/* Not remembered on ENOMEM: it is tried again next time. */
+		u64map_put(&g->demangled, (uint64_t)id + 1, shown);
+	}
+	if (shown != id)
+		*mangled = id;
+	return shown;
 }
 
 /* Copies and sets have no name of their own: label them as Kineto does. */
-static uint32_t activity_name(struct names *names,
-			      const struct rf_gpu_activity_event *e)
+static uint32_t activity_name(struct gpu *g, struct names *names,
+			      const struct rf_gpu_activity *in,
+			      uint32_t *mangled)
 {
-	char label[64];
+	char label[96];
 
-	if (e->act.kind == RF_GPU_ACT_KERNEL)
-		return names_intern(names, e->act.name,
-				    strnlen(e->act.name, sizeof(e->act.name)));
-	if (e->act.kind == RF_GPU_ACT_MEMCPY)
-		snprintf(label, sizeof(label), "Memcpy %s",
-			 gpu_copy_kind_name(e->act.copy_kind));
-	else if (e->act.kind == RF_GPU_ACT_MEMSET)
-		snprintf(label, sizeof(label), "Memset");
+	*mangled = UINT32_MAX;
+	if (in->kind == RF_GPU_ACT_KERNEL)
+		return kernel_name(g, names, in->name,
+				   strnlen(in->name, sizeof(in->name)),
+				   mangled);
+	if (in->kind == RF_GPU_ACT_MEMCPY)
+		snprintf(label, sizeof(label), "Memcpy %s (%s -> %s)",
+			 gpu_copy_kind_name(in->copy_kind),
+			 gpu_memory_kind_name(in->src_kind),
+			 gpu_memory_kind_name(in->dst_kind));
+	else if (in->kind == RF_GPU_ACT_MEMSET)
+		snprintf(label, sizeof(label), "Memset (%s)",
+			 gpu_memory_kind_name(in->dst_kind));
 	else
-		snprintf(label, sizeof(label), "GPU activity %u", e->act.kind);
+		snprintf(label, sizeof(label), "GPU activity %u", in->kind);
 	return names_intern(names, label, strlen(label));
 }
 
@@ -169,7 +290,7 @@ bool gpu_add_activity(struct gpu *g, struct names *names,
 	a->device_id = in->device_id;
 	a->context_id = in->context_id;
 	a->stream_id = in->stream_id;
-	a->name = activity_name(names, e);
+	a->name = activity_name(g, names, in, &a->mangled_name);
 	memcpy(a->grid, in->grid, sizeof(a->grid));
 	memcpy(a->block, in->block, sizeof(a->block));
 	a->registers_per_thread = in->registers_per_thread;
@@ -177,26 +298,29 @@ bool gpu_add_activity(struct gpu *g, struct names *names,
 	a->dynamic_shared_bytes = in->dynamic_shared_bytes;
 	a->bytes = in->bytes;
 	a->copy_kind = in->copy_kind;
+	a->src_kind = in->src_kind;
+	a->dst_kind = in->dst_kind;
 	a->name_truncated = e->hdr.flags & RF_F_NAME_TRUNCATED;
 	a->graph_id = in->graph_id;
 	seq = u64map_get(&g->pending, pending_key(in->correlation_id));
-	*launch = seq ? at(g, *seq) : NULL;
+	*launch = seq ? &g->slots[*seq] : NULL;
 	if (seq)
-		at(g, *seq)->activities++;
+		g->slots[*seq].activities++;
 	else
 		g->counts.activities_unmatched++;
 	return a->name != UINT32_MAX;
 }
 
-/* Drops the oldest launch, with its pending entries if still its own. */
-static void pop_launch(struct gpu *g, bool at_detach)
+/* Drops the launch in slot i, with its pending entries if still its own
+ * (a later launch may have taken its id); counted if it never had a
+ * record. */
+static void drop_launch(struct gpu *g, uint32_t i, bool at_detach)
 {
-	struct gpu_launch *l = at(g, g->head);
+	struct gpu_launch *l = &g->slots[i];
 	uint64_t key = pending_key(l->correlation_id);
 	uint64_t *seq = u64map_get(&g->pending, key);
 
-	/* Still the pending entry for its id (not replaced)? */
-	if (seq && *seq == g->head) {
+	if (seq && *seq == i) {
 		if (!l->activities && at_detach)
 			g->counts.launches_unmatched_at_end++;
 		else if (!l->activities)
@@ -205,25 +329,32 @@ static void pop_launch(struct gpu *g, bool at_detach)
 	}
 	key = pending_key(l->driver_correlation_id);
 	seq = l->driver_correlation_id ? u64map_get(&g->pending, key) : NULL;
-	if (seq && *seq == g->head)
+	if (seq && *seq == i)
 		u64map_del(&g->pending, key);
-	free(l->frames);
-	g->head++;
+	give_slot(g, i);
+}
+
+void gpu_release_if_complete(struct gpu *g, const struct gpu_launch *l)
+{
+	if (!l || l == &g->call)
+		return;		/* none, or a sync */
+	if ((l->flags & RF_GPU_LAUNCH_F_ONE_RECORD) && l->activities >= 1)
+		drop_launch(g, slot_of(g, l), false);
 }
 
 void gpu_evict(struct gpu *g, uint64_t now_ns)
 {
 	if (now_ns < GPU_PENDING_NS)
 		return;
-	while (g->head < g->tail &&
-	       at(g, g->head)->ts_ns < now_ns - GPU_PENDING_NS)
-		pop_launch(g, false);
+	while (g->oldest != NONE &&
+	       g->slots[g->oldest].ts_ns < now_ns - GPU_PENDING_NS)
+		drop_launch(g, g->oldest, false);
 }
 
 void gpu_detach(struct gpu *g)
 {
-	while (g->head < g->tail)
-		pop_launch(g, true);
+	while (g->oldest != NONE)
+		drop_launch(g, g->oldest, true);
 	u64map_free(&g->pending);
 }
 
@@ -231,14 +362,15 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 		       char *buf, size_t len)
 {
 	snprintf(buf, len,
-		 "GPU: %llu launches, %llu records; records with no launch "
-		 "%llu; launches with no record %llu (evicted %llu, at "
-		 "detach %llu); launches outside any op %llu, in an "
+		 "GPU: %llu launches, %llu records, %llu syncs; records with "
+		 "no launch %llu; launches with no record %llu (evicted %llu, "
+		 "at detach %llu); launches outside any op %llu, in an "
 		 "unrecorded op %llu; kernel names truncated %llu, "
 		 "unreadable %llu; bad records %llu; agent: dropped by "
 		 "CUPTI %llu, untraced %llu, errors %llu%s%s",
 		 (unsigned long long)c->launches,
 		 (unsigned long long)c->activities,
+		 (unsigned long long)c->syncs,
 		 (unsigned long long)c->activities_unmatched,
 		 (unsigned long long)(c->launches_evicted_unmatched +
 				      c->launches_unmatched_at_end),

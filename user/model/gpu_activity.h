@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * GPU activity in the trace model: the launches the CUPTI agent reported
+ * GPU activity in the trace model: the API calls the CUPTI agent reported
  * (each tagged in BPF with the op open on its thread) and the kernels,
  * copies and sets that completed, joined by CUPTI correlation id.
  *
@@ -8,10 +8,17 @@
  * flushes, about once a second), so a launch waits in `pending` until its
  * records arrive. A launch keeps the stack of the op it ran in (that op
  * has usually closed and been forgotten by the time its kernels end);
- * records are joined and handed on, never kept. A CUDA graph launch has one correlation id and many
- * kernels, so a launch stays pending after its first record and leaves
- * only when it is older than GPU_PENDING_NS: then it is evicted, and
- * counted if no record ever came for it.
+ * records are joined and handed on, never kept. A launch the agent marks
+ * as making exactly one record (a kernel, a copy, a set) is forgotten as
+ * soon as that record is in; a CUDA graph launch has one correlation id
+ * and many kernels (a batched copy many copies), so it stays after its
+ * first record and leaves only when it is older than GPU_PENDING_NS: then
+ * it is evicted, and counted if no record ever came for it. So memory
+ * follows what is pending. Synchronize calls launch nothing: they are
+ * handed to the sinks as they come and never wait.
+ *
+ * Kernels are named by their demangled symbol, as Kineto names them
+ * (demangle.h), once per distinct name; copies and sets by their kinds.
  */
 #ifndef RFBPF_GPU_MODEL_H
 #define RFBPF_GPU_MODEL_H
@@ -28,19 +35,27 @@
 #define GPU_PENDING_NS (30ull * 1000000000ull)
 
 struct gpu_launch {
-	uint64_t ts_ns;
+	uint64_t ts_ns;		/* the call's exit */
+	uint64_t enter_ns;	/* its enter, or 0: the agent did not say */
+	int64_t op_id;		/* op.id of the op it ran in, -1: none
+				 * recorded */
 	uint32_t tid, pid;
 	uint32_t thread_name;	/* its thread's comm, id in names */
 	uint32_t op_name;	/* name id of the op it ran in, or
 				 * UINT32_MAX: none known */
-	uint32_t *frames;	/* that op's stack, outermost first (owned) */
+	uint32_t *frames;	/* that op's stack, outermost first (owned
+				 * while pending) */
 	uint32_t depth;
 	uint32_t correlation_id;
 	uint32_t driver_correlation_id;	/* of its nested driver call, or 0 */
+	uint32_t cbid;		/* CUPTI callback id within its domain */
 	uint32_t api_name;	/* id in trace.names */
 	uint32_t activities;	/* records joined to it so far */
-	uint8_t domain, flags;
+	uint8_t domain, flags;	/* enum rf_gpu_api_domain, RF_GPU_LAUNCH_F_* */
 	bool outside_ops;	/* no op was open on its thread */
+	/* Pending launches, oldest first, by slot; UINT32_MAX ends it. A
+	 * free slot's `newer` links the free list. */
+	uint32_t older, newer;
 };
 
 struct gpu_activity {
@@ -53,13 +68,20 @@ struct gpu_activity {
 	uint32_t registers_per_thread;
 	uint32_t static_shared_bytes, dynamic_shared_bytes;
 	uint64_t bytes;
-	uint8_t copy_kind;
-	bool name_truncated;	/* longer than RF_GPU_NAME_MAX - 1 */
+	uint8_t copy_kind;	/* copies: CUpti_ActivityMemcpyKind */
+	uint8_t src_kind, dst_kind;	/* CUpti_ActivityMemoryKind (sets:
+					 * dst_kind, the memory set) */
+	bool name_truncated;	/* the agent cut the name at
+				 * RF_GPU_NAME_MAX - 1 bytes */
+	uint32_t mangled_name;	/* kernels: the name as CUPTI gave it when
+				 * `name` is its demangled form (id in
+				 * names), else UINT32_MAX */
 	uint64_t graph_id;
 };
 
 struct gpu_counts {
-	uint64_t launches;		/* launch events read */
+	uint64_t launches;		/* launch events read (not syncs) */
+	uint64_t syncs;			/* synchronize calls read */
 	uint64_t launches_outside_ops;	/* no op was open on the thread */
 	uint64_t launches_op_unknown;	/* its op was not recorded (sampled
 					 * out, or opened before attach) */
@@ -78,36 +100,48 @@ struct gpu_counts {
 					 * are as last read while it ran */
 };
 
-/* Launches live in a ring in arrival order (which is time order), named
- * by a sequence number: launch s is ring[s & (cap - 1)] while
- * head <= s < tail. Eviction pops from the head. */
+/* Pending launches live in slots (a free list keeps the ones released),
+ * linked oldest first: arrival order is time order, so eviction takes
+ * from the old end and a launch released early unlinks itself. */
 struct gpu {
-	struct gpu_launch *ring;
-	size_t cap;		/* power of two, or 0 */
-	uint64_t head, tail;
-	struct u64map pending;	/* correlation id + 1 -> launch sequence */
+	struct gpu_launch *slots;
+	uint32_t cap;		/* slots allocated */
+	uint32_t live;		/* slots holding a pending launch */
+	uint32_t oldest, newest;	/* UINT32_MAX when none is pending */
+	uint32_t free;		/* first free slot, UINT32_MAX: none */
+	struct u64map pending;	/* correlation id + 1 -> slot */
+	struct u64map demangled; /* kernel name id + 1 -> shown name id */
+	struct gpu_launch call;	/* the sync call being handed on */
 	struct gpu_counts counts;
 };
 
 void gpu_init(struct gpu *g);
 void gpu_free(struct gpu *g);
-/* A launch in the op whose stack is frames[0..depth) (depth 0: none
+/* A call in the op whose stack is frames[0..depth) (depth 0: none
  * known; counted as outside any op when BPF saw none open, else as in an
- * op that was not recorded). Returns false on ENOMEM. */
+ * op that was not recorded), that op being op_id (-1: none). A launch
+ * waits for its records; a sync is only counted. Returns the call as the
+ * sinks see it (valid until the next add, evict or release), or NULL on
+ * ENOMEM. */
 struct gpu_launch_site {
 	uint32_t pid, tid, thread_name;
 	const uint32_t *frames;
 	uint32_t depth;
+	int64_t op_id;
 };
-bool gpu_add_launch(struct gpu *g, struct names *names, uint64_t ts_ns,
-		    const struct gpu_launch_site *site,
-		    const struct rf_gpu_launch_event *e);
+const struct gpu_launch *gpu_add_launch(struct gpu *g, struct names *names,
+					uint64_t ts_ns,
+					const struct gpu_launch_site *site,
+					const struct rf_gpu_launch_event *e);
 /* A completed record, decoded into *a and joined to its launch if one is
- * pending (*launch, else NULL; valid until the next add or evict).
- * Returns false on ENOMEM. */
+ * pending (*launch, else NULL; valid until the next add, evict or
+ * release). Returns false on ENOMEM. */
 bool gpu_add_activity(struct gpu *g, struct names *names,
 		      const struct rf_gpu_activity_event *e,
 		      struct gpu_activity *a, const struct gpu_launch **launch);
+/* After its record was handed on: forgets a launch that has all of its
+ * records (RF_GPU_LAUNCH_F_ONE_RECORD and one record in). */
+void gpu_release_if_complete(struct gpu *g, const struct gpu_launch *l);
 /* Evicts launches older than now_ns - GPU_PENDING_NS. */
 void gpu_evict(struct gpu *g, uint64_t now_ns);
 /* Tracing stopped: launches still waiting for records are counted. */
@@ -117,9 +151,13 @@ static inline uint64_t gpu_duration(const struct gpu_activity *a)
 {
 	return a->end_ns > a->start_ns ? a->end_ns - a->start_ns : 0;
 }
-/* "kernel", "memcpy HtoD", "memset"... for names and categories. */
+/* "kernel", "gpu_memcpy", "gpu_memset": Chrome categories. */
 const char *gpu_kind_name(uint32_t kind);
+/* Kineto's words for CUpti_ActivityMemcpyKind ("HtoD"...) and
+ * CUpti_ActivityMemoryKind ("Pageable"...), with which copies and sets
+ * are named: "Memcpy HtoD (Pageable -> Device)", "Memset (Device)". */
 const char *gpu_copy_kind_name(uint8_t copy_kind);
+const char *gpu_memory_kind_name(uint8_t memory_kind);
 /* One line with every GPU counter that means something was lost;
  * bad_records is BPF's count of records of an unknown ABI version. */
 void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
@@ -127,7 +165,7 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 /* Launches waiting for records now. */
 static inline size_t gpu_pending(const struct gpu *g)
 {
-	return g->tail - g->head;
+	return g->live;
 }
 
 #endif

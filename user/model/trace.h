@@ -129,12 +129,14 @@ struct gpu_done {
 };
 
 struct trace;
-/* A consumer of closed ops and of GPU activity (either may be NULL),
- * called in the order they were added; finish is called once by
- * trace_finish(), after the last op closed. */
+/* A consumer of closed ops, of GPU activity and of the CUDA API calls the
+ * agent reported (launches and syncs, as they come; any may be NULL),
+ * called in the order they were added. */
 struct trace_sink {
 	void (*op)(void *ctx, struct trace *t, const struct closed_op *c);
 	void (*gpu)(void *ctx, struct trace *t, const struct gpu_done *g);
+	void (*gpu_api)(void *ctx, struct trace *t,
+			const struct gpu_launch *call);
 	void *ctx;
 };
 #define TRACE_MAX_SINKS 8
@@ -212,8 +214,9 @@ int32_t stacks_open_op(const struct trace *t, uint32_t tid, uint64_t rf_addr);
 int32_t stacks_innermost_op(const struct trace *t, uint32_t tid);
 /* Tracing stopped: close every op still open at ts_ns. */
 void stacks_detach(struct trace *t, uint64_t ts_ns);
-/* A GPU launch: tagged with the op open on its thread (by BPF's rf_addr,
- * else the innermost), whose stack it keeps for its records. */
+/* A CUDA API call (a launch or a sync): tagged with the op open on its
+ * thread (by BPF's rf_addr, else the innermost) and handed to the sinks;
+ * a launch keeps that op's stack for its records. */
 void trace_gpu_launch(struct trace *t, const struct rf_gpu_launch_event *e);
 /* A GPU record: joined to its launch and handed to the sinks. */
 void trace_gpu_activity(struct trace *t,

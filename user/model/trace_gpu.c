@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * GPU events meet the op model here: a launch takes the stack of the op
- * open on its thread when it happened, a record is joined to its launch
- * and handed to the sinks (which add its time to that op's stack).
+ * GPU events meet the op model here: a call takes the stack (and the id)
+ * of the op open on its thread when it happened and is handed to the
+ * sinks; a record is joined to its launch and handed to the sinks (which
+ * add its time to that op's stack), and a launch that has all of its
+ * records is forgotten.
  */
 #include "trace.h"
 
@@ -14,17 +16,27 @@ void trace_gpu_launch(struct trace *t, const struct rf_gpu_launch_event *e)
 	struct gpu_launch_site site = {
 		.pid = trace_pid_of(t, h->tid), .tid = h->tid,
 		.thread_name = th >= 0 ? t->threads[th].comm_name : UINT32_MAX,
+		.op_id = -1,
 	};
+	const struct gpu_launch *call;
 
 	t->counts.events++;
 	/* BPF tracks only ops opened after GPU tagging began (the agent may
 	 * load mid-run); the loader knows older ones. */
 	if (slot < 0 && !h->rf_addr)
 		slot = stacks_innermost_op(t, h->tid);
-	if (slot >= 0)
+	if (slot >= 0) {
 		site.frames = trace_frames(t, slot, &site.depth);
-	if (!gpu_add_launch(&t->gpu, &t->names, h->ts_ns, &site, e))
+		site.op_id = (int64_t)t->ops[slot].id;
+	}
+	call = gpu_add_launch(&t->gpu, &t->names, h->ts_ns, &site, e);
+	if (!call) {
 		t->counts.oom++;
+	} else {
+		for (int s = 0; s < t->nr_sinks; s++)
+			if (t->sinks[s].gpu_api)
+				t->sinks[s].gpu_api(t->sinks[s].ctx, t, call);
+	}
 	gpu_evict(&t->gpu, h->ts_ns);
 }
 
@@ -43,4 +55,5 @@ void trace_gpu_activity(struct trace *t, const struct rf_gpu_activity_event *e)
 	for (int s = 0; s < t->nr_sinks; s++)
 		if (t->sinks[s].gpu)
 			t->sinks[s].gpu(t->sinks[s].ctx, t, &done);
+	gpu_release_if_complete(&t->gpu, done.launch);
 }
