@@ -18,6 +18,7 @@
 #include "chrome_capture.h"
 #include "export/chrome.h"
 #include "export/folded.h"
+#include "export/table.h"
 #include "json_parse.h"
 #include "model/profile_sink.h"
 #include "model/stack_profile.h"
@@ -1253,6 +1254,37 @@ TEST(chrome_gpu_counters)
 			  !strcmp(name, "outer") ? "2" : "1");
 	}
 	jv_free(&d.root);
+	fixture_free(&x);
+}
+
+/* Under --sample which op launched a kernel is not known: the GPU columns
+ * say so; under --tree-sample they are estimates scaled by 1/p. */
+TEST(table_gpu_columns_under_sampling)
+{
+	struct fixture x;
+	char *text = NULL;
+	size_t len;
+	FILE *f;
+
+	build_gpu_trace(&x);
+	x.t.sample_prob = 0.1;
+	f = open_memstream(&text, &len);
+	print_table(f, &x.t, &x.agg, SORT_TOTAL, 0);
+	fclose(f);
+	const char *outer = strstr(text, "\nouter ");
+	CHECK(outer && strstr(outer, "       n/a         n/a      n/a\n"));
+	CHECK(strstr(text, "GPU columns: not available under --sample"));
+	free(text);
+	x.t.sample_prob = 1.0;
+	x.t.tree_prob = 0.5;
+	f = open_memstream(&text, &len);
+	print_table(f, &x.t, &x.agg, SORT_TOTAL, 0);
+	fclose(f);
+	outer = strstr(text, "\nouter ");
+	/* 350 ns and 750 ns of GPU time, 2 kernels: twice that. */
+	CHECK(outer && strstr(outer, "   0.700us     1.500us        4\n"));
+	CHECK(strstr(text, "GPU columns: estimates, scaled by 1/p"));
+	free(text);
 	fixture_free(&x);
 }
 

@@ -207,12 +207,19 @@ static void write_op_stats(FILE *f, const struct trace *t,
 				(unsigned long long)r->self_ns);
 		fprintf(f, ",\"truncated_calls\":%llu",
 			(unsigned long long)r->truncated);
-		if (t->gpu.counts.agent_seen)
+		/* Which op launched a kernel is unknown under --sample (see
+		 * the table); kept trees hold all their launches. */
+		if (t->gpu.counts.agent_seen && self_known)
 			fprintf(f, ",\"self_cuda_ns\":%llu,\"cuda_total_ns\":"
 				"%llu,\"kernels\":%llu",
 				(unsigned long long)r->gpu_self_ns,
 				(unsigned long long)r->gpu_total_ns,
 				(unsigned long long)r->kernels);
+		if (t->gpu.counts.agent_seen && self_known && sampled)
+			fprintf(f, ",\"est_self_cuda_ns\":%.0f,"
+				"\"est_cuda_total_ns\":%.0f",
+				r->gpu_self_ns / trace_keep_prob(t),
+				r->gpu_total_ns / trace_keep_prob(t));
 		if (sampled) {
 			estimate_op(r, trace_keep_prob(t), &e);
 			fprintf(f, ",\"est_calls\":%.1f,\"est_calls_se\":%.1f,"

@@ -50,15 +50,24 @@ static void rule(FILE *f, bool sampled, bool gpu)
 	fputc('\n', f);
 }
 
-/* GPU columns, as torch.profiler's Self CUDA / CUDA total. */
-static void print_gpu_cells(FILE *f, const struct op_stats *r)
+/* GPU columns, as torch.profiler's Self CUDA / CUDA total. Every GPU
+ * record is seen whatever was sampled, but which op launched it is not
+ * under --sample (a launch in an unsampled op goes to the nearest
+ * sampled one), so then they are not available; kept trees hold all
+ * their launches, so under --tree-sample they scale by 1/p. */
+static void print_gpu_cells(FILE *f, const struct trace *t,
+			    const struct op_stats *r)
 {
+	double p = trace_keep_prob(t);
 	char self[24], total[24];
 
-	format_duration(r->gpu_self_ns, self, sizeof(self));
-	format_duration(r->gpu_total_ns, total, sizeof(total));
-	fprintf(f, "  %10s  %10s  %7llu", self, total,
-		(unsigned long long)r->kernels);
+	if (!trace_self_known(t)) {
+		fprintf(f, "  %10s  %10s  %7s", "n/a", "n/a", "n/a");
+		return;
+	}
+	format_duration(llround(r->gpu_self_ns / p), self, sizeof(self));
+	format_duration(llround(r->gpu_total_ns / p), total, sizeof(total));
+	fprintf(f, "  %10s  %10s  %7.0f", self, total, r->kernels / p);
 }
 
 /* A row's name; '*' marks a row with calls cut short. */
@@ -204,10 +213,14 @@ static void print_footer(FILE *f, const struct trace *t,
 				  sizeof(losses));
 		fprintf(f, "GPU time attributed to ops: %s. %s\n", total,
 			losses);
-		if (trace_keep_prob(t) < 1.0)
-			fprintf(f, "GPU columns are not scaled; a kernel "
-				"launched in an op that was not recorded counts "
-				"for the nearest recorded op around it\n");
+		if (!trace_self_known(t))
+			fprintf(f, "GPU columns: not available under --sample "
+				"(a kernel launched in an op that was not sampled "
+				"would count for the nearest sampled op around "
+				"it)\n");
+		else if (trace_keep_prob(t) < 1.0)
+			fprintf(f, "GPU columns: estimates, scaled by 1/p "
+				"(kept trees hold all their launches)\n");
 	}
 	if (t->tree_prob < 1.0)
 		fprintf(f, "TREE-SAMPLED: kept %llu of %llu top-level op trees "
@@ -249,7 +262,7 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 		else
 			print_row(f, &rows[i], name, a->self_ns);
 		if (gpu)
-			print_gpu_cells(f, &rows[i]);
+			print_gpu_cells(f, t, &rows[i]);
 		fputc('\n', f);
 		shown++;
 	}
