@@ -1288,6 +1288,17 @@ TEST(table_gpu_columns_under_sampling)
 	fixture_free(&x);
 }
 
+/* A session whose setup failed before its trace was made frees a zeroed
+ * trace (the fleet daemon does, for a process gone mid-attach). */
+TEST(freeing_a_zeroed_trace)
+{
+	struct trace t;
+
+	memset(&t, 0, sizeof(t));
+	trace_free(&t);
+	CHECK(t.gpu.slots == NULL);
+}
+
 TEST(gpu_folded_keeps_every_nanosecond)
 {
 	struct fixture x;

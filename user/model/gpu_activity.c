@@ -18,9 +18,12 @@ static uint32_t slot_of(const struct gpu *g, const struct gpu_launch *l)
 	return (uint32_t)(l - g->slots);
 }
 
+/* Also on a zeroed struct that gpu_init never saw (a session whose setup
+ * failed before its trace was made): no slots, nothing linked. */
 void gpu_free(struct gpu *g)
 {
-	for (uint32_t i = g->oldest; i != NONE; i = g->slots[i].newer)
+	for (uint32_t i = g->oldest; g->slots && i != NONE;
+	     i = g->slots[i].newer)
 		free(g->slots[i].frames);
 	free(g->slots);
 	u64map_free(&g->pending);
