@@ -138,11 +138,13 @@ static int attach_one(struct probes *p, struct bpf_program *prog, pid_t pid,
 int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
 			    uint64_t start_off, uint64_t end_off, bool verbose)
 {
-	int ret = attach_one(p, p->skel->progs.callback_start, pid, path,
-			     start_off, "start callback", verbose);
+	/* The end first (see probes_attach_lib). */
+	int ret = attach_one(p, p->skel->progs.callback_end, pid, path,
+			     end_off, "end callback", verbose);
 
-	return ret ? ret : attach_one(p, p->skel->progs.callback_end, pid,
-				      path, end_off, "end callback", verbose);
+	return ret ? ret : attach_one(p, p->skel->progs.callback_start, pid,
+				      path, start_off, "start callback",
+				      verbose);
 }
 
 int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
@@ -349,7 +351,12 @@ int probes_attach_lib(struct probes *p, pid_t pid, const char *path,
 		return -errno;
 	if (p->nr_libs == PROBES_MAX_LIBS)
 		return -E2BIG;
-	for (unsigned v = 0; v < RF_V_NR; v++) {
+	/* end() first, as detach takes it last: an op that begins once its
+	 * before() probe is in must find the end probe there already, or
+	 * its end is missed and its parent closes it ("closed by parent").
+	 * Ends of ops begun before the attach are only counted, unmatched. */
+	for (unsigned k = 0; k < RF_V_NR; k++) {
+		unsigned v = (k + RF_V_END) % RF_V_NR;
 		int ret;
 
 		if (!s->offset[v])
