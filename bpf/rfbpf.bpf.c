@@ -390,7 +390,7 @@ fault:
 static __always_inline void read_fwd_thread_id(struct rf_before_event *e,
 					       void *rf)
 {
-	if (e->hdr.scope == 1 && fwd_tid_offset &&
+	if (e->hdr.scope == RF_SCOPE_BACKWARD && fwd_tid_offset &&
 	    bpf_probe_read_user(&e->fwd_thread_id, sizeof(e->fwd_thread_id),
 				rf + fwd_tid_offset))
 		e->fwd_thread_id = 0;

@@ -30,6 +30,8 @@
 #define RF_SEQ_OFFSET_CXX11 200
 #define RF_FN_INDEX_OFFSET_OLD 168
 #define RF_SEQ_OFFSET_OLD 176
+/* RecordScope::BACKWARD_FUNCTION: the ops that carry fwd_thread_id_. */
+#define RF_SCOPE_BACKWARD 1
 /* RecordFunction's thread_id_: PyTorch's own small thread number
  * (RecordFunction::currentThreadId()), set when it is built; what
  * fwd_thread_id_ names. */

@@ -35,9 +35,6 @@ struct child_proc {
 struct session {
 	const struct options *opt;
 	pid_t pid;
-	/* probe cost calibrated before the trace exists (see trace.h) */
-	struct { uint64_t inside_ns, outside_ns; } cost;
-	char cost_note[320];
 	struct trace trace;
 	struct outputs out;	/* what the run writes (one-shot modes) */
 	struct probes probes;

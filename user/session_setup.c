@@ -8,7 +8,6 @@
  * was done (session_abort) and the target is left as it was.
  */
 #include <errno.h>
-#include <math.h>
 #include <glob.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -211,47 +210,42 @@ int session_claim_target(struct session *s, pid_t pid)
 	return 0;
 }
 
+/* The note for times left raw because the probes are on the entry path. */
+static const char entry_path_note[] =
+	"entry probes: the calibration measures the callback path";
+
 /* What rfbpf's probes add to each op's times on this host, measured as
  * perf measures its own overhead: in rfbpf's own process, before it
  * attaches (fleet jobs take the daemon's). A failed calibration leaves
- * the times raw and says why. */
-static void calibrate_probe_cost(struct session *s, const struct options *opt)
+ * the times raw and says why in note. */
+static void calibrate_probe_cost(const struct options *opt,
+				 struct probe_cost *cost, char *note,
+				 size_t len)
 {
 	struct calibration cal;
-	char why[256];
 
-	if (opt->raw_times) {
-		snprintf(s->cost_note, sizeof(s->cost_note), "--raw-times");
-		return;
-	}
-	if (opt->continuous || !opt->activate ||
-	    opt->probes == PROBES_ENTRY) {
-		snprintf(s->cost_note, sizeof(s->cost_note), "%s",
-			 opt->continuous ? "not calibrated for this job" :
-			 "entry probes: the calibration measures the callback "
-			 "path");
-		return;
-	}
-	if (calibrate_sampled_op_cost(&cal, why, sizeof(why))) {
-		snprintf(s->cost_note, sizeof(s->cost_note), "%s", why);
-		return;
-	}
-	s->cost.inside_ns = llround(cal.ns_inside_op);
-	s->cost.outside_ns = cal.ns_per_sampled_op > cal.ns_inside_op ?
-			     llround(cal.ns_per_sampled_op -
-				     cal.ns_inside_op) : 0;
+	memset(cost, 0, sizeof(*cost));
+	if (opt->raw_times)
+		snprintf(note, len, "--raw-times");
+	else if (opt->continuous)
+		snprintf(note, len, "not calibrated for this job");
+	else if (!opt->activate || opt->probes == PROBES_ENTRY)
+		snprintf(note, len, "%s", entry_path_note);
+	else if (!calibrate_sampled_op_cost(&cal, note, len))
+		calibration_probe_cost(&cal, cost);
 }
 
 int session_setup(struct session *s, struct options *opt)
 {
 	static struct libraries libs;
-	char why[512];
+	struct probe_cost cost;
+	char why[512], cost_note[sizeof(s->trace.probe_cost_note)];
 	int err;
 
 	if (!have_tracing_privileges(why, sizeof(why)))
 		return setup_error(s, "%s", why);
 	/* Before anything is forked (see calibrate.h). */
-	calibrate_probe_cost(s, opt);
+	calibrate_probe_cost(opt, &cost, cost_note, sizeof(cost_note));
 	if (opt->pid) {
 		if (session_claim_target(s, opt->pid))
 			return -1;
@@ -268,10 +262,9 @@ int session_setup(struct session *s, struct options *opt)
 		s->activation_pending = opt->activate;
 	}
 	trace_init(&s->trace, s->pid);
-	s->trace.probe_cost.inside_ns = s->cost.inside_ns;
-	s->trace.probe_cost.outside_ns = s->cost.outside_ns;
+	s->trace.probe_cost = cost;
 	snprintf(s->trace.probe_cost_note, sizeof(s->trace.probe_cost_note),
-		 "%s", s->cost_note);
+		 "%s", cost_note);
 	if (outputs_start(&s->out, &s->trace, opt))
 		return setup_error(s, "cannot create %s: %s", s->out.bad_path,
 			  strerror(errno));
@@ -308,8 +301,8 @@ int session_setup(struct session *s, struct options *opt)
 	if (!s->use_stubs && s->trace.probe_cost.inside_ns) {
 		memset(&s->trace.probe_cost, 0, sizeof(s->trace.probe_cost));
 		snprintf(s->trace.probe_cost_note,
-			 sizeof(s->trace.probe_cost_note), "entry probes: "
-			 "the calibration measures the callback path");
+			 sizeof(s->trace.probe_cost_note), "%s",
+			 entry_path_note);
 	}
 	if (!s->use_stubs && attach_libraries(s, &libs))
 		return -1;

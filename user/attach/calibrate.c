@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <errno.h>
 #include <link.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,4 +298,13 @@ out:
 	ring_buffer__free(rb);
 	probes_destroy(&p);
 	return ret;
+}
+
+void calibration_probe_cost(const struct calibration *c,
+			    struct probe_cost *cost)
+{
+	cost->inside_ns = llround(c->ns_inside_op);
+	cost->outside_ns = c->ns_per_sampled_op > c->ns_inside_op ?
+			   llround(c->ns_per_sampled_op - c->ns_inside_op) :
+			   0;
 }

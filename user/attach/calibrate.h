@@ -32,6 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "model/trace.h"
 
 struct calibration {
 	/* start + end hit pair with rfbpf's programs, minus the same calls
@@ -51,6 +52,10 @@ struct calibration {
 	 * were lost (then the programs did less than in a session) */
 	uint64_t events;
 };
+
+/* What the calibration says each op's times hold of the probes' cost. */
+void calibration_probe_cost(const struct calibration *c,
+			    struct probe_cost *cost);
 
 /* Measures, in rfbpf's own process, what one sampled op costs a traced
  * thread on this host. Returns 0 or -errno with a one-line reason in err. */

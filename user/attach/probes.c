@@ -367,8 +367,6 @@ int probes_attach_lib(struct probes *p, pid_t pid, const char *path,
 			return ret;
 		attached++;
 	}
-	if (!p->nr_libs)
-		probes_set_build(p, path, s);
 	p->libs[p->nr_libs].dev = st.st_dev;
 	p->libs[p->nr_libs].ino = st.st_ino;
 	p->nr_libs++;
@@ -416,13 +414,8 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 }
 
 /* The programs that close ops: end() and the end callback. */
-static bool ends_ops(const struct probes *p, const struct bpf_link *l)
+static bool ends_ops(const struct probes *p, const struct bpf_program *prog)
 {
-	const struct bpf_program *prog = NULL;
-
-	for (int i = 0; i < p->nr_links && !prog; i++)
-		if (p->links[i] == l)
-			prog = p->link_progs[i];
 	return prog && (prog == p->skel->progs.end ||
 			prog == p->skel->progs.callback_end);
 }
@@ -432,7 +425,7 @@ void probes_detach_starts(struct probes *p)
 	int kept = 0;
 
 	for (int i = 0; i < p->nr_links; i++) {
-		if (ends_ops(p, p->links[i])) {
+		if (ends_ops(p, p->link_progs[i])) {
 			p->link_progs[kept] = p->link_progs[i];
 			p->links[kept++] = p->links[i];
 		} else {

@@ -96,6 +96,23 @@ static void write_fwdbwd(struct chrome_writer *w, const struct closed_op *c)
 	fputc('}', w->f);
 }
 
+/* One end of an async slice, up to its timestamp: the slice is the op's
+ * id, so the "b" and the "e" pair up whatever comes between them. */
+static void async_event(struct chrome_writer *w, const struct trace *t,
+			const struct closed_op *c, const char *ph,
+			uint32_t tid, uint64_t ns)
+{
+	FILE *f = w->f;
+
+	fprintf(f, "%s{\"ph\":\"%s\",\"cat\":", chrome_next(w), ph);
+	json_string(f, scope_category(c->op->scope));
+	fputs(",\"name\":", f);
+	json_string(f, names_get(&t->names, c->op->name));
+	fprintf(f, ",\"id\":%llu,\"pid\":%u,\"tid\":%u,\"ts\":",
+		(unsigned long long)c->op->id + 1, c->pid, tid);
+	chrome_ts(w, ns);
+}
+
 /* An op that ended on another thread than it began on is no slice of
  * either thread (it would cross the slices its thread opened after it):
  * it is an async slice, begun on its thread and ended on the other, in
@@ -106,25 +123,15 @@ static void write_async_op(struct chrome_writer *w, const struct trace *t,
 	const struct op *o = c->op;
 	FILE *f = w->f;
 
-	for (int end = 0; end < 2; end++) {
-		fprintf(f, "%s{\"ph\":\"%s\",\"cat\":", chrome_next(w),
-			end ? "e" : "b");
-		json_string(f, scope_category(o->scope));
-		fputs(",\"name\":", f);
-		json_string(f, names_get(&t->names, o->name));
-		fprintf(f, ",\"id\":%llu,\"pid\":%u,\"tid\":%u,\"ts\":",
-			(unsigned long long)o->id + 1, c->pid,
-			end ? o->end_tid : o->tid);
-		chrome_ts(w, end ? o->end_ns : o->start_ns);
-		if (!end)
-			fprintf(f, ",\"args\":{\"External id\":%llu,\"scope\":"
-				"\"%s\",\"async_end\":true,\"end tid\":%u,"
-				"\"dur\":", (unsigned long long)o->id + 1,
-				scope_name(o->scope), o->end_tid);
-		if (!end)
-			json_us(f, op_duration(o));
-		fputs(end ? "}" : "}}", f);
-	}
+	async_event(w, t, c, "b", o->tid, o->start_ns);
+	fprintf(f, ",\"args\":{\"External id\":%llu,\"scope\":\"%s\","
+		"\"async_end\":true,\"end tid\":%u,\"dur\":",
+		(unsigned long long)o->id + 1, scope_name(o->scope),
+		o->end_tid);
+	json_us(f, op_duration(o));
+	fputs("}}", f);
+	async_event(w, t, c, "e", o->end_tid, o->end_ns);
+	fputc('}', f);
 }
 
 static void write_op(void *ctx, struct trace *t, const struct closed_op *c)

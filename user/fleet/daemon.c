@@ -230,13 +230,8 @@ static void start_job(struct daemon *d, const struct torch_process *p,
 	}
 	/* Its times less the probe cost calibrated at the daemon's start
 	 * (on the callback path, which jobs take when the kernel allows). */
-	if (j->s.use_stubs && d->cal.ns_per_sampled_op > 0) {
-		j->s.trace.probe_cost.inside_ns = llround(d->cal.ns_inside_op);
-		j->s.trace.probe_cost.outside_ns =
-			d->cal.ns_per_sampled_op > d->cal.ns_inside_op ?
-			llround(d->cal.ns_per_sampled_op -
-				d->cal.ns_inside_op) : 0;
-	}
+	if (j->s.use_stubs && d->cal.ns_per_sampled_op > 0)
+		calibration_probe_cost(&d->cal, &j->s.trace.probe_cost);
 	d->jobs[d->nr_jobs++] = j;
 	d->st.jobs_started++;
 	logf_("pid %d (%s%s%s): traced, sampling p=%g%s", p->pid, p->comm,

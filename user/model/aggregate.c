@@ -53,17 +53,6 @@ void aggregate_by_tree(struct aggregate *a)
 	a->by_tree = true;
 }
 
-bool trace_self_known(const struct trace *t)
-{
-	return t->sample_prob >= 1.0;
-}
-
-const char trace_self_unknown_why[] =
-	"not available under --sample: RecordFunction samples each op on "
-	"its own, so a sampled op's children that were not sampled cannot "
-	"be subtracted from it, nor its unsampled parents seen (use "
-	"--tree-sample for self times and stacks)";
-
 static struct open_tree *open_tree(struct aggregate *a, uint32_t tid)
 {
 	struct open_tree *tr;
@@ -86,15 +75,16 @@ static struct open_tree *open_tree(struct aggregate *a, uint32_t tid)
 	return tr;
 }
 
-/* Adds an op's share to its thread's open tree. */
-static bool tree_add(struct aggregate *a, uint32_t tid, uint32_t row,
-		     uint64_t d, uint64_t self)
+/* Adds an op's share to its thread's open tree (returned; NULL on
+ * ENOMEM). */
+static struct open_tree *tree_add(struct aggregate *a, uint32_t tid,
+				  uint32_t row, uint64_t d, uint64_t self)
 {
 	struct open_tree *tr = open_tree(a, tid);
 	struct tree_part *p = NULL;
 
 	if (!tr)
-		return false;
+		return NULL;
 	for (size_t i = 0; i < tr->nr && !p; i++)
 		if (tr->parts[i].row == row)
 			p = &tr->parts[i];
@@ -105,7 +95,7 @@ static bool tree_add(struct aggregate *a, uint32_t tid, uint32_t row,
 							  cap * sizeof(*parts));
 
 			if (!parts)
-				return false;
+				return NULL;
 			tr->parts = parts;
 			tr->cap = cap;
 		}
@@ -115,15 +105,13 @@ static bool tree_add(struct aggregate *a, uint32_t tid, uint32_t row,
 	p->calls++;
 	p->total_ns += d;
 	p->self_ns += self;
-	return true;
+	return tr;
 }
 
-/* The tree on tid ended: its shares are one unit of each row's sums. */
-static void tree_close(struct aggregate *a, uint32_t tid)
+/* A tree ended: its shares are one unit of each row's sums. */
+static void tree_close(struct aggregate *a, struct open_tree *tr)
 {
-	struct open_tree *tr = open_tree(a, tid);
-
-	for (size_t i = 0; tr && i < tr->nr; i++) {
+	for (size_t i = 0; i < tr->nr; i++) {
 		const struct tree_part *p = &tr->parts[i];
 		struct op_stats *r = &a->rows[p->row];
 
@@ -131,8 +119,7 @@ static void tree_close(struct aggregate *a, uint32_t tid)
 		r->total_sq += (double)p->total_ns * p->total_ns;
 		r->self_sq += (double)p->self_ns * p->self_ns;
 	}
-	if (tr)
-		tr->nr = 0;
+	tr->nr = 0;
 }
 
 void aggregate_add(struct aggregate *a, const struct closed_op *c)
@@ -162,10 +149,14 @@ void aggregate_add(struct aggregate *a, const struct closed_op *c)
 		r->calls_sq += 1;
 		r->total_sq += (double)d * d;
 		r->self_sq += (double)c->self_ns * c->self_ns;
-	} else if (!tree_add(a, o->tid, o->name, d, c->self_ns)) {
-		a->oom = true;
-	} else if (c->parent_id < 0) {
-		tree_close(a, o->tid);
+	} else {
+		struct open_tree *tr = tree_add(a, o->tid, o->name, d,
+						c->self_ns);
+
+		if (!tr)
+			a->oom = true;
+		else if (c->parent_id < 0)
+			tree_close(a, tr);
 	}
 	r->truncated += (o->flags & OP_TRUNCATED) != 0;
 	r->latency[agg_latency_bucket(d)]++;

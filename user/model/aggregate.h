@@ -86,11 +86,7 @@ void aggregate_init(struct aggregate *a);
 /* Standard errors per top-level tree (--tree-sample keeps whole trees,
  * so the ops of one tree are not independent). */
 void aggregate_by_tree(struct aggregate *a);
-/* Whether self time (and anything built on an op's children: stacks)
- * can be estimated from what a trace sampled. */
-bool trace_self_known(const struct trace *t);
-/* Why not, in one sentence, for footers and files. */
-extern const char trace_self_unknown_why[];
+
 /* The sink that feeds a (closed ops and GPU activity). */
 struct trace_sink aggregate_sink(struct aggregate *a);
 /* Adds one closed op (what the sink does). */

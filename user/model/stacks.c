@@ -72,13 +72,12 @@ static void emit(struct trace *t, uint32_t i)
 	/* An op that ended on another thread ran on no single thread's
 	 * stack: what its thread did meanwhile is not its own, and the work
 	 * it waited for (TorchScript forks) ran on other threads. It has no
-	 * self time, as torch.profiler gives async ops none. */
-	if (o->flags & OP_ASYNC_END)
-		c.self_ns = 0;
-	/* An op that ended on another thread left its own thread's stack
-	 * early, and its thread went on with other ops of the same parent
+	 * self time (as torch.profiler gives async ops none), and is no
+	 * child of its parent, whose thread went on with other children
 	 * meanwhile: adding its time too would count that span twice. */
-	if (o->parent >= 0 && !(o->flags & OP_ASYNC_END)) {
+	if (o->flags & OP_ASYNC_END) {
+		c.self_ns = 0;
+	} else if (o->parent >= 0) {
 		struct op *p = &t->ops[o->parent];
 
 		p->child_ns += d;

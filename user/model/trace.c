@@ -130,6 +130,12 @@ struct thread *trace_thread(struct trace *t, uint32_t tid, bool *created)
 	return th;
 }
 
+const char trace_self_unknown_why[] =
+	"not available under --sample: RecordFunction samples each op on "
+	"its own, so a sampled op's children that were not sampled cannot "
+	"be subtracted from it, nor its unsampled parents seen (use "
+	"--tree-sample for self times and stacks)";
+
 static const char *const scope_names[] = {
 	"function", "backward_function", "torchscript_function",
 	"kernel_function_dtype", "custom_class", "build_feature",

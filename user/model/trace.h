@@ -128,6 +128,13 @@ struct gpu_done {
 	uint32_t pid;
 };
 
+/* What rfbpf's probes add to the times it records (0: not compensated):
+ * per op inside its own interval, and the rest of its cost, outside it
+ * but inside its parents'. */
+struct probe_cost {
+	uint64_t inside_ns, outside_ns;
+};
+
 struct trace;
 /* A consumer of closed ops, of GPU activity and of the CUDA API calls the
  * agent reported (launches and syncs, as they come; any may be NULL),
@@ -167,10 +174,7 @@ struct trace {
 	double tree_prob;		/* 1.0 unless --tree-sample */
 	bool activated;			/* rfbpf registered the callback */
 	bool fwd_threads;		/* backward ops' fwd_thread was read */
-	/* What rfbpf's probes add to the times it records, calibrated on
-	 * this host (0: not compensated): per op inside its own interval,
-	 * and the rest of its cost, outside it but inside its parents'. */
-	struct { uint64_t inside_ns, outside_ns; } probe_cost;
+	struct probe_cost probe_cost;	/* calibrated on this host */
 	char probe_cost_note[320];	/* why not compensated, if not */
 	struct gpu gpu;			/* CUPTI agent activity, if any */
 };
@@ -227,6 +231,16 @@ static inline double trace_keep_prob(const struct trace *t)
 {
 	return t->sample_prob * t->tree_prob;
 }
+
+/* Whether self time (and anything built on an op's children: stacks,
+ * the op that launched a kernel) can be estimated from what was kept:
+ * not when RecordFunction's sampler picked ops one by one. */
+static inline bool trace_self_known(const struct trace *t)
+{
+	return t->sample_prob >= 1.0;
+}
+/* Why not, in one sentence, for footers and files. */
+extern const char trace_self_unknown_why[];
 
 /* How long it ran, without the time rfbpf held its thread. */
 static inline uint64_t op_duration(const struct op *o)
