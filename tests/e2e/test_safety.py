@@ -549,3 +549,43 @@ def test_seccomp_filtered_job_is_refused_and_untouched(tmp_path):
         assert p.returncode == 0 and out == "4.0\n"
     finally:
         p.kill()
+
+
+def test_target_killed_while_held_is_reaped_by_its_parent(tmp_path):
+    """A job killed -9 while rfbpf holds one of its threads (here for 3 s,
+    a test-only delay) is a zombie that only its tracer can release: the
+    daemon, which outlives the attach, must take its exit at once so the
+    job's parent (a DataLoader reaping its workers, a supervisor) is not
+    left waiting for as long as rfbpf runs."""
+    job = start(BUSY)
+    daemon = subprocess.Popen(
+        [RFBPF, "--continuous", "-p", str(job.pid), "--interval", "60",
+         "--prom-file", str(tmp_path / "m.prom")],
+        env=dict(os.environ, RFBPF_TEST_HOLD_DELAY_MS="3000"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and tracer_of(job.pid) == 0:
+            time.sleep(0.01)
+        assert tracer_of(job.pid) == daemon.pid     # seized
+        time.sleep(0.5)                             # held now
+        job.kill()
+        job.wait(timeout=15)        # hangs while rfbpf keeps the zombie
+        assert daemon.poll() is None
+    finally:
+        job.kill()
+        daemon.send_signal(signal.SIGTERM)
+        _, err = daemon.communicate(timeout=60)
+    assert daemon.returncode == 0, err
+    assert "Traceback" not in err
+
+
+def tracer_of(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("TracerPid:"):
+                    return int(line.split()[1])
+    except FileNotFoundError:
+        pass
+    return 0

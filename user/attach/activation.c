@@ -131,6 +131,10 @@ int activation_begin(struct activation *a, char *err, size_t len)
 		return ret;
 	a->holding = true;
 	a->held_since_ms = remote_now_ms();
+	/* Tests only: hold the thread longer, so a target killed while held
+	 * is tested deterministically. */
+	if (getenv("RFBPF_TEST_HOLD_DELAY_MS"))
+		usleep(1000 * atoi(getenv("RFBPF_TEST_HOLD_DELAY_MS")));
 	if (!have_page)
 		ret = stub_page_create(&a->held, &a->page, err, len);
 	if (!ret && (ret = remote_protect(&a->held, a->page.addr)))

@@ -194,10 +194,31 @@ static bool from_probe(pid_t tid, int sig, int want)
 	       si.si_code == SI_KERNEL;
 }
 
-/* Lets a seized thread go at its current stop, delivering sig. */
+/* Lets a seized thread go at its current stop, delivering sig. A thread
+ * killed while seized is in no stop (the detach fails with ESRCH): its
+ * exit is reported to its tracer first, and until rfbpf takes it its
+ * parent's wait() does not see it, so a parent reaping a worker it
+ * killed would hang for as long as rfbpf (a fleet daemon) runs. */
 static void let_go(pid_t tid, int sig)
 {
-	ptrace(PTRACE_DETACH, tid, 0, (void *)(long)sig);
+	double end = remote_now_ms() + 1000;
+	pid_t r;
+	int st;
+
+	if (!ptrace(PTRACE_DETACH, tid, 0, (void *)(long)sig) ||
+	    errno != ESRCH)
+		return;
+	while (remote_now_ms() < end) {
+		r = waitpid(tid, &st, __WALL | WNOHANG);
+		if (r < 0 && errno != EINTR)
+			return;		/* not ours any more */
+		if (r == tid && !WIFSTOPPED(st))
+			return;		/* its exit, taken */
+		if (r == tid && !ptrace(PTRACE_DETACH, tid, 0, 0))
+			return;		/* it was stopping after all */
+		if (r == 0)
+			usleep(1000);
+	}
 }
 
 /* Lets every seized thread but keep go: all are interrupted at once and
