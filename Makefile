@@ -38,7 +38,7 @@ LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 		folded.c json_writer.c utf8.c atomic_file.c text_cell.c)
 LOADER_SRCS := $(LOGIC_SRCS) user/cli.c \
 	$(addprefix user/attach/,privileges.c probes.c launch.c remote_call.c \
-		safe_point.c stub_page.c activation.c) \
+		safe_point.c sigframe.c stub_page.c activation.c) \
 	user/gpu/agent.c user/status.c user/outputs.c user/session.c \
 	user/session_gpu.c \
 	user/session_setup.c user/session_children.c user/main.c
@@ -144,7 +144,7 @@ $(OUT):
 # rfbpf's page and the code that catches threads run in-process too.
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,\
 	$(wildcard tests/unit/test_*.c))
-UNIT_EXTRA := $(addprefix user/attach/,stub_page.S safe_point.c remote_call.c)
+UNIT_EXTRA := $(addprefix user/attach/,stub_page.S safe_point.c remote_call.c sigframe.c)
 $(OUT)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(LOGIC_SRCS) \
 		$(UNIT_EXTRA) $(USER_HDRS) | $(OUT)
 	$(call msg,CC,$@)
@@ -246,7 +246,7 @@ $(OUT)/bench/uprobe_cost $(OUT)/bench/ring_throughput: $(OUT)/bench/%: \
 # Registers rfbpf's callback (and optionally empty uprobes) without
 # rfbpf's programs: the cost breakdown of the tiny-op workload.
 CALLBACK_ONLY_SRCS := $(addprefix user/attach/,activation.c stub_page.c \
-	stub_page.S safe_point.c remote_call.c probes.c) $(LOGIC_SRCS)
+	stub_page.S safe_point.c remote_call.c sigframe.c probes.c) $(LOGIC_SRCS)
 $(OUT)/bench/callback_only: bench/callback_only.c $(CALLBACK_ONLY_SRCS) \
 		$(USER_HDRS) $(OUT)/bench/empty.skel.h \
 		$(OUT)/rfbpf.skel.h

@@ -355,6 +355,50 @@ def test_kill_9_at_random_moments_of_attach_and_detach(tmp_path):
         p.kill()
 
 
+def fds_named(pid, name):
+    """How many of pid's descriptors point at a file whose name has name."""
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            n += name in os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            pass
+    return n
+
+
+def test_kill_9_while_the_page_is_being_mapped(tmp_path):
+    """rfbpf killed between two of the system calls that map its page into
+    the job (held there by a test-only delay): the thread it held comes
+    back through the signal frame under its stack, the job computes what it
+    computes untraced, and the next rfbpf attaches and detaches as usual."""
+    p = start(BUSY)
+    try:
+        env = dict(os.environ, RFBPF_TEST_PAGE_DELAY_MS="3000")
+        r = subprocess.Popen([RFBPF, "-q", "-p", str(p.pid), "-d", "0.05"],
+                             env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not fds_named(p.pid, "rfbpf-page") and r.poll() is None:
+            assert time.monotonic() < deadline, "rfbpf never made its memfd"
+            time.sleep(0.005)
+        r.kill()
+        r.wait()
+        time.sleep(0.5)
+        assert p.poll() is None, "the job died"
+        again = run([RFBPF, "-q", "-p", str(p.pid), "-d", "0.2", "--top",
+                     "1"])
+        assert again.returncode == 0, again.stderr
+        assert no_callback_left(p.pid, tmp_path)
+        p.send_signal(signal.SIGUSR1)
+        out, _ = p.communicate(timeout=60)
+        assert p.returncode == 0
+        n, value = out.split()
+        ref = run([PYTHON, "-c", BUSY, n], input="")
+        assert ref.stdout.split()[1:] == [n, value]
+    finally:
+        p.kill()
+
+
 @pytest.mark.skipif(not shutil.which("perf"), reason="needs linux-perf")
 def test_attach_while_another_tracer_probes_the_job(tmp_path):
     """perf counting uprobes on before()/end() of the same library in the

@@ -22,7 +22,9 @@
  *
  * If rfbpf dies at any point after step 2, the kernel lets the thread go:
  * it finishes the call, returns into the page, passes the marker, and the
- * page restores it from the block.
+ * page restores it from the block. Before the page exists (the system
+ * calls that map it), a signal frame under the stack does the same job
+ * (sigframe.h).
  */
 #include <elf.h>
 #include <errno.h>
@@ -38,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "remote_call.h"
+#include "sigframe.h"
 #include "stub_page.h"
 
 #define RED_ZONE 128
@@ -77,15 +80,6 @@ static int write_mem(pid_t tid, uint64_t addr, const void *buf, size_t len)
 	       ? 0 : -errno;
 }
 
-static int read_mem(pid_t tid, uint64_t addr, void *buf, size_t len)
-{
-	struct iovec local = { buf, len };
-	struct iovec remote = { (void *)addr, len };
-
-	return process_vm_readv(tid, &local, 1, &remote, 1, 0) == (ssize_t)len
-	       ? 0 : -EFAULT;
-}
-
 /* Signals a thread may not block without the kernel resetting their
  * handler when one is raised by a fault: they stay deliverable (to rfbpf,
  * as a ptrace stop) during a call. */
@@ -101,44 +95,10 @@ static uint64_t call_mask(void)
 	return m;
 }
 
-/* A `syscall` instruction in libc's text, for a thread that was not in a
- * system call (the page's own is used once the page exists). */
-static uint64_t find_syscall_insn(pid_t pid)
-{
-	static unsigned char buf[65536];
-	unsigned long long lo, hi;
-	char path[64], line[512], perms[8];
-	uint64_t found = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%llx-%llx %7s", &lo, &hi, perms) != 3 ||
-		    perms[2] != 'x' || !strstr(line, "/libc.so"))
-			continue;
-		for (uint64_t a = lo; !found && a < hi; a += sizeof(buf) - 1) {
-			size_t n = hi - a < sizeof(buf) ? hi - a : sizeof(buf);
-			unsigned char *p;
-
-			if (read_mem(pid, a, buf, n))
-				break;
-			p = memmem(buf, n, "\x0f\x05", 2);
-			if (p)
-				found = a + (p - buf);
-		}
-	}
-	fclose(f);
-	return found;
-}
-
 int remote_save(struct held_thread *h)
 {
 	struct iovec iov = { h->xstate, sizeof(h->xstate) };
 	long rax, orig;
-	uint16_t insn = 0;
 
 	if (ptrace(PTRACE_GETREGS, h->tid, 0, &h->regs) ||
 	    ptrace(PTRACE_GETREGSET, h->tid, (void *)NT_X86_XSTATE, &iov) ||
@@ -158,45 +118,95 @@ int remote_save(struct held_thread *h)
 		h->resume_nr = -1;
 	h->page = 0;
 	h->syscall_insn = 0;
-	if (orig >= 0 && !read_mem(h->tid, h->regs.rip - 2, &insn, 2) &&
-	    insn == 0x050f)
-		h->syscall_insn = h->regs.rip - 2;
+	h->net_sp = 0;
 	return 0;
 }
 
-/* The `syscall` instruction system calls are run through: the page's own
- * once h is protected, the one it was blocked at, or (only for the page's
- * creation) one found in libc. 0 if there is none. */
-static uint64_t syscall_insn(struct held_thread *h)
+/* The registers h must resume with: a system call it was blocked in is
+ * re-issued (rip back over the `syscall`, rax its number). */
+static void resume_regs(const struct held_thread *h,
+			struct user_regs_struct *r)
 {
-	if (!h->syscall_insn)
-		h->syscall_insn = find_syscall_insn(h->pid);
-	return h->syscall_insn;
+	*r = h->regs;
+	if (h->resume_nr >= 0) {
+		r->rax = (uint64_t)h->resume_nr;
+		r->rip -= 2;
+	}
+}
+
+/* Before the page exists: the signal frame under the thread's stack and
+ * libc's `syscall; ret` (sigframe.h), once per hold. */
+static int spread_net(struct held_thread *h, char *err, size_t errlen)
+{
+	static unsigned char frame[REMOTE_XSTATE_MAX + 1024];
+	uint64_t below = (h->regs.rsp - RED_ZONE - FRAME_GAP) & ~0xfull;
+	struct sigframe_gadgets g;
+	struct user_regs_struct r;
+	uint64_t at;
+	long n;
+	int e;
+
+	if (sigframe_find_gadgets(h->pid, &g))
+		return remote_fail(err, errlen, -ENOEXEC, "libc has no "
+				   "`syscall; ret` or signal-return code "
+				   "(rfbpf needs both to map its page safely)");
+	at = (below - sigframe_size(h->xstate_len)) & ~63ull;
+	resume_regs(h, &r);
+	n = sigframe_build(frame, sizeof(frame), at, &r, h->sigmask,
+			   h->xstate, h->xstate_len, g.sigreturn);
+	if (n < 0)
+		return remote_fail(err, errlen, (int)n, "the thread's XSAVE "
+				   "area (%zu bytes) does not fit a signal "
+				   "frame", h->xstate_len);
+	if ((e = write_mem(h->tid, at, frame, (size_t)n)))
+		return remote_fail(err, errlen, e, "cannot write to the "
+				   "target's stack: %s", strerror(-e));
+	h->syscall_insn = g.syscall_ret;
+	h->net_sp = at;
+	return 0;
+}
+
+/* Points r at the `syscall` system calls run through: the page's own once
+ * h is protected, else libc's `syscall; ret` over the signal frame. */
+static int at_syscall(struct held_thread *h, struct user_regs_struct *r,
+		      char *err, size_t errlen)
+{
+	int e;
+
+	if (!h->page && !h->net_sp && (e = spread_net(h, err, errlen)))
+		return e;
+	r->rip = h->syscall_insn;
+	if (!h->page)
+		r->rsp = h->net_sp;
+	return 0;
 }
 
 /* Points h at code of ours with regs: from here until it is put back,
- * signals for it wait. The mask changes only together with rip, so that
- * a thread let go by a dying rfbpf either never saw the change or passes
- * through the page, which undoes it. */
+ * signals for it wait. rip first, then the mask: a thread let go by a
+ * dying rfbpf in between runs code of ours, which restores both (the page,
+ * or the signal frame); the other order could leave every signal blocked
+ * with the thread back in its own code. */
 static int redirect(struct held_thread *h, const struct user_regs_struct *r)
 {
 	uint64_t mask = call_mask();
 
-	return ptrace(PTRACE_SETSIGMASK, h->tid, (void *)sizeof(mask), &mask) ||
-	       ptrace(PTRACE_SETREGS, h->tid, 0, r) ? -errno : 0;
+	return ptrace(PTRACE_SETREGS, h->tid, 0, r) ||
+	       ptrace(PTRACE_SETSIGMASK, h->tid, (void *)sizeof(mask), &mask) ?
+	       -errno : 0;
 }
 
 /* The state the thread resumes in, written to the page so that the page
  * can restore it without rfbpf (see stub_page.S). */
 static int write_block(struct held_thread *h, uint64_t page)
 {
-	const struct user_regs_struct *r = &h->regs;
+	struct user_regs_struct resume, *r = &resume;
 	uint64_t regs[STUB_R_NR], head[3];
 	int e;
 
 	if (h->xstate_len > STUB_XSAVE_MAX)
 		return -E2BIG;
-	regs[STUB_R_RAX] = h->resume_nr >= 0 ? (uint64_t)h->resume_nr : r->rax;
+	resume_regs(h, r);
+	regs[STUB_R_RAX] = r->rax;
 	regs[STUB_R_RBX] = r->rbx;
 	regs[STUB_R_RCX] = r->rcx;
 	regs[STUB_R_RDX] = r->rdx;
@@ -212,7 +222,7 @@ static int write_block(struct held_thread *h, uint64_t page)
 	regs[STUB_R_R14] = r->r14;
 	regs[STUB_R_R15] = r->r15;
 	regs[STUB_R_RSP] = r->rsp;
-	regs[STUB_R_RIP] = h->resume_nr >= 0 ? r->rip - 2 : r->rip;
+	regs[STUB_R_RIP] = r->rip;
 	head[0] = 0;			/* STUB_RESULT */
 	head[1] = h->sigmask;		/* STUB_MASK */
 	head[2] = r->eflags;		/* STUB_RFLAGS */
@@ -342,9 +352,8 @@ int remote_syscall(struct held_thread *h, long nr, const uint64_t args[6],
 	bool entered = false;
 	int k, e;
 
-	if (!syscall_insn(h))
-		return remote_fail(err, errlen, -ENOEXEC,
-				   "no syscall instruction found in libc");
+	if ((e = at_syscall(h, &r, err, errlen)))
+		return e;
 	memcpy(a, args, sizeof(a));
 	if (mem && (e = write_mem(h->tid, sp, mem, mem_len)))
 		return remote_fail(err, errlen, e,
@@ -352,7 +361,6 @@ int remote_syscall(struct held_thread *h, long nr, const uint64_t args[6],
 				   strerror(-e));
 	if (mem && mem_arg > 0)
 		a[mem_arg - 1] = sp;
-	r.rip = h->syscall_insn;
 	r.rax = nr;
 	r.orig_rax = -1;
 	r.rdi = a[0]; r.rsi = a[1]; r.rdx = a[2];
@@ -440,14 +448,14 @@ static int to_entry_stop(struct held_thread *h)
 {
 	struct __ptrace_syscall_info info;
 	struct user_regs_struct r = h->regs;
+	char ignored[128];
 	int k;
 
 	if (ptrace(PTRACE_GET_SYSCALL_INFO, h->tid, sizeof(info), &info) > 0 &&
 	    info.op == PTRACE_SYSCALL_INFO_ENTRY)
 		return 0;
-	if (!syscall_insn(h))
-		return -ENOEXEC;
-	r.rip = h->syscall_insn;
+	if ((k = at_syscall(h, &r, ignored, sizeof(ignored))))
+		return k;
 	r.rax = SYS_getpid;
 	r.orig_rax = -1;
 	if (redirect(h, &r))

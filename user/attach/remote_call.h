@@ -16,9 +16,9 @@
  * rfbpf dying mid-call (SIGKILL, OOM): a function call returns into
  * rfbpf's page (stub_page.h), which stops at a marker system call for
  * rfbpf; with no tracer any more, the page's code restores the thread by
- * itself from the block rfbpf saved there before the call began. Bare
- * system calls have no such net: they are used only to create that page,
- * once per process, and take microseconds.
+ * itself from the block rfbpf saved there before the call began. The bare
+ * system calls that create that page, once per process, run over a signal
+ * frame that restores the thread the same way (sigframe.h).
  */
 #ifndef RFBPF_REMOTE_CALL_H
 #define RFBPF_REMOTE_CALL_H
@@ -42,8 +42,10 @@ struct held_thread {
 	/* The system call to run when it resumes: the one it was blocked in
 	 * (restarted), restart_syscall, or -1 for none. */
 	long resume_nr;
-	uint64_t syscall_insn;	/* a `syscall` instruction in the target,
-				 * 0 until one is needed */
+	uint64_t syscall_insn;	/* the `syscall` system calls run at, 0
+				 * until one is needed */
+	uint64_t net_sp;	/* the signal frame under the page's making
+				 * (sigframe.h), 0 until written */
 	uint64_t page;		/* rfbpf's page, once remote_protect ran */
 	int held_signal;	/* a signal that stopped it, to deliver */
 	const char *how;	/* for -v: how it was caught */

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/memfd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -109,6 +110,10 @@ int stub_page_create(struct held_thread *h, struct stub_page *p, char *err,
 		return e;
 	e = run(h, SYS_memfd_create, (uint64_t[6]){ 0, MFD_CLOEXEC }, name,
 		sizeof(name), &fd, err, len);
+	/* Tests only: stay between two system calls of the page's making,
+	 * so that rfbpf killed there is tested deterministically. */
+	if (!e && getenv("RFBPF_TEST_PAGE_DELAY_MS"))
+		usleep(1000 * atoi(getenv("RFBPF_TEST_PAGE_DELAY_MS")));
 	if (!e && (e = fill_code(h->pid, fd)))
 		snprintf(err, len, "cannot write rfbpf's page: %s",
 			 strerror(-e));
