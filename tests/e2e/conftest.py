@@ -10,11 +10,9 @@ import collections
 import decimal
 import json
 import os
-import re
 import signal
 import subprocess
 import threading
-import time
 
 import pytest
 

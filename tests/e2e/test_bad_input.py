@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import PYTHON, RFBPF, WORKLOAD, Waiting, run
+from conftest import PYTHON, RFBPF, Waiting, run
 
 
 def one_line_error(r, *words):

@@ -5,7 +5,6 @@ Debian's registry into a private apt state and unpacked. rfbpf's offsets
 variants it really exports."""
 import os
 import re
-import subprocess
 
 import pytest
 
