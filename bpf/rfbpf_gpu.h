@@ -182,6 +182,15 @@ struct rf_gpu_control {
 	 * the value to flush_done. */
 	__u64 flush_request;		/* rfbpf */
 	__u64 flush_done;		/* agent */
+	/* Appended: why the agent has no CUPTI this lease. CUPTI takes one
+	 * subscriber per process (torch.profiler's Kineto keeps its own for
+	 * the job's life); the agent then changes nothing process-wide. */
+	__u32 cupti_result;		/* agent: the last failed subscribe's
+					 * CUptiResult, 0 once one succeeds */
+	__u32 cupti_pad;
+	char cupti_holder[64];		/* agent: the subscriber that holds
+					 * CUPTI, as CUPTI names it ("" if
+					 * unknown) */
 };
 
 /*

@@ -71,25 +71,53 @@ static void read_flush_period(void)
  * job's whole life would lock torch.profiler (Kineto) and Nsight out. So
  * the agent takes CUPTI only while a tracer holds the lease, and gives it
  * back (unsubscribes) when the lease ends.
+ *
+ * The subscription comes first, and nothing process-wide is touched
+ * without it: Kineto keeps its subscription for the life of the process
+ * once torch.profiler has run, and enabling kinds or registering a clock
+ * then would reach into its traces. The holder's name (cuptiSubscribe_v2
+ * reports it) goes to the control block, for rfbpf to say.
  */
-static void cupti_take(void)
+static bool cupti_take(void)
 {
+	char holder[sizeof(rfbpf_gpu_control.cupti_holder)] = "";
+	CUpti_SubscriberParams params = {
+		.structSize = CUpti_SubscriberParams_STRUCT_SIZE,
+		.subscriberName = "rfbpf",
+		.oldSubscriberName = holder,
+		.oldSubscriberSize = sizeof(holder),
+	};
+	static int once;
+	CUptiResult r;
+
+	rf_api_new_generation();
+	r = cuptiSubscribe_v2(&subscriber, rfbpf_cupti_api_callback, NULL,
+			      &params);
+	holder[sizeof(holder) - 1] = 0;
+	memcpy(rfbpf_gpu_control.cupti_holder, holder, sizeof(holder));
+	__atomic_store_n(&rfbpf_gpu_control.cupti_result, (uint32_t)r,
+			 __ATOMIC_RELEASE);
+	if (r != CUPTI_SUCCESS) {
+		subscriber = NULL;
+		if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+			rf_warn_once(&once, "CUPTI is held by %s: no GPU "
+				     "activity while it is", holder[0] ?
+				     holder : "another tool");
+		else
+			rf_cupti_failed(r, "cuptiSubscribe_v2", &once);
+		return false;
+	}
 	/* Before any activity kind is enabled. */
 	rf_clock_init();
-	rf_api_new_generation();
-	if (!RF_CUPTI_CHECK(cuptiSubscribe(&subscriber,
-					   rfbpf_cupti_api_callback, NULL))) {
-		subscriber = NULL;
-		return;
-	}
 	/* Buffers are registered even if a callback cannot be: activity
 	 * still works without launch reports, and the converse. */
 	rf_api_enable_callbacks(subscriber);
-	if (!RF_CUPTI_CHECK(cuptiActivityRegisterCallbacks(
+	if (RF_CUPTI_CHECK(cuptiActivityRegisterCallbacks(
 		    rfbpf_cupti_buffer_requested,
 		    rfbpf_cupti_buffer_completed)))
-		return;
-	__atomic_store_n(&rfbpf_gpu_control.cupti_ok, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&rfbpf_gpu_control.cupti_ok, 1,
+				 __ATOMIC_RELEASE);
+	return true;
 }
 
 static void cupti_give_back(void)
@@ -127,14 +155,16 @@ static uint64_t agent_tick(bool *activity_on, uint64_t *last_flush,
 	bool leased = rf_lease_active(now);
 
 	if (leased && !*activity_on) {
-		cupti_take();
-		rf_activity_set_enabled(true);
+		/* Kinds only with the subscription (see cupti_take). */
+		if (cupti_take())
+			rf_activity_set_enabled(true);
 		/* Tried once per lease: a failure is not retried (and not
 		 * re-counted) every tick until the lease ends. */
 		*activity_on = true;
 		*last_flush = now;
 	} else if (!leased && *activity_on) {
-		rf_activity_set_enabled(false);		/* flushes first */
+		if (subscriber)		/* kinds of ours to turn off */
+			rf_activity_set_enabled(false);	/* flushes first */
 		cupti_give_back();
 		*activity_on = false;
 	} else if (*activity_on && now - *last_flush >= period &&
@@ -176,7 +206,7 @@ static void *agent_thread(void *arg)
 	pthread_mutex_unlock(&lock);
 	/* At exit, deliver what is in flight while a tracer may still be
 	 * listening, then leave CUPTI quiet. */
-	if (activity_on) {
+	if (activity_on && subscriber) {
 		rf_activity_set_enabled(false);
 		cupti_give_back();
 	}

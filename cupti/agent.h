@@ -86,6 +86,8 @@ enum rf_api_class {
 	RF_API_COPY,		/* memcpy / memset (runtime only): one */
 	RF_API_COPY_BATCH,	/* batched copies: one record per copy */
 	RF_API_SYNC,		/* stream/device/event synchronize: none */
+	RF_API_DRIVER_COPY,	/* a driver copy or set: its id is noted if
+				 * a runtime call of ours made it */
 };
 enum rf_api_class rf_api_classify(CUpti_CallbackDomain domain,
 				  CUpti_CallbackId cbid);
@@ -109,7 +111,7 @@ void rf_api_new_generation(void);
 bool rf_api_step(struct rf_api_nesting *n, CUpti_CallbackDomain domain,
 		 CUpti_ApiCallbackSite site, uint32_t correlation_id,
 		 uint64_t now_ns, uint64_t *enter_ns);
-/* An unclassified driver call: only its id is noted if it is nested. */
+/* A driver copy or set: only its id is noted, if it is nested. */
 void rf_api_note_driver(struct rf_api_nesting *n, CUpti_ApiCallbackSite site,
 			uint32_t correlation_id);
 /* The probe's argument for one reported call. */

@@ -153,6 +153,119 @@ static const CUpti_CallbackId runtime_batch_copies[] = {
 #endif
 };
 
+/* The driver's copies and sets: enabled only to learn the id of the one
+ * a runtime copy makes inside it (its record carries that id, not the
+ * runtime call's); never reported themselves. Every one the installed
+ * headers name, so that no other driver call (a lazy module load, a
+ * pointer query) can be taken for it. */
+static const CUpti_CallbackId driver_copies[] = {
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DUnaligned,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DUnaligned_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DUnaligned_v2_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DAsync,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DAsync_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DAsync_v2_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync_v2_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeer,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeerAsync,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeerAsync_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeer_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoA,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoA_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoA_v2_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoD,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoD_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoD_v2_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoH,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoHAsync,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoHAsync_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoHAsync_v2_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoH_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoH_v2_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_v2_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoA,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoA_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoA_v2_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoA,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoAAsync,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoAAsync_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoAAsync_v2_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoA_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoA_v2_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeer,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeer_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD16,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD16Async,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD16Async_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD16_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD16_v2_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16Async,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16Async_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16_v2_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32Async,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32Async_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32_v2_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8Async,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8Async_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8_v2_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD32,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2_ptds,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD8,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2_ptds,
+};
+
 struct api_table {
 	CUpti_CallbackDomain domain;
 	enum rf_api_class class;
@@ -170,11 +283,12 @@ static const struct api_table tables[] = {
 	TABLE(CUPTI_CB_DOMAIN_DRIVER_API, RF_API_LAUNCH, driver_launches),
 	TABLE(CUPTI_CB_DOMAIN_DRIVER_API, RF_API_GRAPH, driver_graphs),
 	TABLE(CUPTI_CB_DOMAIN_DRIVER_API, RF_API_SYNC, driver_syncs),
+	TABLE(CUPTI_CB_DOMAIN_DRIVER_API, RF_API_DRIVER_COPY, driver_copies),
 };
 #define NR_TABLES (sizeof(tables) / sizeof(tables[0]))
 
-/* A linear scan of ~100 ids, but only for the cbids we enabled, i.e. for
- * calls that are reported anyway. */
+/* A linear scan of ~200 ids, but only for the cbids we enabled: calls
+ * that are reported, or copies and sets. */
 enum rf_api_class rf_api_classify(CUpti_CallbackDomain domain,
 				  CUpti_CallbackId cbid)
 {
@@ -249,11 +363,8 @@ int rf_api_enable_callbacks(CUpti_SubscriberHandle sub)
 {
 	int failed = 0;
 
-	/* Every driver call, to learn the ids of those nested in our runtime
-	 * calls (see rf_api_note_driver); runtime calls one by one. */
-	if (!RF_CUPTI_CHECK(cuptiEnableDomain(1, sub,
-					      CUPTI_CB_DOMAIN_DRIVER_API)))
-		failed++;
+	/* One by one, as Kineto does: a whole domain would make every
+	 * cuStreamQuery and cuEventRecord pay a callback pair. */
 	for (size_t t = 0; t < NR_TABLES; t++)
 		for (size_t i = 0; i < tables[t].n; i++)
 			if (!RF_CUPTI_CHECK(cuptiEnableCallback(
@@ -312,12 +423,11 @@ void CUPTIAPI rfbpf_cupti_api_callback(void *userdata,
 	(void)userdata;
 	if (!cd)
 		return;
-	if (class == RF_API_OTHER) {
-		/* The whole driver domain is on, for the ids of the driver
-		 * calls our runtime calls make. */
-		if (domain == CUPTI_CB_DOMAIN_DRIVER_API)
-			rf_api_note_driver(&nesting, cd->callbackSite,
-					   cd->correlationId);
+	if (class == RF_API_OTHER)
+		return;
+	if (class == RF_API_DRIVER_COPY) {
+		rf_api_note_driver(&nesting, cd->callbackSite,
+				   cd->correlationId);
 		return;
 	}
 	if (!rf_api_step(&nesting, domain, cd->callbackSite,

@@ -76,6 +76,23 @@ $(1)/test_agent_logic: tests/gpu/test_agent_logic.c tests/unit/check.h \
 		$(addprefix $(1)/,$(CUPTI_SRCS:.c=.o)) $(1)/probes.o \
 		$(CUPTI_LIBS) -lm -o $$@
 
+# A stand-in libcupti.so.13 that enforces CUPTI's process-wide rules, and
+# the agent next to another subscriber on it (the program links the
+# stand-in first, so the agent's own libcupti.so.13 is the stand-in too).
+$(1)/sim/libcupti.so.13: tests/gpu/sim_libcupti.c tests/gpu/sim_libcupti.map
+	$$(call msg,CC,$$@)
+	$$(Q)mkdir -p $$(dir $$@)
+	$$(Q)$$(CC) $(CUPTI_BASE_CFLAGS) $(2) -fvisibility=hidden -shared \
+		-Wl,-soname,libcupti.so.13 \
+		-Wl,--version-script,tests/gpu/sim_libcupti.map $$< -o $$@
+
+$(1)/cupti_coexist: tests/gpu/cupti_coexist.c tests/unit/check.h \
+		$(1)/sim/libcupti.so.13 $(1)/librfbpf_cupti.so $(CUPTI_HDRS)
+	$$(call msg,CC,$$@)
+	$$(Q)$$(CC) $(CUPTI_BASE_CFLAGS) $(2) -Itests/unit $$< \
+		$(1)/sim/libcupti.so.13 -L$(1) -lrfbpf_cupti \
+		-Wl,-rpath,'$$$$ORIGIN/sim:$$$$ORIGIN' -o $$@
+
 # A stand-in for libtorch_cpu's callback registry, built with the real
 # C++ types so the op stubs are called through the real C++ ABI.
 $(1)/fake/libtorch_cpu.so: tests/gpu/fake_libtorch_cpu.cpp \
@@ -89,7 +106,8 @@ endef
 $(eval $(call cupti_variant,build/cupti,-O2))
 $(eval $(call cupti_variant,build/cupti-asan,-O1 $(CUPTI_ASAN)))
 
-CUPTI_BINS = $(1)/librfbpf_cupti.so $(1)/cupti_driver $(1)/test_agent_logic
+CUPTI_BINS = $(1)/librfbpf_cupti.so $(1)/cupti_driver $(1)/test_agent_logic \
+	$(1)/cupti_coexist
 
 # For the end-to-end GPU tests: the same simulation as a library a Python
 # workload calls from inside real PyTorch ops (tests/e2e/test_gpu.py).
@@ -114,6 +132,7 @@ cupti: $(call CUPTI_BINS,build/cupti) build/cupti/libgpu_synth.so \
 define cupti_run
 	$(Q)tests/gpu/check_nop5.sh $(1)/librfbpf_cupti.so
 	$(Q)$(1)/test_agent_logic $(1)/fake/libtorch_cpu.so
+	$(Q)$(1)/cupti_coexist
 	$(Q)$(1)/cupti_driver --threads 3 --launches 200 --graph-every 7 \
 		--lease-ns 30000000000 >$(1)/driver-lease.json
 	$(Q)$(1)/cupti_driver --threads 2 --launches 100 \

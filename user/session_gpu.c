@@ -11,6 +11,27 @@
 /* The agent's thread looks at the control block every 100 ms. */
 #define GPU_FINAL_FLUSH_S 1.0
 
+/* What the agent found when the lease came (it looks every 100 ms):
+ * said once, and again if it changes. */
+static void note_cupti(struct session *s, const struct rf_gpu_control *c)
+{
+	struct gpu_counts *g = &s->trace.gpu.counts;
+	bool known = c->lease_seen && (c->cupti_ok || c->cupti_result);
+	char line[256];
+
+	if (!known || (g->cupti_known && g->cupti_result == c->cupti_result &&
+		       !strncmp(g->cupti_holder, c->cupti_holder,
+				sizeof(g->cupti_holder))))
+		return;
+	g->cupti_known = true;
+	g->cupti_result = c->cupti_result;
+	g->clock_source = c->clock_source;
+	memcpy(g->cupti_holder, c->cupti_holder, sizeof(g->cupti_holder));
+	g->cupti_holder[sizeof(g->cupti_holder) - 1] = 0;
+	gpu_format_cupti(g, line, sizeof(line));
+	fprintf(stderr, "rfbpf: GPU: %s\n", line);
+}
+
 static void read_agent_counters(struct session *s)
 {
 	struct rf_gpu_control c;
@@ -32,6 +53,7 @@ static void read_agent_counters(struct session *s)
 	g->agent_untraced = c.records_untraced - s->gpu_base.records_untraced;
 	g->agent_unknown = c.records_unknown - s->gpu_base.records_unknown;
 	g->agent_errors = c.errors - s->gpu_base.errors;
+	note_cupti(s, &c);
 }
 
 static void attach_agent(struct session *s)
@@ -58,8 +80,8 @@ static void attach_agent(struct session *s)
 	s->gpu_attached = true;
 	s->trace.gpu.counts.agent_seen = true;
 	read_agent_counters(s);
-	fprintf(stderr, "rfbpf: GPU: CUPTI agent %s found; collecting kernel, "
-		"copy and set activity\n", s->gpu.shown);
+	fprintf(stderr, "rfbpf: GPU: CUPTI agent %s found; lease given, "
+		"waiting for it to take CUPTI\n", s->gpu.shown);
 }
 
 void session_gpu_poll(struct session *s, double now_s)

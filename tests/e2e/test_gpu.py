@@ -5,8 +5,11 @@ gpu_synthetic.py), traced by rfbpf through the agent's real probes, the
 real BPF programs and the real ring buffer.
 
 What a GPU would add and these tests cannot show: real CUPTI subscription,
-real activity buffers and the timestamp callback (the agent falls back to a
-calibrated offset here, since CUPTI refuses both without a driver).
+real activity buffers and the timestamp callback (CUPTI refuses the
+subscription without a driver, so the agent sets no clock here and the
+simulated records carry CLOCK_MONOTONIC times as they are). One test
+swaps in the stand-in libcupti (tests/gpu/sim_libcupti.c) to play a CUPTI
+held by another tool.
 """
 import json
 import os
@@ -445,6 +448,32 @@ def probe_counts(tmp_path, cmd):
         return r, kc.parse(out, kc.events)
     finally:
         kc.close()
+
+
+SIM_CUPTI = os.path.join(ROOT, "build", "cupti", "sim")
+# The kinds the stand-in's "other tool" enables (tests/gpu/sim_libcupti.c):
+# concurrent kernel (10), memcpy (1), memset (2), runtime (5).
+OTHER_KINDS = (1 << 10) | (1 << 1) | (1 << 2) | (1 << 5)
+
+
+def test_cupti_held_by_another_tool_is_named_and_left_alone(tmp_path):
+    """The job's CUPTI (the stand-in libcupti, which allows one subscriber
+    per process) is held by "Kineto", as torch.profiler leaves it: the
+    agent's subscribe fails, it enables no kind and keeps its clock off
+    CUPTI, and rfbpf names the holder on stderr, in the table's footer and
+    in the trace's otherData."""
+    trace, expect, out, err, _ = traced_job(
+        tmp_path, job_args=("--other-cupti", "Kineto"),
+        env={"LD_LIBRARY_PATH": SIM_CUPTI})
+    other = expect["other_cupti"]
+    assert other == {"kinds": OTHER_KINDS, "clock_is_its_own": True,
+                     "buffers_are_its_own": True}, other
+    assert "rfbpf: GPU: CUPTI: held by Kineto" in err, err
+    assert "CUPTI: held by Kineto" in out, out
+    gpu = trace["otherData"]["gpu"]
+    assert gpu["cupti"] == "held by another tool", gpu
+    assert gpu["cupti_holder"] == "Kineto"
+    assert gpu["cupti_result"] == 39        # MULTIPLE_SUBSCRIBERS
 
 
 def test_without_a_tracer_the_agent_emits_nothing(tmp_path):

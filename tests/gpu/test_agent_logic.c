@@ -78,6 +78,11 @@ TEST(classify)
 	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000) == RF_API_COPY);
 	CHECK(rf_api_classify(DRV, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz) == RF_API_LAUNCH);
 	CHECK(rf_api_classify(DRV, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch) == RF_API_GRAPH);
+	/* Driver copies and sets are noted, other driver calls not seen. */
+	CHECK(rf_api_classify(DRV, CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async) == RF_API_DRIVER_COPY);
+	CHECK(rf_api_classify(DRV, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2) == RF_API_DRIVER_COPY);
+	CHECK(rf_api_classify(DRV, CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData) == RF_API_OTHER);
+	CHECK(rf_api_classify(DRV, CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttribute) == RF_API_OTHER);
 	/* Same number, other domain: 211 is cudaLaunchKernel in the runtime. */
 	CHECK(rf_api_classify(DRV, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) == RF_API_OTHER);
 	CHECK(rf_api_classify(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020) == RF_API_OTHER);
@@ -109,8 +114,8 @@ TEST(nesting_reports_once)
 	/* An unmatched runtime exit does not underflow. */
 	CHECK(step(&n, RT, CUPTI_API_EXIT, 13));
 	CHECK_EQ_U64(n.runtime_depth, 0);
-	/* A new runtime call forgets the last nested id; an unclassified
-	 * driver call inside it (a cuMemsetD8Async) is noted, once. */
+	/* A new runtime call forgets the last nested id; a driver copy or
+	 * set inside it (a cuMemsetD8Async) is noted, once. */
 	CHECK(!step(&n, RT, CUPTI_API_ENTER, 20));
 	CHECK_EQ_U64(n.nested_correlation_id, 0);
 	rf_api_note_driver(&n, CUPTI_API_ENTER, 21);
@@ -448,8 +453,8 @@ static bool wait_for(uint32_t *field, uint32_t value, int ms)
 
 /* Last: starts the real agent (its thread lives until exit). It takes
  * nothing from CUPTI until a tracer's lease starts; then, with no driver
- * here, cuptiSubscribe fails: cupti_ok stays 0, errors are counted, and
- * everything else must still work. */
+ * here, cuptiSubscribe_v2 fails: cupti_ok stays 0, the result is kept,
+ * errors are counted, and everything else must still work. */
 TEST(lifecycle_lease_thread_and_torch_activation)
 {
 	void *torch = dlopen(fake_torch_path, RTLD_NOW | RTLD_GLOBAL);
@@ -489,13 +494,15 @@ TEST(lifecycle_lease_thread_and_torch_activation)
 	/* A short lease: on within a tick, tried once, off after it. */
 	set_lease(400000000);
 	CHECK(wait_for(&CTL.lease_seen, 1, 1000));
-	CHECK_EQ_U64(LOAD(activity_starts), 1);
 	CHECK_EQ_U64(LOAD(cupti_ok), 0);		/* no driver here */
+	CHECK_EQ_U64(LOAD(cupti_result), CUPTI_ERROR_UNKNOWN);
 	CHECK(LOAD(errors) > 0);
-	/* No driver: the timestamp callback cannot be registered either. */
-	CHECK_EQ_U64(LOAD(clock_source), RF_CLOCK_OFFSET);
+	/* Without a subscription nothing process-wide is touched: no
+	 * activity kind, no clock (cupti_coexist.c checks it on CUPTI). */
+	CHECK_EQ_U64(LOAD(activity_starts), 0);
+	CHECK_EQ_U64(LOAD(clock_source), RF_CLOCK_NONE);
 	CHECK(wait_for(&CTL.lease_seen, 0, 2000));
-	CHECK_EQ_U64(LOAD(activity_starts), 1);
+	CHECK_EQ_U64(LOAD(activity_starts), 0);
 	CHECK_EQ_U64(LOAD(activity_enabled), 0);
 }
 

@@ -44,11 +44,15 @@ ap.add_argument("--wait-tracer", action="store_true")
 ap.add_argument("--hold", type=float, default=0)
 ap.add_argument("--load-inside-op", action="store_true")
 ap.add_argument("--v1-launches", type=int, default=0)
+# With the stand-in libcupti (build/cupti/sim on LD_LIBRARY_PATH): another
+# tool holds CUPTI, as torch.profiler's Kineto does once it has run.
+ap.add_argument("--other-cupti", metavar="NAME")
 args = ap.parse_args()
 
 expected = {}
 lock = threading.Lock()
 synth = None
+cupti = None
 
 
 def load_agent():
@@ -61,6 +65,13 @@ def load_agent():
     synth.synth_counter.restype = ctypes.c_ulonglong
     synth.synth_counter.argtypes = [ctypes.c_char_p]
     synth.synth_init()
+    if args.other_cupti:
+        global cupti
+        cupti = ctypes.CDLL("libcupti.so.13")       # the stand-in, loaded
+        cupti.sim_cupti_kinds.restype = ctypes.c_ulonglong
+        cupti.sim_cupti_clock_is_other.restype = ctypes.c_bool
+        cupti.sim_cupti_buffers_are_other.restype = ctypes.c_bool
+        assert cupti.sim_cupti_other_takes(args.other_cupti.encode()) == 0
 
 
 def wait_tracer():
@@ -155,9 +166,15 @@ for corr, call in expected.items():
 counters = {name: synth.synth_counter(name.encode()) for name in
             ("launches", "records", "records_untraced", "activity_starts",
              "activity_enabled", "torch_callback_handle")}
+other = None
+if cupti:
+    # What the other tool finds of its CUPTI after rfbpf's lease.
+    other = {"kinds": cupti.sim_cupti_kinds(),
+             "clock_is_its_own": cupti.sim_cupti_clock_is_other(),
+             "buffers_are_its_own": cupti.sim_cupti_buffers_are_other()}
 with open(args.expect, "w") as f:
     json.dump({"launches": expected, "records": records,
-               "agent": counters}, f)
+               "agent": counters, "other_cupti": other}, f)
 print("work done", len(expected), len(records), flush=True)
 
 if args.hold:

@@ -277,6 +277,11 @@ static void write_gpu_counts(FILE *f, const struct trace *t)
 	fprintf(f, ",\"final_flush_missed\":%s,\"agent_counters_stale\":%s",
 		g->final_flush_missed ? "true" : "false",
 		g->agent_counters_stale ? "true" : "false");
+	fprintf(f, ",\"cupti\":\"%s\"", gpu_cupti_state(g));
+	COUNT("cupti_result", g->cupti_result);
+	COUNT("clock_source", g->clock_source);
+	fputs(",\"cupti_holder\":", f);
+	json_string(f, g->cupti_holder);
 	fputc('}', f);
 }
 

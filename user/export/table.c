@@ -213,6 +213,8 @@ static void print_footer(FILE *f, const struct trace *t,
 				  sizeof(losses));
 		fprintf(f, "GPU time attributed to ops: %s. %s\n", total,
 			losses);
+		gpu_format_cupti(&t->gpu.counts, losses, sizeof(losses));
+		fprintf(f, "%s\n", losses);
 		if (!trace_self_known(t))
 			fprintf(f, "GPU columns: not available under --sample "
 				"(a kernel launched in an op that was not sampled "

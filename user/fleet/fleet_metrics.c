@@ -74,6 +74,32 @@ static void unpaired(struct prom_buf *b, struct job *const *jobs, size_t nr)
 	}
 }
 
+/* Jobs with the CUPTI agent: whether it has CUPTI, and who holds it when
+ * it does not (torch.profiler's Kineto, Nsight: then no GPU activity). */
+static void cupti_state(struct prom_buf *b, struct job *const *jobs,
+			size_t nr)
+{
+	static const char *const name = "rfbpf_job_cupti_info";
+
+	prom_family(b, name, "gauge", "1 for each job with rfbpf's CUPTI "
+		    "agent: state subscribed, held by another tool (holder "
+		    "names it; no GPU activity then), failed or unknown");
+	for (size_t i = 0; i < nr; i++) {
+		const struct gpu_counts *g = &jobs[i]->s.trace.gpu.counts;
+		struct prom_label l[JOB_LABELS + 2];
+		char pid[16];
+
+		if (!g->agent_seen)
+			continue;
+		job_labels(jobs[i], l, pid, sizeof(pid));
+		l[JOB_LABELS] = (struct prom_label){ "state",
+						    gpu_cupti_state(g) };
+		l[JOB_LABELS + 1] = (struct prom_label){ "holder",
+							g->cupti_holder };
+		prom_sample(b, name, l, JOB_LABELS + 2, 1);
+	}
+}
+
 /* Per-op counters and the latency histogram, every op a series (up to
  * --max-ops, then "[other]"). */
 static void per_op(struct prom_buf *b, struct job *const *jobs, size_t nr)
@@ -168,6 +194,7 @@ void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 	per_job(b, jobs, nr, "rfbpf_job_events_dropped_total", "counter",
 		"Events the ring buffer had no room for", v_drops);
 	unpaired(b, jobs, nr);
+	cupti_state(b, jobs, nr);
 	gauge(b, "rfbpf_jobs_traced", "gauge", "Processes traced now",
 	      st->jobs);
 	gauge(b, "rfbpf_jobs_started_total", "counter",

@@ -392,3 +392,46 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 		 c->final_flush_missed ? "; THE AGENT'S FINAL FLUSH WAS "
 		 "MISSED" : "");
 }
+
+/* CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (cupti_result.h): the
+ * loader does not link CUPTI, so the one code it explains is named here. */
+#define CUPTI_MULTIPLE_SUBSCRIBERS 39
+
+const char *gpu_cupti_state(const struct gpu_counts *c)
+{
+	if (!c->cupti_known)
+		return "unknown";
+	if (!c->cupti_result)
+		return "subscribed";
+	return c->cupti_result == CUPTI_MULTIPLE_SUBSCRIBERS ?
+	       "held by another tool" : "failed";
+}
+
+static const char *clock_name(uint32_t source)
+{
+	switch (source) {
+	case 1: return "CLOCK_MONOTONIC through CUPTI's timestamp callback";
+	case 2: return "CUPTI's clock, offset to CLOCK_MONOTONIC";
+	default: return "unconverted (no clock)";
+	}
+}
+
+void gpu_format_cupti(const struct gpu_counts *c, char *buf, size_t len)
+{
+	if (!c->cupti_known)
+		snprintf(buf, len, "CUPTI: unknown (the agent did not answer "
+			 "the lease)");
+	else if (!c->cupti_result)
+		snprintf(buf, len, "CUPTI: subscribed; GPU times in %s",
+			 clock_name(c->clock_source));
+	else if (c->cupti_result == CUPTI_MULTIPLE_SUBSCRIBERS)
+		snprintf(buf, len, "CUPTI: held by %s (torch.profiler and "
+			 "Nsight keep it): no GPU activity recorded, and "
+			 "theirs left untouched",
+			 c->cupti_holder[0] ? c->cupti_holder :
+			 "another tool");
+	else
+		snprintf(buf, len, "CUPTI: the agent could not subscribe "
+			 "(CUptiResult %u): no GPU activity recorded",
+			 c->cupti_result);
+}

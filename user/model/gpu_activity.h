@@ -95,6 +95,13 @@ struct gpu_counts {
 	uint64_t agent_launches, agent_records, agent_dropped;
 	uint64_t agent_untraced, agent_unknown, agent_errors;
 	bool agent_seen;		/* the target had the agent loaded */
+	/* CUPTI as the agent found it when the lease came: subscribed, or
+	 * held by another tool (torch.profiler's Kineto, Nsight), which
+	 * then keeps all of it and rfbpf records no GPU activity. */
+	bool cupti_known;		/* the agent has answered a lease */
+	uint32_t cupti_result;		/* 0, or the subscribe's CUptiResult */
+	uint32_t clock_source;		/* enum in bpf/rfbpf_gpu.h's block */
+	char cupti_holder[64];		/* the other subscriber, if named */
 	bool final_flush_missed;	/* the agent did not answer in time */
 	bool agent_counters_stale;	/* the target exited first: agent_*
 					 * are as last read while it ran */
@@ -146,6 +153,12 @@ void gpu_release_if_complete(struct gpu *g, const struct gpu_launch *l);
 void gpu_evict(struct gpu *g, uint64_t now_ns);
 /* Tracing stopped: launches still waiting for records are counted. */
 void gpu_detach(struct gpu *g);
+
+/* One line on CUPTI: who held it and which clock GPU times are in. */
+void gpu_format_cupti(const struct gpu_counts *c, char *buf, size_t len);
+/* A short word for the state: "subscribed", "held by another tool",
+ * "failed" or "unknown". */
+const char *gpu_cupti_state(const struct gpu_counts *c);
 
 static inline uint64_t gpu_duration(const struct gpu_activity *a)
 {

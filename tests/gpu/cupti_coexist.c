@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The agent next to another CUPTI tool, against the stand-in libcupti
+ * (sim_libcupti.c) that enforces one subscriber per process and keeps
+ * kinds and callbacks process-wide. This program plays rfbpf (it writes
+ * the lease into the control block) and Kineto (it holds CUPTI the way
+ * torch.profiler leaves it held):
+ *   1. Kineto holds CUPTI; a lease comes: the agent's subscribe fails, it
+ *      names Kineto, and leaves Kineto's kinds, buffers and clock as they
+ *      were, during the lease and after it;
+ *   2. Kineto lets go; a lease comes: the agent subscribes as "rfbpf",
+ *      enables its kinds and its clock, enables single callbacks only
+ *      (no whole domain), and gives everything back when the lease ends.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <cupti.h>
+#include "check.h"
+#include "rfbpf_gpu.h"
+
+extern struct rf_gpu_control rfbpf_gpu_control;
+int InitializeInjection(void);
+
+int sim_cupti_other_takes(const char *name);
+void sim_cupti_other_leaves(void);
+uint64_t sim_cupti_kinds(void);
+bool sim_cupti_clock_is_other(void);
+bool sim_cupti_buffers_are_other(void);
+const char *sim_cupti_holder(void);
+unsigned sim_cupti_domains_enabled(void);
+unsigned sim_cupti_callbacks_enabled(void);
+
+#define BIT(k) (1ull << (k))
+#define OURS (BIT(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) | \
+	      BIT(CUPTI_ACTIVITY_KIND_MEMCPY) | BIT(CUPTI_ACTIVITY_KIND_MEMSET))
+#define KINETO (OURS | BIT(CUPTI_ACTIVITY_KIND_RUNTIME))
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Sets or ends the lease and waits until the agent's thread has acted on
+ * it (it looks every 100 ms). */
+static bool lease(bool on)
+{
+	uint64_t end = mono_ns() + 3000000000ull;
+
+	__atomic_store_n(&rfbpf_gpu_control.lease_until_ns,
+			 on ? mono_ns() + 60000000000ull : 0,
+			 __ATOMIC_RELEASE);
+	while (mono_ns() < end) {
+		if (__atomic_load_n(&rfbpf_gpu_control.lease_seen,
+				    __ATOMIC_ACQUIRE) == (uint32_t)on)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+TEST(kineto_holds_cupti_and_keeps_all_of_it)
+{
+	CHECK(sim_cupti_other_takes("Kineto") == 0);
+	CHECK(lease(true));
+	CHECK_EQ_U64(rfbpf_gpu_control.cupti_ok, 0);
+	CHECK_EQ_U64(rfbpf_gpu_control.activity_enabled, 0);
+	CHECK_EQ_U64(rfbpf_gpu_control.cupti_result,
+		     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+	CHECK_STR(rfbpf_gpu_control.cupti_holder, "Kineto");
+	CHECK_EQ_U64(sim_cupti_kinds(), KINETO);
+	CHECK(sim_cupti_clock_is_other());
+	CHECK(sim_cupti_buffers_are_other());
+	CHECK_STR(sim_cupti_holder(), "Kineto");
+	CHECK(lease(false));
+	CHECK_EQ_U64(sim_cupti_kinds(), KINETO);
+	CHECK(sim_cupti_clock_is_other());
+	CHECK(sim_cupti_buffers_are_other());
+	sim_cupti_other_leaves();
+}
+
+TEST(free_cupti_is_taken_for_the_lease_and_given_back)
+{
+	CHECK(sim_cupti_holder() == NULL);
+	CHECK(lease(true));
+	CHECK_EQ_U64(rfbpf_gpu_control.cupti_ok, 1);
+	CHECK_EQ_U64(rfbpf_gpu_control.activity_enabled, 1);
+	CHECK_EQ_U64(rfbpf_gpu_control.cupti_result, CUPTI_SUCCESS);
+	CHECK_STR(sim_cupti_holder(), "rfbpf");
+	CHECK_EQ_U64(sim_cupti_kinds(), OURS);
+	CHECK(!sim_cupti_clock_is_other());
+	CHECK(!sim_cupti_buffers_are_other());
+	CHECK_EQ_U64(sim_cupti_domains_enabled(), 0);	/* single ids only */
+	CHECK(sim_cupti_callbacks_enabled() > 0);
+	CHECK(lease(false));
+	CHECK_EQ_U64(sim_cupti_kinds(), 0);
+	CHECK(sim_cupti_holder() == NULL);
+	CHECK_EQ_U64(rfbpf_gpu_control.cupti_ok, 0);
+}
+
+int main(void)
+{
+	/* The agent as the CUDA driver starts it (its thread runs on). */
+	InitializeInjection();
+	return check_run_all(__FILE__);
+}

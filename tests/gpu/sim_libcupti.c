@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * A stand-in libcupti.so.13 for tests: the calls the agent makes, with
+ * the process-wide rules the CUPTI headers document rather than the
+ * agent's own assumptions:
+ *   - one subscriber per process: a second cuptiSubscribe fails with
+ *     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, and
+ *     cuptiSubscribe_v2 names the holder;
+ *   - activity kinds, the buffer callbacks and the timestamp callback
+ *     belong to the process, whoever set them (any caller can change
+ *     them);
+ *   - callbacks are enabled on a subscriber handle, which must be valid.
+ * No GPU: no record is ever produced. The sim_cupti_* functions let a test
+ * play another tool (Kineto) and read the process-wide state.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <cupti.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+struct CUpti_Subscriber_st {
+	char name[64];
+	bool live;
+};
+
+static struct CUpti_Subscriber_st subscribers[4];
+static CUpti_SubscriberHandle holder;
+static uint64_t kinds;			/* bit per CUpti_ActivityKind < 64 */
+static CUpti_TimestampCallbackFunc timestamp_fn;
+static CUpti_BuffersCallbackRequestFunc requested_fn;
+static CUpti_BuffersCallbackCompleteFunc completed_fn;
+static unsigned domains_enabled;	/* cuptiEnableDomain calls, any */
+static unsigned callbacks_enabled;
+
+static CUptiResult subscribe(CUpti_SubscriberHandle *out, const char *name,
+			     char *old, size_t old_len)
+{
+	if (!out)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	if (holder) {
+		if (old && old_len) {
+			strncpy(old, holder->name, old_len - 1);
+			old[old_len - 1] = 0;
+		}
+		return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+	}
+	for (size_t i = 0; i < sizeof(subscribers) / sizeof(*subscribers);
+	     i++) {
+		if (subscribers[i].live)
+			continue;
+		subscribers[i].live = true;
+		strncpy(subscribers[i].name, name ? name : "",
+			sizeof(subscribers[i].name) - 1);
+		holder = &subscribers[i];
+		*out = holder;
+		return CUPTI_SUCCESS;
+	}
+	return CUPTI_ERROR_OUT_OF_MEMORY;
+}
+
+EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *s,
+				  CUpti_CallbackFunc fn, void *data)
+{
+	(void)fn;
+	(void)data;
+	return subscribe(s, "", NULL, 0);
+}
+
+EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *s,
+				     CUpti_CallbackFunc fn, void *data,
+				     CUpti_SubscriberParams *p)
+{
+	(void)fn;
+	(void)data;
+	return subscribe(s, p ? p->subscriberName : "",
+			 p ? p->oldSubscriberName : NULL,
+			 p ? p->oldSubscriberSize : 0);
+}
+
+EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle s)
+{
+	if (!s || s != holder)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	s->live = false;
+	holder = NULL;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiEnableDomain(uint32_t enable,
+				     CUpti_SubscriberHandle s,
+				     CUpti_CallbackDomain d)
+{
+	(void)d;
+	if (!s || s != holder)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	domains_enabled += enable ? 1 : 0;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiEnableCallback(uint32_t enable,
+				       CUpti_SubscriberHandle s,
+				       CUpti_CallbackDomain d,
+				       CUpti_CallbackId cbid)
+{
+	(void)d;
+	(void)cbid;
+	if (!s || s != holder)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	callbacks_enabled += enable ? 1 : 0;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
+{
+	if ((unsigned)k >= 64)
+		return CUPTI_ERROR_INVALID_KIND;
+	kinds |= 1ull << k;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
+{
+	if ((unsigned)k >= 64)
+		return CUPTI_ERROR_INVALID_KIND;
+	kinds &= ~(1ull << k);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityRegisterCallbacks(
+	CUpti_BuffersCallbackRequestFunc req,
+	CUpti_BuffersCallbackCompleteFunc done)
+{
+	if (!req || !done)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	requested_fn = req;
+	completed_fn = done;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(
+	CUpti_TimestampCallbackFunc fn)
+{
+	timestamp_fn = fn;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
+{
+	(void)flag;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buf, size_t len,
+					      CUpti_Activity **rec)
+{
+	(void)buf;
+	(void)len;
+	(void)rec;
+	return CUPTI_ERROR_MAX_LIMIT_REACHED;
+}
+
+EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext c,
+						     uint32_t stream,
+						     size_t *dropped)
+{
+	(void)c;
+	(void)stream;
+	*dropped = 0;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiGetTimestamp(uint64_t *ts)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC_RAW, &t);
+	*ts = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
+{
+	*s = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ?
+	     "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED" :
+	     r == CUPTI_SUCCESS ? "CUPTI_SUCCESS" : "CUPTI_ERROR (sim)";
+	return CUPTI_SUCCESS;
+}
+
+/* For tests: another tool takes CUPTI the way Kineto does (subscribe,
+ * buffers, kinds, its own clock), or lets it go. */
+static void other_requested(uint8_t **b, size_t *size, size_t *max)
+{
+	*b = NULL;
+	*size = 0;
+	*max = 0;
+}
+
+static void other_completed(CUcontext c, uint32_t s, uint8_t *b, size_t n,
+			    size_t v)
+{
+	(void)c; (void)s; (void)b; (void)n; (void)v;
+}
+
+static uint64_t other_clock(void)
+{
+	return 42;
+}
+
+static CUpti_SubscriberHandle other;
+
+EXPORT int sim_cupti_other_takes(const char *name)
+{
+	if (subscribe(&other, name, NULL, 0) != CUPTI_SUCCESS)
+		return -1;
+	cuptiActivityRegisterCallbacks(other_requested, other_completed);
+	cuptiActivityRegisterTimestampCallback(other_clock);
+	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
+	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET);
+	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME);
+	return 0;
+}
+
+EXPORT void sim_cupti_other_leaves(void)
+{
+	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY);
+	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET);
+	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
+	cuptiUnsubscribe(other);
+	other = NULL;
+}
+
+/* The process-wide state, as a tool would find it. */
+EXPORT uint64_t sim_cupti_kinds(void) { return kinds; }
+EXPORT bool sim_cupti_clock_is_other(void)
+{
+	return timestamp_fn == other_clock;
+}
+EXPORT bool sim_cupti_buffers_are_other(void)
+{
+	return requested_fn == other_requested &&
+	       completed_fn == other_completed;
+}
+EXPORT const char *sim_cupti_holder(void)
+{
+	return holder ? holder->name : NULL;
+}
+EXPORT unsigned sim_cupti_domains_enabled(void) { return domains_enabled; }
+EXPORT unsigned sim_cupti_callbacks_enabled(void)
+{
+	return callbacks_enabled;
+}
