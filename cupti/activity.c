@@ -151,9 +151,11 @@ void CUPTIAPI rfbpf_cupti_buffer_completed(CUcontext ctx, uint32_t stream_id,
 	size_t dropped = 0;
 
 	(void)size;
-	while (buffer && valid_size) {
-		CUptiResult r = cuptiActivityGetNextRecord(buffer, valid_size,
-							   &rec);
+	/* Only the CUPTI that was loaded completes buffers; never walk one
+	 * without it. */
+	while (buffer && valid_size && rf_cupti_load()) {
+		CUptiResult r = rf_cupti.ActivityGetNextRecord(buffer,
+							       valid_size, &rec);
 		static int once;
 
 		if (r == CUPTI_ERROR_MAX_LIMIT_REACHED)
@@ -166,7 +168,8 @@ void CUPTIAPI rfbpf_cupti_buffer_completed(CUcontext ctx, uint32_t stream_id,
 		}
 		rf_activity_forward(rec, traced);
 	}
-	if (RF_CUPTI_CHECK(cuptiActivityGetNumDroppedRecords(ctx, stream_id,
+	if (rf_cupti_load() &&
+	    RF_CUPTI_CHECK(rf_cupti.ActivityGetNumDroppedRecords(ctx, stream_id,
 							     &dropped)) &&
 	    dropped)
 		rf_count(&rfbpf_gpu_control.records_dropped, dropped);
@@ -189,7 +192,7 @@ bool rf_activity_set_enabled(bool on)
 
 	if (on) {
 		rf_count(&rfbpf_gpu_control.activity_starts, 1);
-		while (n < NR_KINDS && RF_CUPTI_CHECK(cuptiActivityEnable(kinds[n])))
+		while (n < NR_KINDS && RF_CUPTI_CHECK(rf_cupti.ActivityEnable(kinds[n])))
 			n++;
 		if (n == NR_KINDS) {
 			__atomic_store_n(&rfbpf_gpu_control.activity_enabled,
@@ -197,12 +200,12 @@ bool rf_activity_set_enabled(bool on)
 			return true;
 		}
 	} else {
-		RF_CUPTI_CHECK(cuptiActivityFlushAll(
+		RF_CUPTI_CHECK(rf_cupti.ActivityFlushAll(
 			CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
 		n = NR_KINDS;
 	}
 	while (n--)
-		RF_CUPTI_CHECK(cuptiActivityDisable(kinds[n]));
+		RF_CUPTI_CHECK(rf_cupti.ActivityDisable(kinds[n]));
 	__atomic_store_n(&rfbpf_gpu_control.activity_enabled, 0,
 			 __ATOMIC_RELEASE);
 	return false;

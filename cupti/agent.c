@@ -91,8 +91,14 @@ static bool cupti_take(void)
 	CUptiResult r;
 
 	rf_api_new_generation();
-	r = cuptiSubscribe_v2(&subscriber, rfbpf_cupti_api_callback, NULL,
-			      &params);
+	if (!rf_cupti_load()) {		/* said once by the loader */
+		__atomic_store_n(&rfbpf_gpu_control.cupti_result,
+				 (uint32_t)CUPTI_ERROR_NOT_INITIALIZED,
+				 __ATOMIC_RELEASE);
+		return false;
+	}
+	r = rf_cupti.Subscribe_v2(&subscriber, rfbpf_cupti_api_callback, NULL,
+				  &params);
 	holder[sizeof(holder) - 1] = 0;
 	memcpy(rfbpf_gpu_control.cupti_holder, holder, sizeof(holder));
 	__atomic_store_n(&rfbpf_gpu_control.cupti_result, (uint32_t)r,
@@ -112,7 +118,7 @@ static bool cupti_take(void)
 	/* Buffers are registered even if a callback cannot be: activity
 	 * still works without launch reports, and the converse. */
 	rf_api_enable_callbacks(subscriber);
-	if (RF_CUPTI_CHECK(cuptiActivityRegisterCallbacks(
+	if (RF_CUPTI_CHECK(rf_cupti.ActivityRegisterCallbacks(
 		    rfbpf_cupti_buffer_requested,
 		    rfbpf_cupti_buffer_completed)))
 		__atomic_store_n(&rfbpf_gpu_control.cupti_ok, 1,
@@ -123,7 +129,7 @@ static bool cupti_take(void)
 static void cupti_give_back(void)
 {
 	if (subscriber)
-		RF_CUPTI_CHECK(cuptiUnsubscribe(subscriber));
+		RF_CUPTI_CHECK(rf_cupti.Unsubscribe(subscriber));
 	subscriber = NULL;
 	__atomic_store_n(&rfbpf_gpu_control.cupti_ok, 0, __ATOMIC_RELEASE);
 }
@@ -140,7 +146,7 @@ static void answer_flush_request(bool activity_on)
 		return;
 	if (activity_on && __atomic_load_n(&rfbpf_gpu_control.activity_enabled,
 					   __ATOMIC_RELAXED))
-		RF_CUPTI_CHECK(cuptiActivityFlushAll(
+		RF_CUPTI_CHECK(rf_cupti.ActivityFlushAll(
 			CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
 	__atomic_store_n(&rfbpf_gpu_control.flush_done, req, __ATOMIC_RELEASE);
 }
@@ -170,7 +176,7 @@ static uint64_t agent_tick(bool *activity_on, uint64_t *last_flush,
 	} else if (*activity_on && now - *last_flush >= period &&
 		   __atomic_load_n(&rfbpf_gpu_control.activity_enabled,
 				   __ATOMIC_RELAXED)) {
-		RF_CUPTI_CHECK(cuptiActivityFlushAll(0));
+		RF_CUPTI_CHECK(rf_cupti.ActivityFlushAll(0));
 		*last_flush = now;
 	}
 	/* Said only once the clock and activity are set up for it. */

@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <cupti.h>
 #include "rfbpf_gpu.h"
+#include "cupti_lib.h"
 
 #define RF_EXPORT __attribute__((visibility("default")))
 

@@ -367,7 +367,7 @@ int rf_api_enable_callbacks(CUpti_SubscriberHandle sub)
 	 * cuStreamQuery and cuEventRecord pay a callback pair. */
 	for (size_t t = 0; t < NR_TABLES; t++)
 		for (size_t i = 0; i < tables[t].n; i++)
-			if (!RF_CUPTI_CHECK(cuptiEnableCallback(
+			if (!RF_CUPTI_CHECK(rf_cupti.EnableCallback(
 				    1, sub, tables[t].domain, tables[t].ids[i])))
 				failed++;
 	return failed ? -1 : 0;

@@ -54,7 +54,7 @@ static bool calibrate(int64_t *offset)
 	for (int i = 0; i < 7; i++) {
 		uint64_t before = rf_now_ns(), ts = 0, after;
 
-		if (!RF_CUPTI_CHECK(cuptiGetTimestamp(&ts)))
+		if (!RF_CUPTI_CHECK(rf_cupti.GetTimestamp(&ts)))
 			return ok;
 		after = rf_now_ns();
 		if (after - before < best_width) {
@@ -73,7 +73,7 @@ void rf_clock_init(void)
 	int64_t offset = 0;
 
 	if (RF_CUPTI_CHECK(
-		    cuptiActivityRegisterTimestampCallback(monotonic_timestamp)))
+		    rf_cupti.ActivityRegisterTimestampCallback(monotonic_timestamp)))
 		source = RF_CLOCK_CALLBACK;
 	else if (calibrate(&offset))
 		source = RF_CLOCK_OFFSET;

@@ -85,7 +85,8 @@ void rf_cupti_failed(CUptiResult res, const char *what, int *once)
 	rf_count(&rfbpf_gpu_control.errors, 1);
 	if (__atomic_load_n(once, __ATOMIC_RELAXED))
 		return;
-	if (cuptiGetResultString(res, &name) != CUPTI_SUCCESS || !name)
+	if (!rf_cupti.GetResultString ||
+	    rf_cupti.GetResultString(res, &name) != CUPTI_SUCCESS || !name)
 		name = "unknown CUPTI error";
 	/* `what` is the call's source text: name the function only. */
 	rf_warn_once(once, "%.*s failed: %s (%d)", (int)strcspn(what, "("),

@@ -4,7 +4,8 @@
 # says so and succeeds.
 #
 #   cupti/*.c cupti/probes.S --cc -fPIC--> build/cupti/*.o
-#       --link -lcupti, rpath CUDA lib--> build/cupti/librfbpf_cupti.so
+#       --link (libcupti is opened at run time: cupti/cupti_lib.h)-->
+#       build/cupti/librfbpf_cupti.so
 #   tests/gpu/cupti_driver.c --link the agent--> build/cupti/cupti_driver
 #   tests/gpu/test_agent_logic.c + the agent's objects
 #       --> build/cupti/test_agent_logic
@@ -24,12 +25,14 @@ CUPTI_SKIP_MSG := cupti: CUDA toolkit not found (set CUDA_HOME): skipping \
 	librfbpf_cupti.so and the GPU tests
 
 CUPTI_SRCS := agent.c control.c clock.c callbacks.c activity.c \
-	torch_activation.c
-CUPTI_HDRS := cupti/agent.h bpf/rfbpf_gpu.h user/attach/record_function_abi.h
+	torch_activation.c cupti_lib.c
+CUPTI_HDRS := cupti/agent.h cupti/cupti_lib.h bpf/rfbpf_gpu.h \
+	user/attach/record_function_abi.h
 CUPTI_BASE_CFLAGS := -Wall -Wextra -Werror -fPIC -g -std=gnu11 \
 	-D_GNU_SOURCE -I$(CUDA_HOME)/include -Icupti -Ibpf -Iuser/attach
-CUPTI_LIBS := -L$(CUDA_HOME)/lib64 -lcupti -ldl -lpthread \
-	-Wl,-rpath,$(CUDA_HOME)/lib64
+# No -lcupti, no RUNPATH into the toolkit: the agent opens the job's own
+# CUPTI, or the toolkit's, at run time (cupti/cupti_lib.h).
+CUPTI_LIBS := -ldl -lpthread
 CUPTI_ASAN := -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=all
 
@@ -42,7 +45,8 @@ cupti cupti-unit cupti-asan cupti-test cupti-all:
 
 else
 
-# $(1): output directory, $(2): optimisation and sanitizer flags.
+# $(1): output directory, $(2): optimisation and sanitizer flags, $(3):
+# extra libraries for the test programs (below).
 define cupti_variant
 $(1)/%.o: cupti/%.c $(CUPTI_HDRS)
 	$$(call msg,CC,$$@)
@@ -65,7 +69,8 @@ $(1)/cupti_driver: tests/gpu/cupti_driver.c tests/gpu/cupti_sim.h \
 		$(1)/librfbpf_cupti.so $(CUPTI_HDRS)
 	$$(call msg,CC,$$@)
 	$$(Q)$$(CC) $(CUPTI_BASE_CFLAGS) $(2) -rdynamic $$< \
-		-L$(1) -lrfbpf_cupti -Wl,-rpath,'$$$$ORIGIN' $(CUPTI_LIBS) -o $$@
+		-L$(1) -lrfbpf_cupti -Wl,-rpath,'$$$$ORIGIN' $(CUPTI_LIBS) $(3) \
+		-o $$@
 
 # The unit test links the agent's objects, to reach its internal functions.
 $(1)/test_agent_logic: tests/gpu/test_agent_logic.c tests/unit/check.h \
@@ -74,7 +79,7 @@ $(1)/test_agent_logic: tests/gpu/test_agent_logic.c tests/unit/check.h \
 	$$(call msg,CC,$$@)
 	$$(Q)$$(CC) $(CUPTI_BASE_CFLAGS) $(2) -Itests/unit $$< \
 		$(addprefix $(1)/,$(CUPTI_SRCS:.c=.o)) $(1)/probes.o \
-		$(CUPTI_LIBS) -lm -o $$@
+		$(CUPTI_LIBS) $(3) -lm -o $$@
 
 # A stand-in libcupti.so.13 that enforces CUPTI's process-wide rules, and
 # the agent next to another subscriber on it (the program links the
@@ -103,8 +108,14 @@ $(1)/fake/libtorch_cpu.so: tests/gpu/fake_libtorch_cpu.cpp \
 		$$< -o $$@
 endef
 
-$(eval $(call cupti_variant,build/cupti,-O2))
-$(eval $(call cupti_variant,build/cupti-asan,-O1 $(CUPTI_ASAN)))
+# $(3): extra libraries for the test programs. The ASan ones map the
+# toolkit's libcupti at start (the agent then finds it already there),
+# because LeakSanitizer crashes at exit walking the dynamic TLS of a
+# libcupti opened with dlopen (gcc 12); the plain ones test dlopen.
+CUPTI_MAPPED := -Wl,--no-as-needed $(CUDA_HOME)/lib64/libcupti.so.13 \
+	-Wl,--as-needed -Wl,-rpath,$(CUDA_HOME)/lib64
+$(eval $(call cupti_variant,build/cupti,-O2,))
+$(eval $(call cupti_variant,build/cupti-asan,-O1 $(CUPTI_ASAN),$(CUPTI_MAPPED)))
 
 CUPTI_BINS = $(1)/librfbpf_cupti.so $(1)/cupti_driver $(1)/test_agent_logic \
 	$(1)/cupti_coexist
@@ -131,8 +142,10 @@ cupti: $(call CUPTI_BINS,build/cupti) build/cupti/libgpu_synth.so \
 # The driver's own checks make it exit non-zero on a wrong count.
 define cupti_run
 	$(Q)tests/gpu/check_nop5.sh $(1)/librfbpf_cupti.so
+	$(Q)tests/gpu/check_no_cupti_link.sh $(1)/librfbpf_cupti.so
 	$(Q)$(1)/test_agent_logic $(1)/fake/libtorch_cpu.so
 	$(Q)$(1)/cupti_coexist
+	$(Q)SIM_CUPTI_VERSION=24 $(1)/cupti_coexist
 	$(Q)$(1)/cupti_driver --threads 3 --launches 200 --graph-every 7 \
 		--lease-ns 30000000000 >$(1)/driver-lease.json
 	$(Q)$(1)/cupti_driver --threads 2 --launches 100 \

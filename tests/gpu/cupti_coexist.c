@@ -10,10 +10,15 @@
  *      were, during the lease and after it;
  *   2. Kineto lets go; a lease comes: the agent subscribes as "rfbpf",
  *      enables its kinds and its clock, enables single callbacks only
- *      (no whole domain), and gives everything back when the lease ends.
+ *      (no whole domain), and gives everything back when the lease ends;
+ *   3. (SIM_CUPTI_VERSION=24) a CUDA 12 CUPTI, whose records the agent
+ *      does not read: it is refused, and nothing is taken.
+ * The agent finds the stand-in as the job's own CUPTI: it is mapped
+ * before the agent looks (this program links it first).
  */
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -103,9 +108,31 @@ TEST(free_cupti_is_taken_for_the_lease_and_given_back)
 	CHECK_EQ_U64(rfbpf_gpu_control.cupti_ok, 0);
 }
 
+/* With the stand-in reporting CUDA 12's CUPTI (SIM_CUPTI_VERSION=24,
+ * set by the Makefile's second run): the agent reads CUDA 13's records
+ * only, so it takes nothing at all, and says so. */
+static int run_as_cuda_12(void)
+{
+	int bad = 0;
+
+	bad += !lease(true);
+	bad += rfbpf_gpu_control.cupti_ok != 0;
+	bad += rfbpf_gpu_control.cupti_result == CUPTI_SUCCESS;
+	bad += sim_cupti_holder() != NULL;	/* not even subscribed */
+	bad += sim_cupti_kinds() != 0;
+	bad += !lease(false);
+	printf("tests/gpu/cupti_coexist.c (CUPTI of CUDA 12): %s\n",
+	       bad ? "FAILED" : "refused, nothing taken");
+	return bad ? 1 : 0;
+}
+
 int main(void)
 {
+	const char *v = getenv("SIM_CUPTI_VERSION");
+
 	/* The agent as the CUDA driver starts it (its thread runs on). */
 	InitializeInjection();
+	if (v && strtoul(v, NULL, 10) < 130000)
+		return run_as_cuda_12();
 	return check_run_all(__FILE__);
 }

@@ -11,10 +11,12 @@
  *     them);
  *   - callbacks are enabled on a subscriber handle, which must be valid.
  * No GPU: no record is ever produced. The sim_cupti_* functions let a test
- * play another tool (Kineto) and read the process-wide state.
+ * play another tool (Kineto) and read the process-wide state;
+ * SIM_CUPTI_VERSION sets what cuptiGetVersion reports.
  */
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <cupti.h>
@@ -178,6 +180,15 @@ EXPORT CUptiResult cuptiGetTimestamp(uint64_t *ts)
 
 	clock_gettime(CLOCK_MONOTONIC_RAW, &t);
 	*ts = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+	return CUPTI_SUCCESS;
+}
+
+/* SIM_CUPTI_VERSION plays another CUPTI (24: CUDA 12.6's). */
+EXPORT CUptiResult cuptiGetVersion(uint32_t *version)
+{
+	const char *v = getenv("SIM_CUPTI_VERSION");
+
+	*version = v ? (uint32_t)strtoul(v, NULL, 10) : CUPTI_API_VERSION;
 	return CUPTI_SUCCESS;
 }
 

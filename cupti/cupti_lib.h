@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The job's libcupti, opened at run time rather than linked.
+ *
+ * Why: a job has one CUPTI, the one its CUDA stack uses. A pip torch
+ * bundles its own (nvidia/cuda_cupti/lib/libcupti.so.12 or .13) and loads
+ * it for torch.profiler; a second CUPTI of another version in the same
+ * process is two tools fighting over one driver. So the agent takes the
+ * copy already mapped in the process if there is one, and only otherwise
+ * loads the toolkit's. A job with no CUPTI at all still loads the agent
+ * (its op probes and lease work); it then says why it has no GPU activity.
+ *
+ * Which: the agent reads CUDA 13's record structs (CUpti_ActivityKernel10,
+ * ...), so a CUPTI whose cuptiGetVersion is not CUDA 13's is refused,
+ * with its version said, rather than misread.
+ */
+#ifndef RFBPF_CUPTI_LIB_H
+#define RFBPF_CUPTI_LIB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <cupti.h>
+
+/* The CUPTI API versions whose records the agent reads (cupti_version.h:
+ * CUDA 13.x reports 130000 and up). */
+#define RF_CUPTI_VERSION_MIN 130000u
+#define RF_CUPTI_VERSION_END 140000u
+
+/* Each call the agent makes, typed by the installed headers. */
+struct rf_cupti {
+	__typeof__(&cuptiSubscribe_v2) Subscribe_v2;
+	__typeof__(&cuptiUnsubscribe) Unsubscribe;
+	__typeof__(&cuptiEnableCallback) EnableCallback;
+	__typeof__(&cuptiActivityEnable) ActivityEnable;
+	__typeof__(&cuptiActivityDisable) ActivityDisable;
+	__typeof__(&cuptiActivityRegisterCallbacks) ActivityRegisterCallbacks;
+	__typeof__(&cuptiActivityRegisterTimestampCallback)
+		ActivityRegisterTimestampCallback;
+	__typeof__(&cuptiActivityFlushAll) ActivityFlushAll;
+	__typeof__(&cuptiActivityGetNextRecord) ActivityGetNextRecord;
+	__typeof__(&cuptiActivityGetNumDroppedRecords)
+		ActivityGetNumDroppedRecords;
+	__typeof__(&cuptiGetTimestamp) GetTimestamp;
+	__typeof__(&cuptiGetResultString) GetResultString;
+	__typeof__(&cuptiGetVersion) GetVersion;
+	uint32_t version;		/* cuptiGetVersion's */
+	char path[512];			/* where it was found */
+};
+
+/* Filled by rf_cupti_load(); all NULL until it succeeds. */
+extern struct rf_cupti rf_cupti;
+
+/* Opens the job's CUPTI once (later calls return the first answer):
+ * true with every call in rf_cupti, else false, said once on stderr. */
+bool rf_cupti_load(void);
+
+#endif
