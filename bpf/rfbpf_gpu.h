@@ -191,6 +191,15 @@ struct rf_gpu_control {
 	char cupti_holder[64];		/* agent: the subscriber that holds
 					 * CUPTI, as CUPTI names it ("" if
 					 * unknown) */
+	/* Appended: what the agent lost, by why (never silently). */
+	__u64 records_no_time;		/* records with a 0 start or end */
+	__u64 buffers_cut;		/* buffers whose walk stopped at a
+					 * record CUPTI cannot read: the
+					 * records after it are lost */
+	__u64 buffers_refused;		/* asked for past the cap: CUPTI
+					 * drops (and counts) those records */
+	__u64 launches_failed;		/* launch calls that returned an
+					 * error: no record will come */
 };
 
 /*

@@ -86,7 +86,8 @@ static void convert_memset(const CUpti_ActivityMemset4 *s, int64_t off,
 	a->graph_id = s->graphId;
 }
 
-/* Pure: 0 and *out filled, or -1 for a kind we do not forward. */
+/* Pure (see agent.h). A record with a 0 start or end (CUPTI leaves them
+ * so when it could not time the work) would be drawn at the epoch. */
 int rf_activity_convert(const CUpti_Activity *rec, int64_t clock_offset,
 			struct rf_gpu_activity *out)
 {
@@ -98,48 +99,73 @@ int rf_activity_convert(const CUpti_Activity *rec, int64_t clock_offset,
 	case CUPTI_ACTIVITY_KIND_KERNEL:
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
 		convert_kernel((const void *)rec, clock_offset, out);
-		return 0;
+		break;
 	case CUPTI_ACTIVITY_KIND_MEMCPY:
 		convert_memcpy((const void *)rec, clock_offset, out);
-		return 0;
+		break;
 	case CUPTI_ACTIVITY_KIND_MEMSET:
 		convert_memset((const void *)rec, clock_offset, out);
-		return 0;
+		break;
 	default:
-		return -1;
+		return RF_ACT_UNKNOWN;
 	}
+	return out->start_ns && out->end_ns ? 0 : RF_ACT_NO_TIME;
 }
 
 void rf_activity_forward(const CUpti_Activity *rec, bool traced)
 {
 	struct rf_gpu_activity a;
+	int r;
 
 	/* Untraced records are only counted: nothing to convert for. */
 	if (!traced) {
 		rf_count(&rfbpf_gpu_control.records_untraced, 1);
 		return;
 	}
-	if (rf_activity_convert(rec, rf_clock_offset(), &a)) {
-		rf_count(&rfbpf_gpu_control.records_unknown, 1);
+	r = rf_activity_convert(rec, rf_clock_offset(), &a);
+	if (r) {
+		rf_count(r == RF_ACT_NO_TIME ?
+			 &rfbpf_gpu_control.records_no_time :
+			 &rfbpf_gpu_control.records_unknown, 1);
 		return;
 	}
 	rf_probe_gpu_activity(&a);
 	rf_count(&rfbpf_gpu_control.records, 1);
 }
 
+/* Buffers handed to CUPTI and not yet back. */
+static unsigned buffers_out;
+
 void CUPTIAPI rfbpf_cupti_buffer_requested(uint8_t **buffer, size_t *size,
 					   size_t *max_records)
 {
-	static int once;
-	/* CUPTI wants 8-byte alignment; malloc gives 16. */
-	uint8_t *b = malloc(RF_ACTIVITY_BUFFER_SIZE);
+	static int once, capped;
+	uint8_t *b = NULL;
 
-	if (!b)
+	*max_records = 0;	/* as many as fit */
+	/* A cap, as Kineto has: a job whose GPU outruns the flushes must
+	 * not take the host's memory; CUPTI counts what it then drops. */
+	if (__atomic_add_fetch(&buffers_out, 1, __ATOMIC_ACQ_REL) >
+	    RF_ACTIVITY_BUFFERS_MAX) {
+		__atomic_sub_fetch(&buffers_out, 1, __ATOMIC_ACQ_REL);
+		rf_count(&rfbpf_gpu_control.buffers_refused, 1);
+		rf_warn_once(&capped, "%u activity buffers of %u MiB already "
+			     "out: CUPTI drops records until one comes back",
+			     RF_ACTIVITY_BUFFERS_MAX,
+			     RF_ACTIVITY_BUFFER_SIZE >> 20);
+		*buffer = NULL;
+		*size = 0;
+		return;
+	}
+	/* CUPTI wants 8-byte alignment; malloc gives 16. */
+	b = malloc(RF_ACTIVITY_BUFFER_SIZE);
+	if (!b) {
+		__atomic_sub_fetch(&buffers_out, 1, __ATOMIC_ACQ_REL);
 		rf_warn_once(&once, "no memory for an activity buffer: "
 			     "CUPTI will drop records");
+	}
 	*buffer = b;
 	*size = b ? RF_ACTIVITY_BUFFER_SIZE : 0;
-	*max_records = 0;	/* as many as fit */
 }
 
 void CUPTIAPI rfbpf_cupti_buffer_completed(CUcontext ctx, uint32_t stream_id,
@@ -161,9 +187,11 @@ void CUPTIAPI rfbpf_cupti_buffer_completed(CUcontext ctx, uint32_t stream_id,
 		if (r == CUPTI_ERROR_MAX_LIMIT_REACHED)
 			break;
 		if (r != CUPTI_SUCCESS) {
-			/* INVALID_KIND: a record CUPTI did not finish. The
-			 * rest of the buffer cannot be walked. */
+			/* INVALID_KIND: a record CUPTI cannot read. Its
+			 * iterator does not move past one (CUPTI 13.0, tried
+			 * here), so the rest of the buffer is lost: counted. */
 			rf_cupti_failed(r, "cuptiActivityGetNextRecord", &once);
+			rf_count(&rfbpf_gpu_control.buffers_cut, 1);
 			break;
 		}
 		rf_activity_forward(rec, traced);
@@ -173,6 +201,8 @@ void CUPTIAPI rfbpf_cupti_buffer_completed(CUcontext ctx, uint32_t stream_id,
 							     &dropped)) &&
 	    dropped)
 		rf_count(&rfbpf_gpu_control.records_dropped, dropped);
+	if (buffer)
+		__atomic_sub_fetch(&buffers_out, 1, __ATOMIC_ACQ_REL);
 	free(buffer);
 }
 

@@ -127,7 +127,13 @@ void CUPTIAPI rfbpf_cupti_api_callback(void *userdata,
 				       const void *cbdata) RF_EXPORT;
 
 /* activity.c: records -> struct rf_gpu_activity, and the buffers. */
-#define RF_ACTIVITY_BUFFER_SIZE (1u << 20)
+/* Kineto's size; at most RF_ACTIVITY_BUFFERS_MAX out with CUPTI at once
+ * (64 MiB): past it CUPTI gets no buffer and drops records, counted. */
+#define RF_ACTIVITY_BUFFER_SIZE (4u << 20)
+#define RF_ACTIVITY_BUFFERS_MAX 16
+/* 0 and *out filled; RF_ACT_UNKNOWN for a kind we do not forward;
+ * RF_ACT_NO_TIME for a record with no start or end. */
+enum { RF_ACT_UNKNOWN = -1, RF_ACT_NO_TIME = -2 };
 int rf_activity_convert(const CUpti_Activity *rec, int64_t clock_offset,
 			struct rf_gpu_activity *out);
 /* Forwards (or counts) one record; traced = the lease was held. */

@@ -437,6 +437,14 @@ void CUPTIAPI rfbpf_cupti_api_callback(void *userdata,
 		return;
 	if (!rf_lease_active(0))
 		return;
+	/* A launch that failed launched nothing: no record will come, so
+	 * it is counted apart instead of waiting as one with no record.
+	 * (cudaError_t and CUresult are both ints; 0 is success.) */
+	if (class != RF_API_SYNC && cd->functionReturnValue &&
+	    *(const int *)cd->functionReturnValue != 0) {
+		rf_count(&rfbpf_gpu_control.launches_failed, 1);
+		return;
+	}
 	rf_launch_fill(&l, domain, cbid, class, cd, enter_ns);
 	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
 		l.driver_correlation_id = nesting.nested_correlation_id;

@@ -53,6 +53,12 @@ static void read_agent_counters(struct session *s)
 	g->agent_untraced = c.records_untraced - s->gpu_base.records_untraced;
 	g->agent_unknown = c.records_unknown - s->gpu_base.records_unknown;
 	g->agent_errors = c.errors - s->gpu_base.errors;
+	g->agent_no_time = c.records_no_time - s->gpu_base.records_no_time;
+	g->agent_buffers_cut = c.buffers_cut - s->gpu_base.buffers_cut;
+	g->agent_buffers_refused = c.buffers_refused -
+				   s->gpu_base.buffers_refused;
+	g->agent_launches_failed = c.launches_failed -
+				   s->gpu_base.launches_failed;
 	note_cupti(s, &c);
 }
 

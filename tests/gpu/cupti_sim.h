@@ -51,14 +51,13 @@ struct sim_buffer {
 	size_t size, used;
 };
 
-/* Hands the buffer to the agent (CUPTI frees an empty one itself). */
+/* Hands the buffer back to the agent, empty or not, as CUPTI returns
+ * every buffer it was given through the completion callback. */
 static inline void sim_buffer_complete(struct sim_buffer *b)
 {
-	if (b->data && b->used)
+	if (b->data)
 		rfbpf_cupti_buffer_completed(NULL, 0, b->data, b->size,
 					     b->used);
-	else
-		free(b->data);
 	b->data = NULL;
 }
 

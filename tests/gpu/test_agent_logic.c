@@ -305,9 +305,9 @@ TEST(convert_kernel)
 	k.kind = CUPTI_ACTIVITY_KIND_KERNEL;		/* serialized kernels */
 	CHECK(rf_activity_convert((CUpti_Activity *)&k, 0, &a) == 0);
 	CHECK_EQ_U64(a.kind, RF_GPU_ACT_KERNEL);
-	k.start = 0;					/* no timing: stays 0 */
-	CHECK(rf_activity_convert((CUpti_Activity *)&k, 1000, &a) == 0);
-	CHECK_EQ_U64(a.start_ns, 0);
+	k.start = 0;			/* no timing: not drawn at the epoch */
+	CHECK(rf_activity_convert((CUpti_Activity *)&k, 1000, &a) ==
+	      RF_ACT_NO_TIME);
 }
 
 /* Templated kernel names run past RF_GPU_NAME_MAX: cut, NUL-terminated,
@@ -388,9 +388,11 @@ static void complete_buffer(void)
 	size_t size, max, off = 0;
 	CUpti_ActivityKernel10 k = make_kernel(1, 100);
 	CUpti_ActivityMemcpy6 m = { .kind = CUPTI_ACTIVITY_KIND_MEMCPY,
-				    .correlationId = 2 };
+				    .correlationId = 2, .start = 10,
+				    .end = 20 };
 	CUpti_ActivityMemset4 s = { .kind = CUPTI_ACTIVITY_KIND_MEMSET,
-				    .correlationId = 3 };
+				    .correlationId = 3, .start = 30,
+				    .end = 40 };
 	CUpti_ActivityAPI other = { .kind = CUPTI_ACTIVITY_KIND_RUNTIME };
 
 	rfbpf_cupti_buffer_requested(&buf, &size, &max);
@@ -423,6 +425,80 @@ TEST(buffer_completed_lease_gate)
 	uint8_t *buf; size_t size, max;
 	rfbpf_cupti_buffer_requested(&buf, &size, &max);
 	rfbpf_cupti_buffer_completed(NULL, 0, buf, size, 0);
+}
+
+/* What the agent loses, by why: a record with no time (drawn at the
+ * epoch otherwise), a buffer whose walk stops at a record CUPTI cannot
+ * read (its iterator never moves past one), buffers past the cap. */
+TEST(losses_are_counted_by_why)
+{
+	uint64_t rec = LOAD(records), no_time = LOAD(records_no_time);
+	uint64_t cut = LOAD(buffers_cut), refused = LOAD(buffers_refused);
+	CUpti_ActivityKernel10 k = make_kernel(7, 100), untimed = k, bad = k;
+	uint8_t *buf, *held[RF_ACTIVITY_BUFFERS_MAX];
+	size_t size, max, off = 0;
+	int n = 0;
+
+	set_lease(60ull * 1000000000);
+	untimed.start = 0;
+	bad.kind = (CUpti_ActivityKind)0x7777;
+	rfbpf_cupti_buffer_requested(&buf, &size, &max);
+	CHECK(buf != NULL);
+	if (!buf)
+		return;
+	memcpy(buf + off, &k, sizeof(k)), off += sizeof(k);
+	memcpy(buf + off, &untimed, sizeof(k)), off += sizeof(k);
+	memcpy(buf + off, &bad, sizeof(k)), off += sizeof(k);
+	memcpy(buf + off, &k, sizeof(k)), off += sizeof(k);	/* lost */
+	rfbpf_cupti_buffer_completed(NULL, 0, buf, size, off);
+	CHECK_EQ_U64(LOAD(records), rec + 1);
+	CHECK_EQ_U64(LOAD(records_no_time), no_time + 1);
+	CHECK_EQ_U64(LOAD(buffers_cut), cut + 1);
+	/* The cap: every buffer out, the next one is refused and counted;
+	 * one back, and CUPTI gets one again. */
+	while (n < RF_ACTIVITY_BUFFERS_MAX) {
+		rfbpf_cupti_buffer_requested(&held[n], &size, &max);
+		if (!held[n])
+			break;
+		n++;
+	}
+	CHECK_EQ_U64(n, RF_ACTIVITY_BUFFERS_MAX);
+	rfbpf_cupti_buffer_requested(&buf, &size, &max);
+	CHECK(buf == NULL && size == 0);
+	CHECK_EQ_U64(LOAD(buffers_refused), refused + 1);
+	rfbpf_cupti_buffer_completed(NULL, 0, held[--n], size, 0);
+	rfbpf_cupti_buffer_requested(&buf, &size, &max);
+	CHECK(buf != NULL);
+	rfbpf_cupti_buffer_completed(NULL, 0, buf, size, 0);
+	while (n > 0)
+		rfbpf_cupti_buffer_completed(NULL, 0, held[--n], size, 0);
+	set_lease(0);
+}
+
+/* A launch that returned an error is counted apart, not reported: it
+ * will get no record. */
+TEST(failed_launch_is_counted_apart)
+{
+	uint64_t launches = LOAD(launches), failed = LOAD(launches_failed);
+	int ok = 0, err = 98;			/* cudaErrorInvalidDeviceFunction */
+	CUpti_CallbackData cd = { .functionName = "cudaLaunchKernel",
+				  .correlationId = 501 };
+
+	set_lease(60ull * 1000000000);
+	for (int i = 0; i < 2; i++) {
+		cd.correlationId = 501 + i;
+		cd.callbackSite = CUPTI_API_ENTER;
+		cd.functionReturnValue = NULL;
+		rfbpf_cupti_api_callback(NULL, RT,
+			CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &cd);
+		cd.callbackSite = CUPTI_API_EXIT;
+		cd.functionReturnValue = i ? &err : &ok;
+		rfbpf_cupti_api_callback(NULL, RT,
+			CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &cd);
+	}
+	CHECK_EQ_U64(LOAD(launches), launches + 1);
+	CHECK_EQ_U64(LOAD(launches_failed), failed + 1);
+	set_lease(0);
 }
 
 TEST(parse_sample)
@@ -466,6 +542,8 @@ TEST(lifecycle_lease_thread_and_torch_activation)
 	double (*prob)(void);
 	int (*flags_ok)(void);
 
+	uint64_t errors0 = LOAD(errors);	/* earlier tests' */
+
 	CHECK(torch != NULL);
 	if (!torch)
 		return;
@@ -478,7 +556,7 @@ TEST(lifecycle_lease_thread_and_torch_activation)
 	CHECK_EQ_U64(LOAD(flush_period_ns), 50000000);
 	/* No tracer yet: no CUPTI call at all (Kineto can subscribe). */
 	CHECK_EQ_U64(LOAD(cupti_ok), 0);
-	CHECK_EQ_U64(LOAD(errors), 0);
+	CHECK_EQ_U64(LOAD(errors), errors0);
 	CHECK_EQ_U64(LOAD(clock_source), RF_CLOCK_NONE);
 
 	/* RFBPF_SAMPLE found the (fake) libtorch_cpu and registered. */
@@ -500,7 +578,7 @@ TEST(lifecycle_lease_thread_and_torch_activation)
 	CHECK(wait_for(&CTL.lease_seen, 1, 1000));
 	CHECK_EQ_U64(LOAD(cupti_ok), 0);		/* no driver here */
 	CHECK_EQ_U64(LOAD(cupti_result), CUPTI_ERROR_UNKNOWN);
-	CHECK(LOAD(errors) > 0);
+	CHECK(LOAD(errors) > errors0);
 	/* Without a subscription nothing process-wide is touched: no
 	 * activity kind, no clock (cupti_coexist.c checks it on CUPTI). */
 	CHECK_EQ_U64(LOAD(activity_starts), 0);

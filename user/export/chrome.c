@@ -274,6 +274,10 @@ static void write_gpu_counts(FILE *f, const struct trace *t)
 	COUNT("agent_untraced_records", g->agent_untraced);
 	COUNT("agent_unknown_records", g->agent_unknown);
 	COUNT("agent_errors", g->agent_errors);
+	COUNT("agent_records_without_time", g->agent_no_time);
+	COUNT("agent_buffers_cut_short", g->agent_buffers_cut);
+	COUNT("agent_buffers_refused", g->agent_buffers_refused);
+	COUNT("agent_launches_failed", g->agent_launches_failed);
 	fprintf(f, ",\"final_flush_missed\":%s,\"agent_counters_stale\":%s",
 		g->final_flush_missed ? "true" : "false",
 		g->agent_counters_stale ? "true" : "false");

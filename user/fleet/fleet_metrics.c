@@ -100,6 +100,41 @@ static void cupti_state(struct prom_buf *b, struct job *const *jobs,
 	}
 }
 
+/* Jobs with the CUPTI agent: GPU work or records lost, by why. */
+static void gpu_losses(struct prom_buf *b, struct job *const *jobs,
+		       size_t nr)
+{
+	static const char *const name = "rfbpf_job_gpu_lost_total";
+
+	prom_family(b, name, "counter", "GPU records (or launches) lost or "
+		    "left out, by reason (see rfbpf's README)");
+	for (size_t i = 0; i < nr; i++) {
+		const struct gpu_counts *g = &jobs[i]->s.trace.gpu.counts;
+		const struct { const char *why; uint64_t n; } r[] = {
+			{ "dropped_by_cupti", g->agent_dropped },
+			{ "record_without_time", g->agent_no_time },
+			{ "buffer_cut_short", g->agent_buffers_cut },
+			{ "buffer_refused", g->agent_buffers_refused },
+			{ "launch_failed", g->agent_launches_failed },
+			{ "record_without_launch", g->activities_unmatched },
+			{ "launch_without_record",
+			  g->launches_evicted_unmatched +
+			  g->launches_unmatched_at_end },
+		};
+		struct prom_label l[JOB_LABELS + 1];
+		char pid[16];
+
+		if (!g->agent_seen)
+			continue;
+		job_labels(jobs[i], l, pid, sizeof(pid));
+		for (size_t k = 0; k < sizeof(r) / sizeof(r[0]); k++) {
+			l[JOB_LABELS] = (struct prom_label){ "reason",
+							    r[k].why };
+			prom_sample(b, name, l, JOB_LABELS + 1, r[k].n);
+		}
+	}
+}
+
 /* Per-op counters and the latency histogram, every op a series (up to
  * --max-ops, then "[other]"). */
 static void per_op(struct prom_buf *b, struct job *const *jobs, size_t nr)
@@ -195,6 +230,7 @@ void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 		"Events the ring buffer had no room for", v_drops);
 	unpaired(b, jobs, nr);
 	cupti_state(b, jobs, nr);
+	gpu_losses(b, jobs, nr);
 	gauge(b, "rfbpf_jobs_traced", "gauge", "Processes traced now",
 	      st->jobs);
 	gauge(b, "rfbpf_jobs_started_total", "counter",

@@ -370,7 +370,9 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 		 "at detach %llu); launches outside any op %llu, in an "
 		 "unrecorded op %llu; kernel names truncated %llu, "
 		 "unreadable %llu; bad records %llu; agent: dropped by "
-		 "CUPTI %llu, untraced %llu, errors %llu%s%s",
+		 "CUPTI %llu, untraced %llu, errors %llu, records with no "
+		 "time %llu, buffers cut short %llu, buffers refused %llu, "
+		 "failed launches %llu%s%s",
 		 (unsigned long long)c->launches,
 		 (unsigned long long)c->activities,
 		 (unsigned long long)c->syncs,
@@ -387,6 +389,10 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 		 (unsigned long long)c->agent_dropped,
 		 (unsigned long long)c->agent_untraced,
 		 (unsigned long long)c->agent_errors,
+		 (unsigned long long)c->agent_no_time,
+		 (unsigned long long)c->agent_buffers_cut,
+		 (unsigned long long)c->agent_buffers_refused,
+		 (unsigned long long)c->agent_launches_failed,
 		 c->agent_counters_stale ? " (as last read before the "
 		 "target exited)" : "",
 		 c->final_flush_missed ? "; THE AGENT'S FINAL FLUSH WAS "

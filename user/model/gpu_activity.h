@@ -94,6 +94,10 @@ struct gpu_counts {
 	/* From the agent's control block, at the end. */
 	uint64_t agent_launches, agent_records, agent_dropped;
 	uint64_t agent_untraced, agent_unknown, agent_errors;
+	uint64_t agent_no_time;		/* records with no start or end */
+	uint64_t agent_buffers_cut;	/* walks stopped at a bad record */
+	uint64_t agent_buffers_refused;	/* past the agent's buffer cap */
+	uint64_t agent_launches_failed;	/* returned an error: no record */
 	bool agent_seen;		/* the target had the agent loaded */
 	/* CUPTI as the agent found it when the lease came: subscribed, or
 	 * held by another tool (torch.profiler's Kineto, Nsight), which

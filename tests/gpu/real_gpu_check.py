@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Every GPU check end to end against real CUDA, on a machine with a GPU
+(tests/gpu/REAL_GPU.md says how to run it and what each row means).
+
+It runs tests/gpu/real_gpu_job.py twice under the real CUPTI agent
+(CUDA_INJECTION64_PATH), traces it with `rfbpf -p`, and prints a table of
+PASS / FAIL / SKIP with what was seen:
+  run 1: kernels, pageable and pinned copies, a set, a CUDA graph, two
+         streams, a peer copy and two devices (when there are two), and a
+         torch.profiler session started during rfbpf's lease;
+  run 2: torch.profiler run before rfbpf came (Kineto keeps CUPTI).
+Exit status 0 only if no row failed.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+RFBPF = os.path.join(ROOT, "rfbpf")
+AGENT = os.path.join(ROOT, "build", "cupti", "librfbpf_cupti.so")
+JOB = os.path.join(ROOT, "tests", "gpu", "real_gpu_job.py")
+PYTHON = os.environ.get("PYTHON", sys.executable)
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+rows = []
+
+
+def row(name, ok, seen):
+    rows.append((name, "SKIP" if ok is None else "PASS" if ok else "FAIL",
+                 seen))
+
+
+def traced_run(tmp, job_args):
+    """Runs the job under rfbpf; returns (trace, job lines, rfbpf err)."""
+    env = dict(os.environ, CUDA_INJECTION64_PATH=AGENT)
+    job = subprocess.Popen([PYTHON, JOB, *job_args], env=env,
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           text=True)
+    ready = job.stdout.readline().split()
+    if not ready or ready[0] != "ready":
+        job.kill()
+        sys.exit(f"the job did not start: {ready}")
+    out = os.path.join(tmp, "trace.json")
+    r = subprocess.Popen([RFBPF, "-p", str(job.pid), "-o", out, "--top",
+                          "0"], stderr=subprocess.PIPE,
+                         stdout=subprocess.DEVNULL, text=True)
+    err = []
+    for line in r.stderr:               # the agent answered the lease
+        err.append(line)
+        if "GPU: CUPTI:" in line:
+            break
+    job.stdin.write("go\n")
+    job.stdin.flush()
+    lines = []
+    for line in job.stdout:
+        lines.append(line.strip())
+        if line.startswith("done"):
+            break
+    r.send_signal(2)
+    err += r.stderr.readlines()
+    r.wait(timeout=60)
+    job.stdin.write("end\n")
+    job.stdin.flush()
+    job.wait(timeout=60)
+    with open(out) as f:
+        return json.load(f), lines, "".join(err), int(ready[1])
+
+
+def by_case(trace):
+    """GPU events per case: launched by an op inside that case's scope."""
+    ev = trace["traceEvents"]
+    ops = {e["args"]["External id"]: e for e in ev
+           if e.get("ph") == "X" and e.get("cat") not in GPU_CATS and
+           "External id" in e.get("args", {})}
+    cases = [e for e in ev if e.get("ph") == "X" and
+             e.get("name", "").startswith("case::")]
+    out = {c["name"][6:]: [] for c in cases}
+    for g in ev:
+        if g.get("cat") not in GPU_CATS:
+            continue
+        op = ops.get(g.get("args", {}).get("External id"))
+        for c in cases:
+            if op and op["tid"] == c["tid"] and \
+               c["ts"] <= op["ts"] <= c["ts"] + c["dur"]:
+                out[c["name"][6:]].append(g)
+    return out
+
+
+def count(events, cat):
+    return sum(e["cat"] == cat for e in events)
+
+
+def main():
+    if not os.path.exists(AGENT) or not os.path.exists(RFBPF):
+        sys.exit("build first: make && make cupti")
+    n = subprocess.run([PYTHON, "-c", "import torch; "
+                        "print(torch.cuda.device_count())"],
+                       capture_output=True, text=True).stdout.strip()
+    if n in ("", "0"):
+        print("no CUDA device visible to torch here: nothing to check "
+              "(this is for a machine with a GPU)")
+        return 77
+    with tempfile.TemporaryDirectory() as tmp:
+        trace, lines, err, ndev = traced_run(
+            tmp, ["--profiler-during", tmp])
+        gpu = trace["otherData"].get("gpu", {})
+        row("agent found, CUPTI subscribed", gpu.get("cupti") ==
+            "subscribed", f"cupti={gpu.get('cupti')}, "
+            f"clock_source={gpu.get('clock_source')}")
+        cases = by_case(trace)
+        ran = {l.split()[1] for l in lines if l.startswith("ran")}
+        errors = [l for l in lines if l.startswith("error")]
+        for name, cat, want in (("kernels", "kernel", 1),
+                                ("copy_pageable", "gpu_memcpy", 1),
+                                ("copy_pinned", "gpu_memcpy", 1),
+                                ("memset", "gpu_memset", 1),
+                                ("graph", "kernel", 3),
+                                ("peer_copy", "gpu_memcpy", 1)):
+            if name == "peer_copy" and ndev < 2:
+                row(name, None, "one device")
+                continue
+            n = count(cases.get(name, []), cat)
+            row(name, name in ran and n >= want,
+                f"{n} {cat} (want >= {want})" +
+                ("" if name in ran else " [case failed]"))
+        streams = {(e["pid"], e["tid"]) for e in
+                   cases.get("two_streams", []) if e["cat"] == "kernel"}
+        row("two_streams", len(streams) >= 2, f"{len(streams)} stream "
+            "tracks with kernels")
+        if ndev >= 2:
+            devs = {e["pid"] for e in cases.get("two_devices", [])}
+            row("two_devices", len(devs) >= 2, f"devices {sorted(devs)}")
+        else:
+            row("two_devices", None, "one device")
+        lost = {k: v for k, v in gpu.items() if isinstance(v, int) and v
+                and ("without" in k or "lost" in k or "failed" in k or
+                     "cut" in k or "refused" in k or "dropped" in k)}
+        row("nothing lost", not lost, json.dumps(lost) or "{}")
+        kineto = os.path.join(tmp, "kineto.json")
+        kev = []
+        if os.path.exists(kineto):
+            with open(kineto) as f:
+                kev = json.load(f).get("traceEvents", [])
+        row("torch.profiler during a lease keeps its kernels",
+            any(e.get("cat") == "kernel" for e in kev),
+            f"{sum(e.get('cat') == 'kernel' for e in kev)} kernels in "
+            "its trace")
+        row("job ran every case", not errors, "; ".join(errors) or "yes")
+
+        trace, lines, err, _ = traced_run(tmp, ["--profiler-first"])
+        gpu = trace["otherData"].get("gpu", {})
+        row("torch.profiler before rfbpf: CUPTI named as held",
+            gpu.get("cupti") == "held by another tool",
+            f"cupti={gpu.get('cupti')}, holder={gpu.get('cupti_holder')}")
+    width = max(len(r[0]) for r in rows)
+    for name, verdict, seen in rows:
+        print(f"{name:<{width}}  {verdict:<4}  {seen}")
+    return 1 if any(r[1] == "FAIL" for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
