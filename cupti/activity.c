@@ -13,7 +13,8 @@
  * arrive (e.g. the forced flush after the lease ran out) are only counted.
  *
  * The record structs are those of the installed headers (CUDA 13:
- * Kernel10, Memcpy6, Memset4). A newer libcupti only appends to them.
+ * Kernel10, Memcpy6, MemcpyPtoP4, Memset4). A newer libcupti only appends
+ * to them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,25 @@ static void convert_memset(const CUpti_ActivityMemset4 *s, int64_t off,
 	a->graph_id = s->graphId;
 }
 
+/* A copy between two devices (CUPTI_ACTIVITY_KIND_MEMCPY2): drawn on the
+ * device and stream that ran it, as Kineto draws it ("Memcpy PtoP"). */
+static void convert_peer_copy(const CUpti_ActivityMemcpyPtoP4 *m,
+			      int64_t off, struct rf_gpu_activity *a)
+{
+	a->kind = RF_GPU_ACT_MEMCPY;
+	a->correlation_id = m->correlationId;
+	a->start_ns = rf_clock_to_mono(m->start, off);
+	a->end_ns = rf_clock_to_mono(m->end, off);
+	a->device_id = m->deviceId;
+	a->context_id = m->contextId;
+	a->stream_id = m->streamId;
+	a->bytes = m->bytes;
+	a->copy_kind = m->copyKind;
+	a->src_kind = m->srcKind;
+	a->dst_kind = m->dstKind;
+	a->graph_id = m->graphId;
+}
+
 /* Pure (see agent.h). A record with a 0 start or end (CUPTI leaves them
  * so when it could not time the work) would be drawn at the epoch. */
 int rf_activity_convert(const CUpti_Activity *rec, int64_t clock_offset,
@@ -105,6 +125,9 @@ int rf_activity_convert(const CUpti_Activity *rec, int64_t clock_offset,
 		break;
 	case CUPTI_ACTIVITY_KIND_MEMSET:
 		convert_memset((const void *)rec, clock_offset, out);
+		break;
+	case CUPTI_ACTIVITY_KIND_MEMCPY2:
+		convert_peer_copy((const void *)rec, clock_offset, out);
 		break;
 	default:
 		return RF_ACT_UNKNOWN;
@@ -210,6 +233,7 @@ static const CUpti_ActivityKind kinds[] = {
 	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
 	CUPTI_ACTIVITY_KIND_MEMCPY,
 	CUPTI_ACTIVITY_KIND_MEMSET,
+	CUPTI_ACTIVITY_KIND_MEMCPY2,	/* peer-to-peer copies */
 };
 #define NR_KINDS (sizeof(kinds) / sizeof(kinds[0]))
 

@@ -310,6 +310,31 @@ TEST(convert_kernel)
 	      RF_ACT_NO_TIME);
 }
 
+/* A peer copy (MEMCPY2) is a copy on the device that ran it. */
+TEST(convert_peer_copy)
+{
+	CUpti_ActivityMemcpyPtoP4 m = {
+		.kind = CUPTI_ACTIVITY_KIND_MEMCPY2,
+		.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP,
+		.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+		.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+		.bytes = 4096, .start = 1000, .end = 3000, .deviceId = 1,
+		.contextId = 2, .streamId = 9, .srcDeviceId = 1,
+		.dstDeviceId = 0, .correlationId = 77, .graphId = 0,
+	};
+	struct rf_gpu_activity a;
+
+	CHECK(rf_activity_convert((CUpti_Activity *)&m, 100, &a) == 0);
+	CHECK_EQ_U64(a.kind, RF_GPU_ACT_MEMCPY);
+	CHECK_EQ_U64(a.correlation_id, 77);
+	CHECK_EQ_U64(a.start_ns, 900);
+	CHECK_EQ_U64(a.end_ns, 2900);
+	CHECK_EQ_U64(a.device_id, 1);
+	CHECK_EQ_U64(a.stream_id, 9);
+	CHECK_EQ_U64(a.bytes, 4096);
+	CHECK_EQ_U64(a.copy_kind, CUPTI_ACTIVITY_MEMCPY_KIND_PTOP);
+}
+
 /* Templated kernel names run past RF_GPU_NAME_MAX: cut, NUL-terminated,
  * with the full length kept so the cut is visible downstream. */
 TEST(convert_long_kernel_name)
