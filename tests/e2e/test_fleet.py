@@ -349,13 +349,14 @@ def test_churn_keeps_memory_and_descriptors_flat(tmp_path):
     port = free_port()
     d = Daemon(["--all", "--interval", "5", "--listen", f"127.0.0.1:{port}",
                 "--pprof-dir", str(tmp_path)])
-    procs, samples = [], []
+    procs, samples, fds_before, fds_idle = [], [], None, None
     # Ops all the time but little CPU: six of them at once must not starve
     # the next one's `import torch` on a 2-CPU machine.
     code = ("import torch, time\nx = torch.ones(4)\n"
             "while True:\n    torch.add(x, 1)\n    time.sleep(0.001)\n")
     try:
         d.wait_for(r"continuous:")
+        fds_before = len(os.listdir(f"/proc/{d.pid}/fd"))
         start = time.monotonic()
         while time.monotonic() - start < 62:
             procs.append((time.monotonic(), subprocess.Popen(
@@ -373,8 +374,15 @@ def test_churn_keeps_memory_and_descriptors_flat(tmp_path):
         for _, p in procs:
             p.kill()
             p.wait()
-        time.sleep(2)
-        fds_idle = len(os.listdir(f"/proc/{d.pid}/fd"))
+        # Once every job is gone the daemon holds what it held before the
+        # first: a descriptor kept per job would show here. Letting go of
+        # the last ones can take a scan or two on a loaded machine.
+        deadline = time.monotonic() + 15
+        while fds_before is not None:
+            fds_idle = len(os.listdir(f"/proc/{d.pid}/fd"))
+            if fds_idle <= fds_before + 1 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         rc = d.finish()
     print("rfbpf (s, RSS kB, fds):", samples)
     assert rc == 0, d.log()
@@ -391,14 +399,16 @@ def test_churn_keeps_memory_and_descriptors_flat(tmp_path):
     # Each job traced holds its BPF object, ring and descriptors, so a
     # sample depends on how many were alive: medians of the two halves
     # after warm-up are compared, so growth shows and job counts average.
+    # Descriptors are not compared that way: each live job holds about 30,
+    # so one more job alive per sample in the second half (a loaded CI
+    # machine queues imports) moved the median by more than any slack
+    # that would still catch a leak. They are checked at idle instead.
     first = [s for s in samples if 20 <= s[0] < 41]
     second = [s for s in samples if s[0] >= 41]
     med = statistics.median
     assert med(r for _, r, _ in second) <= \
         med(r for _, r, _ in first) * 1.25, samples
-    assert med(f for _, _, f in second) <= \
-        med(f for _, _, f in first) + 10, samples
-    assert fds_idle <= samples[2][2] + 4, (fds_idle, samples[:3])
+    assert fds_idle <= fds_before + 1, (fds_before, fds_idle, samples)
 
 
 @pytest.mark.parametrize("args, says", [
