@@ -200,6 +200,10 @@ struct rf_gpu_control {
 					 * drops (and counts) those records */
 	__u64 launches_failed;		/* launch calls that returned an
 					 * error: no record will come */
+	/* Appended: which CUPTI the job has (cuptiGetVersion; CUDA 12.x
+	 * reports 19 to 28, 13.x 130000 and up), 0 if none was found. */
+	__u32 cupti_version;		/* agent */
+	__u32 cupti_pad2;
 };
 
 /*

@@ -12,13 +12,36 @@
  * lease is read once per buffer: with no tracer the records that still
  * arrive (e.g. the forced flush after the lease ran out) are only counted.
  *
- * The record structs are those of the installed headers (CUDA 13:
- * Kernel10, Memcpy6, MemcpyPtoP4, Memset4). A newer libcupti only appends
- * to them.
+ * The record structs are CUDA 13's (Kernel10, Memcpy6, MemcpyPtoP4,
+ * Memset4). CUDA 12's CUPTI writes Kernel9 and Memcpy5 in their place
+ * (12.4's headers say so; MemcpyPtoP4 and Memset4 are the same), and the
+ * newer versions only append: every field read here sits at the same
+ * offset, with the same size, in both, which the checks below hold the
+ * headers to. So one reading serves both, and cuptiActivityGetNextRecord
+ * (the job's CUPTI's own) steps by the size its version wrote.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include "agent.h"
+#include <cupti_activity_deprecated.h>	/* CUDA 12's record versions */
+
+/* Field f of CUDA 13's record `now` is where CUDA 12's `was` has it. */
+#define SAME_FIELD(was, now, f)						\
+	_Static_assert(offsetof(was, f) == offsetof(now, f) &&		\
+		       sizeof(((was *)0)->f) == sizeof(((now *)0)->f),	\
+		       #f " moved between " #was " and " #now)
+#define K(f) SAME_FIELD(CUpti_ActivityKernel9, CUpti_ActivityKernel10, f)
+K(kind); K(correlationId); K(start); K(end); K(deviceId); K(contextId);
+K(streamId); K(registersPerThread); K(gridX); K(gridY); K(gridZ);
+K(blockX); K(blockY); K(blockZ); K(staticSharedMemory);
+K(dynamicSharedMemory); K(name); K(graphId);
+#undef K
+#define M(f) SAME_FIELD(CUpti_ActivityMemcpy5, CUpti_ActivityMemcpy6, f)
+M(kind); M(copyKind); M(srcKind); M(dstKind); M(bytes); M(start); M(end);
+M(deviceId); M(contextId); M(streamId); M(correlationId);
+M(runtimeCorrelationId); M(graphId);
+#undef M
 
 static void convert_kernel(const CUpti_ActivityKernel10 *k, int64_t off,
 			   struct rf_gpu_activity *a)

@@ -75,8 +75,9 @@ static void read_flush_period(void)
  * The subscription comes first, and nothing process-wide is touched
  * without it: Kineto keeps its subscription for the life of the process
  * once torch.profiler has run, and enabling kinds or registering a clock
- * then would reach into its traces. The holder's name (cuptiSubscribe_v2
- * reports it) goes to the control block, for rfbpf to say.
+ * then would reach into its traces. The holder's name (CUDA 13's
+ * cuptiSubscribe_v2 reports it) goes to the control block, for rfbpf to
+ * say.
  */
 static bool cupti_take(void)
 {
@@ -89,16 +90,25 @@ static bool cupti_take(void)
 	};
 	static int once;
 	CUptiResult r;
+	bool loaded;
 
 	rf_api_new_generation();
-	if (!rf_cupti_load()) {		/* said once by the loader */
+	loaded = rf_cupti_load();
+	/* Known even when refused: rfbpf says which it was. */
+	__atomic_store_n(&rfbpf_gpu_control.cupti_version, rf_cupti.version,
+			 __ATOMIC_RELEASE);
+	if (!loaded) {			/* said once by the loader */
 		__atomic_store_n(&rfbpf_gpu_control.cupti_result,
 				 (uint32_t)CUPTI_ERROR_NOT_INITIALIZED,
 				 __ATOMIC_RELEASE);
 		return false;
 	}
-	r = rf_cupti.Subscribe_v2(&subscriber, rfbpf_cupti_api_callback, NULL,
-				  &params);
+	/* CUDA 12's CUPTI has only the first: the holder goes unnamed. */
+	r = rf_cupti.Subscribe_v2 ?
+		rf_cupti.Subscribe_v2(&subscriber, rfbpf_cupti_api_callback,
+				      NULL, &params) :
+		rf_cupti.Subscribe(&subscriber, rfbpf_cupti_api_callback,
+				   NULL);
 	holder[sizeof(holder) - 1] = 0;
 	memcpy(rfbpf_gpu_control.cupti_holder, holder, sizeof(holder));
 	__atomic_store_n(&rfbpf_gpu_control.cupti_result, (uint32_t)r,
@@ -110,7 +120,7 @@ static bool cupti_take(void)
 				     "activity while it is", holder[0] ?
 				     holder : "another tool");
 		else
-			rf_cupti_failed(r, "cuptiSubscribe_v2", &once);
+			rf_cupti_failed(r, "cuptiSubscribe", &once);
 		return false;
 	}
 	/* Before any activity kind is enabled. */

@@ -88,7 +88,13 @@ void rf_cupti_failed(CUptiResult res, const char *what, int *once)
 	if (!rf_cupti.GetResultString ||
 	    rf_cupti.GetResultString(res, &name) != CUPTI_SUCCESS || !name)
 		name = "unknown CUPTI error";
-	/* `what` is the call's source text: name the function only. */
-	rf_warn_once(once, "%.*s failed: %s (%d)", (int)strcspn(what, "("),
-		     what, name, (int)res);
+	/* `what` is the call's source text: name CUPTI's function only
+	 * (rf_cupti.ActivityFlushAll(...) is cuptiActivityFlushAll). */
+	if (!strncmp(what, "rf_cupti.", 9))
+		rf_warn_once(once, "cupti%.*s failed: %s (%d)",
+			     (int)strcspn(what + 9, "("), what + 9, name,
+			     (int)res);
+	else
+		rf_warn_once(once, "%.*s failed: %s (%d)",
+			     (int)strcspn(what, "("), what, name, (int)res);
 }

@@ -98,6 +98,17 @@ $(1)/cupti_coexist: tests/gpu/cupti_coexist.c tests/unit/check.h \
 		$(1)/sim/libcupti.so.13 -L$(1) -lrfbpf_cupti \
 		-Wl,-rpath,'$$$$ORIGIN/sim:$$$$ORIGIN' -o $$@
 
+# The agent with CUDA 12's real CUPTI (tools/fetch-cupti12.sh), mapped at
+# start as a job's own would be. Built only where it was unpacked.
+$(1)/cupti12_records: tests/gpu/cupti12_records.c tests/unit/check.h \
+		$(addprefix $(1)/,$(CUPTI_SRCS:.c=.o)) $(1)/probes.o \
+		$(CUPTI12_LIB)
+	$$(call msg,CC,$$@)
+	$$(Q)$$(CC) $(CUPTI_BASE_CFLAGS) $(2) -Itests/unit $$< \
+		$(addprefix $(1)/,$(CUPTI_SRCS:.c=.o)) $(1)/probes.o \
+		$(CUPTI_LIBS) -Wl,--no-as-needed $(CUPTI12_LIB) -Wl,--as-needed \
+		-Wl,-rpath,$(dir $(CUPTI12_LIB)) -o $$@
+
 # A stand-in for libtorch_cpu's callback registry, built with the real
 # C++ types so the op stubs are called through the real C++ ABI.
 $(1)/fake/libtorch_cpu.so: tests/gpu/fake_libtorch_cpu.cpp \
@@ -114,11 +125,15 @@ endef
 # libcupti opened with dlopen (gcc 12); the plain ones test dlopen.
 CUPTI_MAPPED := -Wl,--no-as-needed $(CUDA_HOME)/lib64/libcupti.so.13 \
 	-Wl,--as-needed -Wl,-rpath,$(CUDA_HOME)/lib64
+# CUDA 12.4's CUPTI, unpacked from Debian's packages by make deps.
+CUPTI12_DIR ?= /var/cache/rfbpf/cupti12
+CUPTI12_LIB := $(CUPTI12_DIR)/usr/lib/x86_64-linux-gnu/libcupti.so.12
+CUPTI12_FOUND := $(wildcard $(CUPTI12_LIB))
 $(eval $(call cupti_variant,build/cupti,-O2,))
 $(eval $(call cupti_variant,build/cupti-asan,-O1 $(CUPTI_ASAN),$(CUPTI_MAPPED)))
 
 CUPTI_BINS = $(1)/librfbpf_cupti.so $(1)/cupti_driver $(1)/test_agent_logic \
-	$(1)/cupti_coexist
+	$(1)/cupti_coexist $(if $(CUPTI12_FOUND),$(1)/cupti12_records)
 
 # For the end-to-end GPU tests: the same simulation as a library a Python
 # workload calls from inside real PyTorch ops (tests/e2e/test_gpu.py).
@@ -145,7 +160,14 @@ define cupti_run
 	$(Q)tests/gpu/check_no_cupti_link.sh $(1)/librfbpf_cupti.so
 	$(Q)$(1)/test_agent_logic $(1)/fake/libtorch_cpu.so
 	$(Q)$(1)/cupti_coexist
-	$(Q)SIM_CUPTI_VERSION=24 $(1)/cupti_coexist
+	$(Q)SIM_CUPTI_VERSION=22 $(1)/cupti_coexist
+	$(Q)SIM_CUPTI_VERSION=18 $(1)/cupti_coexist
+	$(Q)SIM_CUPTI_VERSION=140000 $(1)/cupti_coexist
+	$(Q)$(if $(CUPTI12_FOUND),tests/gpu/check_cupti12_layouts.sh \
+		$(CUPTI12_DIR) $(CUDA_HOME) $(1) && $(1)/cupti12_records,$(if $(CI),\
+		echo "cupti: no CUDA 12 CUPTI in $(CUPTI12_DIR) (make deps)" \
+		>&2; exit 1,echo "cupti: skipping cupti12_records: no CUDA 12 \
+		CUPTI in $(CUPTI12_DIR) (make deps unpacks it)"))
 	$(Q)$(1)/cupti_driver --threads 3 --launches 200 --graph-every 7 \
 		--lease-ns 30000000000 >$(1)/driver-lease.json
 	$(Q)$(1)/cupti_driver --threads 2 --launches 100 \

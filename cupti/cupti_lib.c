@@ -94,7 +94,7 @@ static void load(void)
 			     "RFBPF_CUPTI_LIB names one): no GPU activity");
 		return;
 	}
-	SYM(Subscribe_v2, "cuptiSubscribe_v2");
+	SYM(Subscribe, "cuptiSubscribe");
 	SYM(Unsubscribe, "cuptiUnsubscribe");
 	SYM(EnableCallback, "cuptiEnableCallback");
 	SYM(ActivityEnable, "cuptiActivityEnable");
@@ -108,17 +108,20 @@ static void load(void)
 	SYM(GetTimestamp, "cuptiGetTimestamp");
 	SYM(GetResultString, "cuptiGetResultString");
 	SYM(GetVersion, "cuptiGetVersion");
+	/* CUDA 13's: names the holder when CUPTI is taken. */
+	*(void **)&rf_cupti.Subscribe_v2 = dlsym(h, "cuptiSubscribe_v2");
 	if (!missing && rf_cupti.GetVersion(&rf_cupti.version) != CUPTI_SUCCESS)
 		missing = "a version (cuptiGetVersion failed)";
 	if (missing) {
 		rf_warn_once(&warned, "%s (%s) has no %s: no GPU activity",
 			     rf_cupti.path, theirs ? "the job's" : "loaded",
 			     missing);
-	} else if (rf_cupti.version < RF_CUPTI_VERSION_MIN ||
-		   rf_cupti.version >= RF_CUPTI_VERSION_END) {
+	} else if (!rf_cupti_version_readable(rf_cupti.version)) {
 		rf_warn_once(&warned, "%s reports CUPTI API version %u; the "
-			     "agent reads CUDA 13's records (%u to %u): no "
-			     "GPU activity", rf_cupti.path, rf_cupti.version,
+			     "agent reads the records of CUDA 12 (%u to %u) "
+			     "and 13 (%u to %u): no GPU activity",
+			     rf_cupti.path, rf_cupti.version,
+			     RF_CUPTI12_VERSION_MIN, RF_CUPTI12_VERSION_MAX,
 			     RF_CUPTI_VERSION_MIN, RF_CUPTI_VERSION_END - 1);
 	} else {
 		loaded = true;

@@ -54,3 +54,13 @@ if ! cmp -s "$ss/package-lock.json" "$ss/node_modules/.rfbpf-lock.json"; then
 	(cd "$ss" && npm ci --no-audit --no-fund --loglevel=error)
 	cp "$ss/package-lock.json" "$ss/node_modules/.rfbpf-lock.json"
 fi
+
+# CUDA 12's CUPTI, for the GPU agent's CUDA 12 test, where the agent is
+# built (a CUDA toolkit is there): unpacked from Debian's packages, not
+# installed (tools/fetch-cupti12.sh says why).
+cupti12=${CUPTI12_DIR:-/var/cache/rfbpf/cupti12}
+if [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cupti.h" ] &&
+	[ ! -f "$cupti12/.rfbpf-complete" ]; then
+	echo "deps: CUDA 12's CUPTI (Debian trixie, non-free) into $cupti12"
+	tools/fetch-cupti12.sh "$cupti12"
+fi

@@ -20,12 +20,14 @@ static void note_cupti(struct session *s, const struct rf_gpu_control *c)
 	char line[256];
 
 	if (!known || (g->cupti_known && g->cupti_result == c->cupti_result &&
+		       g->cupti_version == c->cupti_version &&
 		       !strncmp(g->cupti_holder, c->cupti_holder,
 				sizeof(g->cupti_holder))))
 		return;
 	g->cupti_known = true;
 	g->cupti_result = c->cupti_result;
 	g->clock_source = c->clock_source;
+	g->cupti_version = c->cupti_version;
 	memcpy(g->cupti_holder, c->cupti_holder, sizeof(g->cupti_holder));
 	g->cupti_holder[sizeof(g->cupti_holder) - 1] = 0;
 	gpu_format_cupti(g, line, sizeof(line));

@@ -11,8 +11,10 @@
  *   2. Kineto lets go; a lease comes: the agent subscribes as "rfbpf",
  *      enables its kinds and its clock, enables single callbacks only
  *      (no whole domain), and gives everything back when the lease ends;
- *   3. (SIM_CUPTI_VERSION=24) a CUDA 12 CUPTI, whose records the agent
- *      does not read: it is refused, and nothing is taken.
+ *   3. with SIM_CUPTI_VERSION set by the Makefile's other runs: as CUDA
+ *      12.4's CUPTI (22) the above holds as it is; as a CUPTI whose
+ *      records the agent does not know (CUDA 11.8's 18, a future 14.0's
+ *      140000) it is refused, and nothing is taken.
  * The agent finds the stand-in as the job's own CUPTI: it is mapped
  * before the agent looks (this program links it first).
  */
@@ -109,10 +111,9 @@ TEST(free_cupti_is_taken_for_the_lease_and_given_back)
 	CHECK_EQ_U64(rfbpf_gpu_control.cupti_ok, 0);
 }
 
-/* With the stand-in reporting CUDA 12's CUPTI (SIM_CUPTI_VERSION=24,
- * set by the Makefile's second run): the agent reads CUDA 13's records
- * only, so it takes nothing at all, and says so. */
-static int run_as_cuda_12(void)
+/* With the stand-in reporting a CUPTI whose records the agent does not
+ * know: it takes nothing at all, and says so. */
+static int run_refused(unsigned long version)
 {
 	int bad = 0;
 
@@ -122,18 +123,20 @@ static int run_as_cuda_12(void)
 	bad += sim_cupti_holder() != NULL;	/* not even subscribed */
 	bad += sim_cupti_kinds() != 0;
 	bad += !lease(false);
-	printf("tests/gpu/cupti_coexist.c (CUPTI of CUDA 12): %s\n",
-	       bad ? "FAILED" : "refused, nothing taken");
+	printf("tests/gpu/cupti_coexist.c (CUPTI API version %lu): %s\n",
+	       version, bad ? "FAILED" : "refused, nothing taken");
 	return bad ? 1 : 0;
 }
 
 int main(void)
 {
 	const char *v = getenv("SIM_CUPTI_VERSION");
+	unsigned long version = v ? strtoul(v, NULL, 10) : CUPTI_API_VERSION;
 
 	/* The agent as the CUDA driver starts it (its thread runs on). */
 	InitializeInjection();
-	if (v && strtoul(v, NULL, 10) < 130000)
-		return run_as_cuda_12();
+	if (!(version >= 19 && version <= 28) &&
+	    !(version >= 130000 && version < 140000))
+		return run_refused(version);
 	return check_run_all(__FILE__);
 }

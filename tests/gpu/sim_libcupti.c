@@ -183,7 +183,7 @@ EXPORT CUptiResult cuptiGetTimestamp(uint64_t *ts)
 	return CUPTI_SUCCESS;
 }
 
-/* SIM_CUPTI_VERSION plays another CUPTI (24: CUDA 12.6's). */
+/* SIM_CUPTI_VERSION plays another CUPTI (22: CUDA 12.4's, 18: 11.8's). */
 EXPORT CUptiResult cuptiGetVersion(uint32_t *version)
 {
 	const char *v = getenv("SIM_CUPTI_VERSION");

@@ -12,6 +12,7 @@
  * record came with) are attached before the first event.
  */
 #include <stdint.h>
+#include <string.h>
 #include "model/aggregate.h"
 #include "check.h"
 #include "model/demangle.h"
@@ -1337,3 +1338,38 @@ TEST(gpu_folded_keeps_every_nanosecond)
 }
 
 RUN_TESTS()
+
+/* What the status line says of the job's CUPTI, by what the agent found. */
+TEST(cupti_state_names_the_version_and_the_holder)
+{
+	struct gpu_counts c = { .cupti_known = true, .clock_source = 1,
+				.cupti_version = 130001 };
+	char line[256];
+
+	gpu_format_cupti(&c, line, sizeof(line));
+	CHECK(strstr(line, "CUPTI 13 (API 130001): subscribed; GPU times in "
+		      "CLOCK_MONOTONIC") == line);
+	CHECK_STR(gpu_cupti_state(&c), "subscribed");
+	c.cupti_version = 22;
+	c.cupti_result = 39;
+	strcpy(c.cupti_holder, "Kineto");
+	gpu_format_cupti(&c, line, sizeof(line));
+	CHECK(strstr(line, "CUPTI 12 (API 22): held by Kineto") == line);
+	CHECK_STR(gpu_cupti_state(&c), "held by another tool");
+	c.cupti_holder[0] = 0;
+	gpu_format_cupti(&c, line, sizeof(line));
+	CHECK(strstr(line, "held by another tool") != NULL);
+	/* A CUPTI the agent does not read, and none at all. */
+	c.cupti_result = 15;
+	c.cupti_version = 18;
+	gpu_format_cupti(&c, line, sizeof(line));
+	CHECK(strstr(line, "CUPTI (API 18): not one the agent reads") == line);
+	c.cupti_version = 0;
+	gpu_format_cupti(&c, line, sizeof(line));
+	CHECK(strstr(line, "CUPTI: the agent found no usable libcupti") ==
+	      line);
+	CHECK_STR(gpu_cupti_state(&c), "failed");
+	c.cupti_known = false;
+	gpu_format_cupti(&c, line, sizeof(line));
+	CHECK(strstr(line, "CUPTI: unknown") == line);
+}

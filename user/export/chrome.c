@@ -284,6 +284,7 @@ static void write_gpu_counts(FILE *f, const struct trace *t)
 	fprintf(f, ",\"cupti\":\"%s\"", gpu_cupti_state(g));
 	COUNT("cupti_result", g->cupti_result);
 	COUNT("clock_source", g->clock_source);
+	COUNT("cupti_version", g->cupti_version);
 	fputs(",\"cupti_holder\":", f);
 	json_string(f, g->cupti_holder);
 	fputc('}', f);

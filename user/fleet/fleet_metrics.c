@@ -83,11 +83,12 @@ static void cupti_state(struct prom_buf *b, struct job *const *jobs,
 
 	prom_family(b, name, "gauge", "1 for each job with rfbpf's CUPTI "
 		    "agent: state subscribed, held by another tool (holder "
-		    "names it; no GPU activity then), failed or unknown");
+		    "names it; no GPU activity then), failed or unknown; "
+		    "version is the job's CUPTI API version");
 	for (size_t i = 0; i < nr; i++) {
 		const struct gpu_counts *g = &jobs[i]->s.trace.gpu.counts;
-		struct prom_label l[JOB_LABELS + 2];
-		char pid[16];
+		struct prom_label l[JOB_LABELS + 3];
+		char pid[16], version[16];
 
 		if (!g->agent_seen)
 			continue;
@@ -96,7 +97,10 @@ static void cupti_state(struct prom_buf *b, struct job *const *jobs,
 						    gpu_cupti_state(g) };
 		l[JOB_LABELS + 1] = (struct prom_label){ "holder",
 							g->cupti_holder };
-		prom_sample(b, name, l, JOB_LABELS + 2, 1);
+		/* The job's CUPTI API version ("" if none was found). */
+		snprintf(version, sizeof(version), "%.0u", g->cupti_version);
+		l[JOB_LABELS + 2] = (struct prom_label){ "version", version };
+		prom_sample(b, name, l, JOB_LABELS + 3, 1);
 	}
 }
 

@@ -402,6 +402,9 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 /* CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (cupti_result.h): the
  * loader does not link CUPTI, so the one code it explains is named here. */
 #define CUPTI_MULTIPLE_SUBSCRIBERS 39
+/* CUPTI_ERROR_NOT_INITIALIZED: what the agent reports when it has no
+ * libcupti it can use (none found, or a version it does not read). */
+#define CUPTI_NOT_INITIALIZED 15
 
 const char *gpu_cupti_state(const struct gpu_counts *c)
 {
@@ -422,22 +425,47 @@ static const char *clock_name(uint32_t source)
 	}
 }
 
+/* "CUPTI 13 (API 130001)", "CUPTI 12 (API 22)", or "" when unknown. */
+static void cupti_name(uint32_t version, char *buf, size_t len)
+{
+	unsigned major = version >= 130000 ? version / 10000 :
+			 version >= 19 && version <= 28 ? 12 : 0;
+
+	if (!version)
+		snprintf(buf, len, "CUPTI");
+	else if (major)
+		snprintf(buf, len, "CUPTI %u (API %u)", major, version);
+	else
+		snprintf(buf, len, "CUPTI (API %u)", version);
+}
+
 void gpu_format_cupti(const struct gpu_counts *c, char *buf, size_t len)
 {
+	char name[48];
+
+	cupti_name(c->cupti_version, name, sizeof(name));
 	if (!c->cupti_known)
 		snprintf(buf, len, "CUPTI: unknown (the agent did not answer "
 			 "the lease)");
 	else if (!c->cupti_result)
-		snprintf(buf, len, "CUPTI: subscribed; GPU times in %s",
+		snprintf(buf, len, "%s: subscribed; GPU times in %s", name,
 			 clock_name(c->clock_source));
 	else if (c->cupti_result == CUPTI_MULTIPLE_SUBSCRIBERS)
-		snprintf(buf, len, "CUPTI: held by %s (torch.profiler and "
+		snprintf(buf, len, "%s: held by %s (torch.profiler and "
 			 "Nsight keep it): no GPU activity recorded, and "
-			 "theirs left untouched",
+			 "theirs left untouched", name,
 			 c->cupti_holder[0] ? c->cupti_holder :
 			 "another tool");
+	else if (c->cupti_result == CUPTI_NOT_INITIALIZED && c->cupti_version)
+		snprintf(buf, len, "%s: not one the agent reads (CUDA 12 and "
+			 "13 only): no GPU activity recorded", name);
+	else if (c->cupti_result == CUPTI_NOT_INITIALIZED)
+		snprintf(buf, len, "CUPTI: the agent found no usable libcupti "
+			 "in the job (the job's stderr says why; "
+			 "RFBPF_CUPTI_LIB names one): no GPU activity "
+			 "recorded");
 	else
-		snprintf(buf, len, "CUPTI: the agent could not subscribe "
-			 "(CUptiResult %u): no GPU activity recorded",
+		snprintf(buf, len, "%s: the agent could not subscribe "
+			 "(CUptiResult %u): no GPU activity recorded", name,
 			 c->cupti_result);
 }

@@ -106,6 +106,8 @@ struct gpu_counts {
 	uint32_t cupti_result;		/* 0, or the subscribe's CUptiResult */
 	uint32_t clock_source;		/* enum in bpf/rfbpf_gpu.h's block */
 	char cupti_holder[64];		/* the other subscriber, if named */
+	uint32_t cupti_version;		/* the job's CUPTI API version, 0 if
+					 * the agent found none */
 	bool final_flush_missed;	/* the agent did not answer in time */
 	bool agent_counters_stale;	/* the target exited first: agent_*
 					 * are as last read while it ran */
