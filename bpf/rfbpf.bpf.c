@@ -646,6 +646,8 @@ static __always_inline int emit_end(void *rf, bool began_somewhere)
 		return 0;
 	}
 	fill_hdr(&e->hdr, id, RF_EV_END, RF_V_END, (__u64)rf);
+	if (began_somewhere)
+		e->hdr.flags |= RF_F_BEGAN;
 	submit(e);
 	return 0;
 }

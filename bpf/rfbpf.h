@@ -130,6 +130,11 @@ struct rf_thread_state {
 /* Flags on an event. */
 #define RF_F_NAME_TRUNCATED	(1u << 0)
 #define RF_F_NAME_FAULT		(1u << 1)
+/* An end from the end callback: PyTorch calls it only for an op whose
+ * start callback ran, so an end of this kind with no start seen is an op
+ * that began before rfbpf traced its process (a forked child's first
+ * milliseconds, before its probes were on), not an unpaired end. */
+#define RF_F_BEGAN		(1u << 2)
 
 struct rf_event_hdr {
 	__u64 ts_ns;		/* bpf_ktime_get_ns(): CLOCK_MONOTONIC */

@@ -161,6 +161,28 @@ TEST(end_without_before_is_counted_and_ignored)
 	trace_free(&t);
 }
 
+/* The end callback of an op whose start rfbpf never saw (it began in a
+ * forked child before the child was traced): counted apart, not as an
+ * unpaired end; an end() probe hit with no start stays unmatched. */
+TEST(end_callback_of_an_op_begun_before_tracing)
+{
+	struct trace t;
+	struct rf_event_hdr h = {
+		.ts_ns = 110, .rf_addr = 0xbee0, .pid = 1, .tid = 10,
+		.kind = RF_EV_END, .variant = RF_V_END, .flags = RF_F_BEGAN,
+	};
+
+	trace_init_logged(&t, 1);
+	stacks_end(&t, &h);
+	CHECK_EQ_U64(t.counts.ends_begun_untraced, 1);
+	CHECK_EQ_U64(t.counts.unmatched_ends, 0);
+	end(&t, 10, 0xcee0, 120);
+	CHECK_EQ_U64(t.counts.unmatched_ends, 1);
+	CHECK_EQ_U64(t.counts.ends_begun_untraced, 1);
+	CHECK_EQ_U64(t.nr_ops, 0);
+	trace_free(&t);
+}
+
 TEST(repeated_end)
 {
 	struct trace t;

@@ -325,6 +325,7 @@ static void write_other_data(const struct chrome_writer *w,
 	COUNT("unmatched_ends", c->unmatched_ends);
 	COUNT("repeated_ends", c->repeated_ends);
 	COUNT("async_ends", c->async_ends);
+	COUNT("ends_begun_before_tracing", c->ends_begun_untraced);
 	COUNT("truncated_ops", counts_truncated(c));
 	COUNT("open_at_detach", c->open_at_detach);
 	COUNT("open_at_thread_exit", c->open_at_thread_exit);

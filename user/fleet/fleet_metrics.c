@@ -55,6 +55,8 @@ static void unpaired(struct prom_buf *b, struct job *const *jobs, size_t nr)
 			{ "unmatched_end", c->unmatched_ends },
 			{ "repeated_end", c->repeated_ends },
 			{ "async_end", c->async_ends },
+			{ "end_begun_before_tracing",
+			  c->ends_begun_untraced },
 			{ "open_at_thread_exit", c->open_at_thread_exit },
 			{ "closed_by_parent", c->closed_by_parent },
 			{ "replaced", c->replaced },

@@ -274,6 +274,8 @@ void stacks_end(struct trace *t, const struct rf_event_hdr *h)
 	if (!idx) {
 		if (ended_recently(ender, key))
 			t->counts.repeated_ends++;
+		else if (h->flags & RF_F_BEGAN)
+			t->counts.ends_begun_untraced++;
 		else
 			t->counts.unmatched_ends++;
 		return;

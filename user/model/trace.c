@@ -183,13 +183,15 @@ void format_losses(const struct counts *c, char *buf, size_t len)
 {
 	snprintf(buf, len,
 		 "drops %llu; unmatched ends %llu; repeated ends %llu; async "
-		 "ends %llu; truncated ops %llu (open at detach %llu, at "
+		 "ends %llu; ends of ops begun before tracing %llu; "
+		 "truncated ops %llu (open at detach %llu, at "
 		 "thread exit %llu, closed by parent %llu, replaced %llu); "
 		 "names truncated %llu; unreadable names %llu%s",
 		 (unsigned long long)c->drops,
 		 (unsigned long long)c->unmatched_ends,
 		 (unsigned long long)c->repeated_ends,
 		 (unsigned long long)c->async_ends,
+		 (unsigned long long)c->ends_begun_untraced,
 		 (unsigned long long)counts_truncated(c),
 		 (unsigned long long)c->open_at_detach,
 		 (unsigned long long)c->open_at_thread_exit,

@@ -83,6 +83,9 @@ struct counts {
 	uint64_t ends;			/* end events */
 	uint64_t thread_exits;
 	uint64_t unmatched_ends;	/* end() with no open before() */
+	uint64_t ends_begun_untraced;	/* end callback of an op that began
+					 * before its process was traced
+					 * (RF_F_BEGAN, no start seen) */
 	uint64_t repeated_ends;		/* second end() of one op */
 	uint64_t async_ends;		/* end() on another thread */
 	uint64_t closed_by_parent;
