@@ -807,6 +807,42 @@ int BPF_KPROBE(gpu_activity, const struct rf_gpu_activity *arg)
 }
 
 /*
+ * A CUPTI call the agent relies on (RF_CUPTI_WATCHED, bpf/rfbpf_gpu.h)
+ * made by another thread than the agent's: another tool is starting to
+ * use CUPTI. The uprobe's cookie says which function. Rare by nature
+ * (tools call these when they start and stop), so no rate limit.
+ */
+SEC("uprobe")
+int cupti_call(struct pt_regs *ctx)
+{
+	static const char agent[] = RF_GPU_AGENT_THREAD;
+	struct rf_event_hdr *e;
+	char comm[16];
+	__u64 id = target_thread();
+	bool ours = true;
+
+	if (!id)
+		return 0;
+	/* The agent's thread is named by the agent; a thread name is
+	 * the same in every PID namespace, where its tid is not. */
+	if (bpf_get_current_comm(comm, sizeof(comm)))
+		ours = false;
+	for (int i = 0; i < (int)sizeof(agent); i++)
+		if (comm[i & 15] != agent[i & 15])
+			ours = false;
+	if (ours)
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(RF_CNT_DROPS);
+		return 0;
+	}
+	fill_hdr(e, id, RF_EV_CUPTI_CALL, 0, bpf_get_attach_cookie(ctx));
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}
+
+/*
  * The safe point for calls into the target (user/safe_point.h): while the
  * loader looks for one, this probe sits on the entry of the function the
  * dispatcher calls at the start of every op. The first thread rfbpf has

@@ -62,6 +62,10 @@ enum rf_event_kind {
 	RF_EV_GPU_ACTIVITY = 5,	/* CUPTI agent: a kernel/copy/set completed */
 	RF_EV_FORK = 6,		/* --children: a traced process forked one
 				 * (header only: the loader finds the child) */
+	RF_EV_CUPTI_CALL = 7,	/* a thread other than the CUPTI agent's
+				 * called a CUPTI function the agent relies
+				 * on (header only: rf_addr is its index in
+				 * RF_CUPTI_WATCHED) */
 };
 
 /*

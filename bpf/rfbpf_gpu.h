@@ -38,6 +38,28 @@
 #define RF_GPU_SYM_OP_END	"rfbpf_probe_op_end"
 #define RF_GPU_SYM_CONTROL	"rfbpf_gpu_control"
 
+/*
+ * Another CUPTI tool starting in the job while the agent holds CUPTI
+ * (torch.profiler's Kineto, Nsight): CUPTI's buffers, kinds and clock
+ * are the process's, so its calls would take them over under the agent,
+ * and the agent's under it. rfbpf puts uprobes on these functions of the
+ * job's libcupti while the agent holds it; a call from any thread but the
+ * agent's own (named RF_GPU_AGENT_THREAD) is another tool starting, and
+ * rfbpf asks the agent to leave CUPTI to it (yield_request). The index in
+ * this list is the uprobe's cookie. cuptiActivityFlushAll is not here:
+ * it changes nothing.
+ */
+#define RF_GPU_AGENT_THREAD	"rfbpf-cupti"
+#define RF_CUPTI_WATCHED {						\
+	"cuptiSubscribe", "cuptiSubscribe_v2",				\
+	"cuptiActivityRegisterCallbacks",				\
+	"cuptiActivityRegisterTimestampCallback",			\
+	"cuptiActivityEnable", "cuptiActivityEnableContext",		\
+	"cuptiActivityDisable", "cuptiEnableDomain",			\
+	"cuptiEnableAllDomains", "cuptiFinalize",			\
+}
+#define RF_CUPTI_WATCHED_NR 10
+
 /* Kernel names longer than this (with the NUL) are cut and flagged. */
 #define RF_GPU_NAME_MAX 256
 #define RF_GPU_API_NAME_MAX 48
@@ -204,6 +226,17 @@ struct rf_gpu_control {
 	 * reports 19 to 28, 13.x 130000 and up), 0 if none was found. */
 	__u32 cupti_version;		/* agent */
 	__u32 cupti_pad2;
+	/* Appended: launches and copies made on a stream being captured
+	 * into a CUDA graph. They run nothing then (the graph's launch
+	 * does, later), so no record will come: counted, not reported. */
+	__u64 launches_captured;	/* agent */
+	/* Appended: another tool called CUPTI during the lease (see
+	 * RF_CUPTI_WATCHED). rfbpf sets yield_request; the agent then
+	 * unsubscribes and leaves every kind, buffer and the clock as they
+	 * are (the other tool's now), takes CUPTI no more in this process,
+	 * and sets yielded. */
+	__u32 yield_request;		/* rfbpf */
+	__u32 yielded;			/* agent */
 };
 
 /*

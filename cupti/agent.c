@@ -144,6 +144,32 @@ static void cupti_give_back(void)
 	__atomic_store_n(&rfbpf_gpu_control.cupti_ok, 0, __ATOMIC_RELEASE);
 }
 
+/* CUPTI left to another tool, for the rest of the process's life. */
+static bool yielded;
+
+/*
+ * rfbpf saw another tool start using CUPTI in the job (a call from
+ * another thread to one of RF_CUPTI_WATCHED: torch.profiler, Nsight).
+ * The subscription is the only thing that is the agent's alone, so it
+ * goes; the activity kinds, buffer callbacks and clock are the process's,
+ * now as the other tool sets them, and stay as they are: disabling a kind
+ * or flushing would take records from its trace. The agent then takes
+ * CUPTI no more in this process: it cannot know when the other tool is
+ * done (Kineto keeps CUPTI set up after its session).
+ */
+static void yield_cupti(void)
+{
+	static int once;
+
+	yielded = true;
+	__atomic_store_n(&rfbpf_gpu_control.activity_enabled, 0,
+			 __ATOMIC_RELEASE);
+	cupti_give_back();
+	__atomic_store_n(&rfbpf_gpu_control.yielded, 1, __ATOMIC_RELEASE);
+	rf_warn_once(&once, "another tool started using CUPTI: left to it, "
+		     "no more GPU activity from rfbpf in this process");
+}
+
 /* rfbpf is about to stop: hand over what CUPTI holds while its lease is
  * still valid, then say so (see rf_gpu_control.flush_request). */
 static void answer_flush_request(bool activity_on)
@@ -161,6 +187,27 @@ static void answer_flush_request(bool activity_on)
 	__atomic_store_n(&rfbpf_gpu_control.flush_done, req, __ATOMIC_RELEASE);
 }
 
+static void agent_exit(void);
+
+/*
+ * The exit work (flush what CUPTI holds, kinds off, unsubscribe) must run
+ * before CUPTI's own teardown: libcupti is C++, and exit() runs the
+ * destructors its statics registered when it was loaded before any
+ * handler registered earlier, such as the one InitializeInjection set up
+ * before CUPTI was even opened. So the handler is registered once more,
+ * once CUPTI has been loaded and set up, and exit() runs it first (the
+ * second run finds nothing left to do). tests/gpu/cupti_exit_order.c.
+ */
+static void exit_before_cupti(void)
+{
+	static bool done;
+
+	if (done)
+		return;
+	done = true;
+	atexit(agent_exit);
+}
+
 /* One step of the thread's loop; returns how long to sleep. */
 static uint64_t agent_tick(bool *activity_on, uint64_t *last_flush,
 			   bool *torch_done)
@@ -170,10 +217,15 @@ static uint64_t agent_tick(bool *activity_on, uint64_t *last_flush,
 					  __ATOMIC_RELAXED);
 	bool leased = rf_lease_active(now);
 
+	if (!yielded && __atomic_load_n(&rfbpf_gpu_control.yield_request,
+					__ATOMIC_ACQUIRE))
+		yield_cupti();
 	if (leased && !*activity_on) {
 		/* Kinds only with the subscription (see cupti_take). */
-		if (cupti_take())
+		if (!yielded && cupti_take()) {
 			rf_activity_set_enabled(true);
+			exit_before_cupti();
+		}
 		/* Tried once per lease: a failure is not retried (and not
 		 * re-counted) every tick until the lease ends. */
 		*activity_on = true;
@@ -187,6 +239,7 @@ static uint64_t agent_tick(bool *activity_on, uint64_t *last_flush,
 		   __atomic_load_n(&rfbpf_gpu_control.activity_enabled,
 				   __ATOMIC_RELAXED)) {
 		RF_CUPTI_CHECK(rf_cupti.ActivityFlushAll(0));
+		rf_clock_recalibrate();
 		*last_flush = now;
 	}
 	/* Said only once the clock and activity are set up for it. */

@@ -68,13 +68,17 @@ void rf_warn_once(int *once, const char *fmt, ...)
 /* clock.c: GPU timestamps in CLOCK_MONOTONIC ns (bpf_ktime_get_ns). */
 enum rf_clock_source {
 	RF_CLOCK_NONE = 0,
-	RF_CLOCK_CALLBACK = 1,	/* CUPTI calls our timestamp callback */
-	RF_CLOCK_OFFSET = 2,	/* CUPTI's own clock minus a calibrated offset */
+	RF_CLOCK_CALLBACK = 1,	/* CUPTI calls our timestamp callback
+				 * (RFBPF_CUPTI_CLOCK=callback only) */
+	RF_CLOCK_OFFSET = 2,	/* CUPTI's own clock minus a calibrated
+				 * offset (the default) */
 };
 /* Sets up the clock (each time a lease starts), before any activity kind
  * is enabled. */
 void rf_clock_init(void);
 int64_t rf_clock_offset(void);
+/* Measures the offset again (offset clock only). */
+void rf_clock_recalibrate(void);
 uint64_t rf_clock_to_mono(uint64_t cupti_ts, int64_t offset);
 int64_t rf_clock_offset_from(uint64_t mono_before, uint64_t cupti_ts,
 			     uint64_t mono_after);
@@ -104,6 +108,10 @@ struct rf_api_nesting {
 	/* When each call in progress entered (0: not traced then). */
 	uint64_t runtime_enter_ns[RF_API_MAX_NESTING];
 	uint64_t driver_enter_ns;	/* a driver call made directly */
+	bool driver_in_call;		/* a driver call of ours, made
+					 * directly, is in progress */
+	bool captured;			/* the call in progress made a graph
+					 * node: its stream is being captured */
 };
 /* A new subscription: every thread's depth restarts from 0. */
 void rf_api_new_generation(void);
@@ -112,6 +120,9 @@ void rf_api_new_generation(void);
 bool rf_api_step(struct rf_api_nesting *n, CUpti_CallbackDomain domain,
 		 CUpti_ApiCallbackSite site, uint32_t correlation_id,
 		 uint64_t now_ns, uint64_t *enter_ns);
+/* A graph node was made on this thread (CUPTI's resource callback): if
+ * a call of ours is in progress, it was captured, not run. */
+void rf_api_note_graph_node(struct rf_api_nesting *n);
 /* A driver copy or set: only its id is noted, if it is nested. */
 void rf_api_note_driver(struct rf_api_nesting *n, CUpti_ApiCallbackSite site,
 			uint32_t correlation_id);

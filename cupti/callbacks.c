@@ -322,8 +322,10 @@ bool rf_api_step(struct rf_api_nesting *n, CUpti_CallbackDomain domain,
 	*enter_ns = 0;
 	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
 		if (site == CUPTI_API_ENTER) {
-			if (!n->runtime_depth)
+			if (!n->runtime_depth) {
 				n->nested_correlation_id = 0;
+				n->captured = false;
+			}
 			if (n->runtime_depth < RF_API_MAX_NESTING)
 				n->runtime_enter_ns[n->runtime_depth] = now_ns;
 			n->runtime_depth++;
@@ -342,11 +344,22 @@ bool rf_api_step(struct rf_api_nesting *n, CUpti_CallbackDomain domain,
 		return false;
 	if (site == CUPTI_API_ENTER) {
 		n->driver_enter_ns = now_ns;
+		n->driver_in_call = true;
+		n->captured = false;
 		return false;
 	}
 	*enter_ns = n->driver_enter_ns;
 	n->driver_enter_ns = 0;
+	n->driver_in_call = false;
 	return true;
+}
+
+void rf_api_note_graph_node(struct rf_api_nesting *n)
+{
+	uint32_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+
+	if (n->generation == gen && (n->runtime_depth || n->driver_in_call))
+		n->captured = true;
 }
 
 void rf_api_note_driver(struct rf_api_nesting *n, CUpti_ApiCallbackSite site,
@@ -363,6 +376,12 @@ int rf_api_enable_callbacks(CUpti_SubscriberHandle sub)
 {
 	int failed = 0;
 
+	/* Graph nodes made inside a launch or copy of ours: stream capture
+	 * (rf_api_note_graph_node). Made when graphs are built, not run. */
+	if (!RF_CUPTI_CHECK(rf_cupti.EnableCallback(
+		    1, sub, CUPTI_CB_DOMAIN_RESOURCE,
+		    CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED)))
+		failed++;
 	/* One by one, as Kineto does: a whole domain would make every
 	 * cuStreamQuery and cuEventRecord pay a callback pair. */
 	for (size_t t = 0; t < NR_TABLES; t++)
@@ -423,6 +442,12 @@ void CUPTIAPI rfbpf_cupti_api_callback(void *userdata,
 	(void)userdata;
 	if (!cd)
 		return;
+	/* cbdata is a CUpti_ResourceData here, not read. */
+	if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+		if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED)
+			rf_api_note_graph_node(&nesting);
+		return;
+	}
 	if (class == RF_API_OTHER)
 		return;
 	if (class == RF_API_DRIVER_COPY) {
@@ -443,6 +468,13 @@ void CUPTIAPI rfbpf_cupti_api_callback(void *userdata,
 	if (class != RF_API_SYNC && cd->functionReturnValue &&
 	    *(const int *)cd->functionReturnValue != 0) {
 		rf_count(&rfbpf_gpu_control.launches_failed, 1);
+		return;
+	}
+	/* Made a graph node: its stream is being captured, so it ran
+	 * nothing and no record of its own will come (the graph's launch
+	 * reports the kernels when it runs). Counted apart, as above. */
+	if (class != RF_API_SYNC && nesting.captured) {
+		rf_count(&rfbpf_gpu_control.launches_captured, 1);
 		return;
 	}
 	rf_launch_fill(&l, domain, cbid, class, cd, enter_ns);

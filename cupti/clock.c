@@ -2,19 +2,26 @@
 /*
  * GPU timestamps must be in the clock of bpf_ktime_get_ns(), i.e.
  * CLOCK_MONOTONIC, so rfbpf can place kernels between the CPU events its
- * BPF programs timestamp. Two ways, best first:
+ * BPF programs timestamp. Two ways:
  *
- *  1. cuptiActivityRegisterTimestampCallback(): CUPTI asks us for "now"
- *     whenever it needs a CPU timestamp, including when it maps GPU ticks
- *     to CPU time, so records come out in CLOCK_MONOTONIC directly. It must
- *     be registered before any activity kind is enabled.
- *  2. If that fails (old CUPTI, or no driver), CUPTI keeps its own clock
- *     (CLOCK_REALTIME on Linux). We measure offset = cupti - monotonic by
- *     bracketing cuptiGetTimestamp() between two CLOCK_MONOTONIC reads,
- *     keep the tightest bracket, and subtract the offset from every record.
- *     REALTIME can be stepped, so the offset is re-measured whenever a
- *     tracer's lease starts.
+ *  1. (the default) CUPTI keeps its own clock (CLOCK_REALTIME on Linux).
+ *     We measure offset = cupti - monotonic by bracketing
+ *     cuptiGetTimestamp() between two CLOCK_MONOTONIC reads, keep the
+ *     tightest of 7 brackets, and subtract the offset from every record.
+ *     REALTIME can be stepped, so the offset is measured again when a
+ *     lease starts and at every periodic flush.
+ *  2. (RFBPF_CUPTI_CLOCK=callback) cuptiActivityRegisterTimestampCallback:
+ *     CUPTI asks us for "now" whenever it needs a CPU timestamp, so
+ *     records come out in CLOCK_MONOTONIC directly. But the callback is
+ *     the process's, and CUPTI has no call to take it back: every tool in
+ *     the job gets CLOCK_MONOTONIC from then on, for the rest of its life.
+ *     Kineto does not register one (it converts from CUPTI's own clock),
+ *     so a torch.profiler run during or after our lease would get its GPU
+ *     events on the wrong clock. Hence only on request, for jobs where
+ *     nothing else uses CUPTI.
  */
+#include <stdlib.h>
+#include <string.h>
 #include "agent.h"
 
 static int clock_source;		/* enum rf_clock_source */
@@ -66,14 +73,23 @@ static bool calibrate(int64_t *offset)
 	return ok;
 }
 
+static bool callback_requested(void)
+{
+	const char *v = getenv("RFBPF_CUPTI_CLOCK");
+
+	return v && !strcmp(v, "callback");
+}
+
 void rf_clock_init(void)
 {
 	static int once;
 	int source = RF_CLOCK_NONE;
 	int64_t offset = 0;
 
-	if (RF_CUPTI_CHECK(
-		    rf_cupti.ActivityRegisterTimestampCallback(monotonic_timestamp)))
+	/* Registered once is registered for good (see the top). */
+	if (callback_requested() &&
+	    RF_CUPTI_CHECK(rf_cupti.ActivityRegisterTimestampCallback(
+		    monotonic_timestamp)))
 		source = RF_CLOCK_CALLBACK;
 	else if (calibrate(&offset))
 		source = RF_CLOCK_OFFSET;
@@ -91,4 +107,18 @@ void rf_clock_init(void)
 int64_t rf_clock_offset(void)
 {
 	return __atomic_load_n(&clock_offset, __ATOMIC_RELAXED);
+}
+
+/* Every periodic flush, with the offset clock: a step of CLOCK_REALTIME
+ * (NTP, an admin) moves CUPTI's clock against CLOCK_MONOTONIC. */
+void rf_clock_recalibrate(void)
+{
+	int64_t offset;
+
+	if (__atomic_load_n(&clock_source, __ATOMIC_RELAXED) !=
+	    RF_CLOCK_OFFSET || !calibrate(&offset))
+		return;
+	__atomic_store_n(&clock_offset, offset, __ATOMIC_RELAXED);
+	__atomic_store_n(&rfbpf_gpu_control.clock_offset_ns, offset,
+			 __ATOMIC_RELAXED);
 }

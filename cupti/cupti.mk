@@ -109,6 +109,13 @@ $(1)/cupti12_records: tests/gpu/cupti12_records.c tests/unit/check.h \
 		$(CUPTI_LIBS) -Wl,--no-as-needed $(CUPTI12_LIB) -Wl,--as-needed \
 		-Wl,-rpath,$(dir $(CUPTI12_LIB)) -o $$@
 
+# The agent opens the stand-in itself (not linked): exit ordering.
+$(1)/cupti_exit_order: tests/gpu/cupti_exit_order.c $(1)/sim/libcupti.so.13 \
+		$(1)/librfbpf_cupti.so $(CUPTI_HDRS)
+	$$(call msg,CC,$$@)
+	$$(Q)$$(CC) $(CUPTI_BASE_CFLAGS) $(2) $$< -L$(1) -lrfbpf_cupti \
+		-Wl,-rpath,'$$$$ORIGIN' -o $$@
+
 # A stand-in for libtorch_cpu's callback registry, built with the real
 # C++ types so the op stubs are called through the real C++ ABI.
 $(1)/fake/libtorch_cpu.so: tests/gpu/fake_libtorch_cpu.cpp \
@@ -133,7 +140,8 @@ $(eval $(call cupti_variant,build/cupti,-O2,))
 $(eval $(call cupti_variant,build/cupti-asan,-O1 $(CUPTI_ASAN),$(CUPTI_MAPPED)))
 
 CUPTI_BINS = $(1)/librfbpf_cupti.so $(1)/cupti_driver $(1)/test_agent_logic \
-	$(1)/cupti_coexist $(if $(CUPTI12_FOUND),$(1)/cupti12_records)
+	$(1)/cupti_coexist $(1)/cupti_exit_order \
+	$(if $(CUPTI12_FOUND),$(1)/cupti12_records)
 
 # For the end-to-end GPU tests: the same simulation as a library a Python
 # workload calls from inside real PyTorch ops (tests/e2e/test_gpu.py).
@@ -161,6 +169,11 @@ define cupti_run
 	$(Q)$(1)/test_agent_logic $(1)/fake/libtorch_cpu.so
 	$(Q)$(1)/cupti_coexist
 	$(Q)SIM_CUPTI_VERSION=22 $(1)/cupti_coexist
+	$(Q)RFBPF_CUPTI_CLOCK=callback $(1)/cupti_coexist
+	$(Q)$(1)/cupti_coexist --yield
+	$(Q)RFBPF_CUPTI_LIB=$(CURDIR)/$(1)/sim/libcupti.so.13 \
+		SIM_CUPTI_EXIT_CHECK=1 $(1)/cupti_exit_order
+	@echo "cupti: the agent gave CUPTI back at exit, before its teardown"
 	$(Q)SIM_CUPTI_VERSION=18 $(1)/cupti_coexist
 	$(Q)SIM_CUPTI_VERSION=140000 $(1)/cupti_coexist
 	$(Q)$(if $(CUPTI12_FOUND),tests/gpu/check_cupti12_layouts.sh \

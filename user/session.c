@@ -94,6 +94,9 @@ static int handle_event(void *ctx, void *data, size_t size)
 		name_new_thread(s, h->pid, h->tid);
 		trace_gpu_launch(&s->trace, data);
 		break;
+	case RF_EV_CUPTI_CALL:
+		session_gpu_cupti_call(s, (unsigned)h->rf_addr, (int)h->tid);
+		break;
 	case RF_EV_FORK:		/* --children: probe it now */
 		session_children_forked(s, (pid_t)h->rf_addr);
 		break;

@@ -69,6 +69,8 @@ struct session {
 	double gpu_checked_s;	/* last look for it */
 	struct rf_gpu_control gpu_base;	/* its counters when we attached */
 	bool gpu_base_read;
+	bool cupti_watched;	/* the job's libcupti is probed (or could
+				 * not be: tried once) */
 	char error[768];	/* why session_setup() failed, one line */
 	int activation_err;	/* ...and -errno if activation failed */
 	int attach_find_ms;	/* how long to look for a safe point (0:

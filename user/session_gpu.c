@@ -5,6 +5,8 @@
 #include <bpf/libbpf.h>
 #include "session.h"
 #include "session_gpu.h"
+#include "attach/elf_symbols.h"
+#include "attach/probes.h"
 #include "attach/target.h"
 
 #define GPU_LOOK_EVERY_S 0.5
@@ -16,11 +18,13 @@
 static void note_cupti(struct session *s, const struct rf_gpu_control *c)
 {
 	struct gpu_counts *g = &s->trace.gpu.counts;
-	bool known = c->lease_seen && (c->cupti_ok || c->cupti_result);
+	bool known = c->lease_seen &&
+		     (c->cupti_ok || c->cupti_result || c->yielded);
 	char line[256];
 
 	if (!known || (g->cupti_known && g->cupti_result == c->cupti_result &&
 		       g->cupti_version == c->cupti_version &&
+		       g->cupti_yielded == (bool)c->yielded &&
 		       !strncmp(g->cupti_holder, c->cupti_holder,
 				sizeof(g->cupti_holder))))
 		return;
@@ -28,10 +32,62 @@ static void note_cupti(struct session *s, const struct rf_gpu_control *c)
 	g->cupti_result = c->cupti_result;
 	g->clock_source = c->clock_source;
 	g->cupti_version = c->cupti_version;
+	g->cupti_yielded = c->yielded;
 	memcpy(g->cupti_holder, c->cupti_holder, sizeof(g->cupti_holder));
 	g->cupti_holder[sizeof(g->cupti_holder) - 1] = 0;
 	gpu_format_cupti(g, line, sizeof(line));
 	fprintf(stderr, "rfbpf: GPU: %s\n", line);
+}
+
+/* Once the agent holds CUPTI: probes on the job's libcupti that see
+ * another tool start using it (RF_CUPTI_WATCHED). Tried once; failing is
+ * said and tracing goes on without the watch. */
+static void watch_cupti(struct session *s)
+{
+	static const char *const names[] = RF_CUPTI_WATCHED;
+	uint64_t offs[RF_CUPTI_WATCHED_NR];
+	char path[4096];
+	int ret;
+
+	s->cupti_watched = true;
+	ret = target_find_library(s->pid, is_cupti_library_name, path,
+				  sizeof(path));
+	if (!ret && elf_find_functions(path, names, RF_CUPTI_WATCHED_NR,
+				       offs) <= 0)
+		ret = -ENOENT;
+	if (!ret) {
+		ret = probes_attach_cupti_watch(&s->probes, s->pid, path, offs,
+						RF_CUPTI_WATCHED_NR,
+						s->opt->verbose);
+		ret = ret > 0 ? 0 : ret ? ret : -ENOENT;
+	}
+	if (ret)
+		fprintf(stderr, "rfbpf: warning: cannot watch the job's "
+			"libcupti for another tool starting (%s): if "
+			"torch.profiler or Nsight starts during this run, "
+			"both may lose GPU records\n", strerror(-ret));
+}
+
+void session_gpu_cupti_call(struct session *s, unsigned which, int tid)
+{
+	static const char *const names[] = RF_CUPTI_WATCHED;
+	struct gpu_counts *g = &s->trace.gpu.counts;
+	const char *fn = which < RF_CUPTI_WATCHED_NR ? names[which] : "?";
+	char comm[32] = "";
+	int ret;
+
+	if (g->cupti_taken || !s->gpu_attached)
+		return;
+	g->cupti_taken = true;
+	g->cupti_taken_tid = tid;
+	snprintf(g->cupti_taken_by, sizeof(g->cupti_taken_by), "%s", fn);
+	target_thread_comm(s->pid, tid, comm, sizeof(comm));
+	ret = gpu_agent_request_yield(&s->gpu);
+	fprintf(stderr, "rfbpf: GPU: another tool started using CUPTI in the "
+		"job (thread %d%s%s%s called %s: torch.profiler or Nsight): "
+		"%s\n", tid, comm[0] ? " \"" : "", comm, comm[0] ? "\"" : "",
+		fn, ret ? "could not ask the agent to leave CUPTI to it" :
+		"the agent leaves CUPTI to it; no GPU activity from here on");
 }
 
 static void read_agent_counters(struct session *s)
@@ -61,7 +117,11 @@ static void read_agent_counters(struct session *s)
 				   s->gpu_base.buffers_refused;
 	g->agent_launches_failed = c.launches_failed -
 				   s->gpu_base.launches_failed;
+	g->agent_launches_captured = c.launches_captured -
+				     s->gpu_base.launches_captured;
 	note_cupti(s, &c);
+	if (c.cupti_ok && !s->cupti_watched)
+		watch_cupti(s);
 }
 
 static void attach_agent(struct session *s)

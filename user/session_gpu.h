@@ -19,6 +19,11 @@ void session_gpu_poll(struct session *s, double now_s);
  * a second), and reads the agent's counters into the trace. */
 void session_gpu_finish(struct session *s);
 
+/* A CUPTI call from another thread than the agent's (RF_EV_CUPTI_CALL,
+ * which = its index in RF_CUPTI_WATCHED): another tool is starting to use
+ * CUPTI. Said once; the agent is asked to leave CUPTI to it. */
+void session_gpu_cupti_call(struct session *s, unsigned which, int tid);
+
 /* -p mode: if the agent already switched RecordFunction on in the job
  * (RFBPF_SAMPLE=P), use that instead of registering a callback through
  * ptrace: on the optimized path, probe the agent's callback stubs; with

@@ -459,6 +459,8 @@ SIM_CUPTI = os.path.join(ROOT, "build", "cupti", "sim")
 # The kinds the stand-in's "other tool" enables (tests/gpu/sim_libcupti.c):
 # concurrent kernel (10), memcpy (1), memset (2), runtime (5).
 OTHER_KINDS = (1 << 10) | (1 << 1) | (1 << 2) | (1 << 5)
+# The kind only the agent enables: peer copies (MEMCPY2, 22).
+OUR_ONLY_KINDS = 1 << 22
 
 
 def test_cupti_held_by_another_tool_is_named_and_left_alone(tmp_path):
@@ -471,8 +473,8 @@ def test_cupti_held_by_another_tool_is_named_and_left_alone(tmp_path):
         tmp_path, job_args=("--other-cupti", "Kineto"),
         env={"LD_LIBRARY_PATH": SIM_CUPTI})
     other = expect["other_cupti"]
-    assert other == {"kinds": OTHER_KINDS, "clock_is_its_own": True,
-                     "buffers_are_its_own": True}, other
+    assert other == {"kinds": OTHER_KINDS, "clock_replaced": False,
+                     "buffers_are_its_own": True, "holder": "Kineto"}, other
     assert re.search(r"rfbpf: GPU: CUPTI 13 \(API \d+\): held by Kineto",
                      err), err
     assert re.search(r"CUPTI 13 \(API \d+\): held by Kineto", out), out
@@ -480,6 +482,56 @@ def test_cupti_held_by_another_tool_is_named_and_left_alone(tmp_path):
     assert gpu["cupti"] == "held by another tool", gpu
     assert gpu["cupti_holder"] == "Kineto"
     assert gpu["cupti_result"] == 39        # MULTIPLE_SUBSCRIBERS
+
+
+def test_another_tool_starting_during_the_lease_gets_cupti(tmp_path):
+    """The agent holds the job's CUPTI (the stand-in); then "Kineto"
+    starts in the job, as torch.profiler does when a profile begins during
+    rfbpf's run: its subscribe fails, it registers its buffers and enables
+    its kinds. rfbpf sees the first of those calls through its uprobes on
+    the job's libcupti, says so, and the agent leaves CUPTI to it: it
+    unsubscribes and disables nothing, so Kineto's buffers, kinds and
+    CUPTI's clock stay as Kineto set them, after rfbpf is gone too."""
+    trace, expect, out, err, _ = traced_job(
+        tmp_path, job_args=("--other-cupti-during",),
+        env={"LD_LIBRARY_PATH": SIM_CUPTI})
+    assert expect["agent"]["yielded"] == 1, (expect["agent"], err)
+    other = expect["other_cupti"]
+    assert other == {"kinds": OTHER_KINDS | OUR_ONLY_KINDS,
+                     "clock_replaced": False, "buffers_are_its_own": True,
+                     "holder": ""}, other
+    m = re.search(r"rfbpf: GPU: another tool started using CUPTI in the job "
+                  r'\(thread (\d+) "[^"]*" called (cupti\w+)', err)
+    assert m, err
+    assert m.group(2) == "cuptiSubscribe"   # Kineto's first call
+    gpu = trace["otherData"]["gpu"]
+    assert gpu["cupti"] == "taken by another tool", gpu
+    assert gpu["cupti_taken_by"] == "cuptiSubscribe"
+    assert gpu["cupti_taken_tid"] == int(m.group(1))
+    assert "then another tool started using it" in out, out
+
+
+def test_launches_captured_into_a_graph_are_counted_apart(tmp_path):
+    """Launches made while their stream is captured into a CUDA graph (the
+    agent sees a graph node made inside the call) ran nothing and get no
+    record: they are counted apart in every output, not reported as
+    launches, so they are not launches without a record either."""
+    trace, expect, out, err, _ = traced_job(
+        tmp_path, extra=("--top", "5"),
+        job_args=("--captured", "4", "--threads", "2"))
+    assert expect["agent"]["launches_captured"] == 8, expect["agent"]
+    gpu = trace["otherData"]["gpu"]
+    assert gpu["agent_launches_captured"] == 8, gpu
+    assert gpu["launches_evicted_without_record"] == 0, gpu
+    assert gpu["launches_without_record_at_detach"] == 0, gpu
+    assert "launches captured into graphs 8" in out, out
+    # None of them is drawn as a call: the call slices are exactly the
+    # launches that ran, while the capture scopes are there.
+    capture = [e for e in trace["traceEvents"]
+               if e.get("name") == "gpu_test::capture"]
+    assert len(capture) == 8
+    calls = {e["args"]["correlation"] for e in api_calls(trace)}
+    assert calls == {int(k) for k in expect["launches"]}
 
 
 def test_without_a_tracer_the_agent_emits_nothing(tmp_path):

@@ -6,11 +6,12 @@
  * the lease into the control block) and Kineto (it holds CUPTI the way
  * torch.profiler leaves it held):
  *   1. Kineto holds CUPTI; a lease comes: the agent's subscribe fails, it
- *      names Kineto, and leaves Kineto's kinds, buffers and clock as they
- *      were, during the lease and after it;
+ *      names Kineto, and leaves Kineto's kinds, buffers and CUPTI's clock
+ *      as they were, during the lease and after it;
  *   2. Kineto lets go; a lease comes: the agent subscribes as "rfbpf",
- *      enables its kinds and its clock, enables single callbacks only
- *      (no whole domain), and gives everything back when the lease ends;
+ *      enables its kinds, leaves CUPTI's clock alone (it converts from
+ *      it), enables single callbacks only (no whole domain), and gives
+ *      everything back when the lease ends;
  *   3. with SIM_CUPTI_VERSION set by the Makefile's other runs: as CUDA
  *      12.4's CUPTI (22) the above holds as it is; as a CUPTI whose
  *      records the agent does not know (CUDA 11.8's 18, a future 14.0's
@@ -29,13 +30,15 @@
 #include "rfbpf_gpu.h"
 
 extern struct rf_gpu_control rfbpf_gpu_control;
+static bool callback_clock;	/* RFBPF_CUPTI_CLOCK=callback */
 int InitializeInjection(void);
 
 int sim_cupti_other_takes(const char *name);
 void sim_cupti_other_leaves(void);
 uint64_t sim_cupti_kinds(void);
-bool sim_cupti_clock_is_other(void);
+bool sim_cupti_clock_replaced(void);
 bool sim_cupti_buffers_are_other(void);
+int sim_cupti_other_starts(const char *name);
 const char *sim_cupti_holder(void);
 unsigned sim_cupti_domains_enabled(void);
 unsigned sim_cupti_callbacks_enabled(void);
@@ -82,12 +85,12 @@ TEST(kineto_holds_cupti_and_keeps_all_of_it)
 		     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
 	CHECK_STR(rfbpf_gpu_control.cupti_holder, "Kineto");
 	CHECK_EQ_U64(sim_cupti_kinds(), KINETO);
-	CHECK(sim_cupti_clock_is_other());
+	CHECK(!sim_cupti_clock_replaced());
 	CHECK(sim_cupti_buffers_are_other());
 	CHECK_STR(sim_cupti_holder(), "Kineto");
 	CHECK(lease(false));
 	CHECK_EQ_U64(sim_cupti_kinds(), KINETO);
-	CHECK(sim_cupti_clock_is_other());
+	CHECK(!sim_cupti_clock_replaced());
 	CHECK(sim_cupti_buffers_are_other());
 	sim_cupti_other_leaves();
 }
@@ -101,7 +104,16 @@ TEST(free_cupti_is_taken_for_the_lease_and_given_back)
 	CHECK_EQ_U64(rfbpf_gpu_control.cupti_result, CUPTI_SUCCESS);
 	CHECK_STR(sim_cupti_holder(), "rfbpf");
 	CHECK_EQ_U64(sim_cupti_kinds(), OURS);
-	CHECK(!sim_cupti_clock_is_other());
+	/* CUPTI's clock stays CUPTI's: the agent converts from it; only
+	 * RFBPF_CUPTI_CLOCK=callback (the Makefile's last run) replaces it,
+	 * for the process's life. */
+	if (callback_clock) {
+		CHECK(sim_cupti_clock_replaced());
+		CHECK_EQ_U64(rfbpf_gpu_control.clock_source, 1);
+	} else {
+		CHECK(!sim_cupti_clock_replaced());
+		CHECK_EQ_U64(rfbpf_gpu_control.clock_source, 2);
+	}
 	CHECK(!sim_cupti_buffers_are_other());
 	CHECK_EQ_U64(sim_cupti_domains_enabled(), 0);	/* single ids only */
 	CHECK(sim_cupti_callbacks_enabled() > 0);
@@ -109,6 +121,46 @@ TEST(free_cupti_is_taken_for_the_lease_and_given_back)
 	CHECK_EQ_U64(sim_cupti_kinds(), 0);
 	CHECK(sim_cupti_holder() == NULL);
 	CHECK_EQ_U64(rfbpf_gpu_control.cupti_ok, 0);
+}
+
+/* --yield (its own process: the agent then leaves CUPTI for good). The
+ * agent holds CUPTI; Kineto starts (its subscribe fails, it registers its
+ * buffers and enables its kinds); rfbpf, which sees that through its
+ * uprobes on libcupti, asks the agent to yield: the agent unsubscribes
+ * and leaves every kind, the buffers and the clock as Kineto set them,
+ * during the lease and after it, and takes CUPTI no more. */
+static int run_yield(void)
+{
+	uint64_t end;
+	int bad = 0;
+
+	bad += !lease(true);
+	bad += rfbpf_gpu_control.cupti_ok != 1;
+	bad += sim_cupti_kinds() != OURS;
+	sim_cupti_other_starts("Kineto");
+	__atomic_store_n(&rfbpf_gpu_control.yield_request, 1,
+			 __ATOMIC_RELEASE);
+	end = mono_ns() + 3000000000ull;
+	while (!__atomic_load_n(&rfbpf_gpu_control.yielded,
+				__ATOMIC_ACQUIRE) && mono_ns() < end)
+		usleep(10000);
+	bad += rfbpf_gpu_control.yielded != 1;
+	bad += sim_cupti_holder() != NULL;		/* unsubscribed */
+	bad += sim_cupti_kinds() != (OURS | KINETO);	/* none disabled */
+	bad += !sim_cupti_buffers_are_other();
+	bad += sim_cupti_clock_replaced();
+	bad += !lease(false);
+	bad += sim_cupti_kinds() != (OURS | KINETO);
+	bad += !sim_cupti_buffers_are_other();
+	/* A later lease: nothing is taken. */
+	bad += !lease(true);
+	bad += sim_cupti_holder() != NULL;
+	bad += rfbpf_gpu_control.cupti_ok != 0;
+	bad += !sim_cupti_buffers_are_other();
+	bad += !lease(false);
+	printf("tests/gpu/cupti_coexist.c (another tool during a lease): %s\n",
+	       bad ? "FAILED" : "left to it, untouched");
+	return bad ? 1 : 0;
 }
 
 /* With the stand-in reporting a CUPTI whose records the agent does not
@@ -128,15 +180,19 @@ static int run_refused(unsigned long version)
 	return bad ? 1 : 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const char *v = getenv("SIM_CUPTI_VERSION");
 	unsigned long version = v ? strtoul(v, NULL, 10) : CUPTI_API_VERSION;
 
+	v = getenv("RFBPF_CUPTI_CLOCK");
+	callback_clock = v && !strcmp(v, "callback");
 	/* The agent as the CUDA driver starts it (its thread runs on). */
 	InitializeInjection();
 	if (!(version >= 19 && version <= 28) &&
 	    !(version >= 130000 && version < 140000))
 		return run_refused(version);
+	if (argc > 1 && !strcmp(argv[1], "--yield"))
+		return run_yield();
 	return check_run_all(__FILE__);
 }

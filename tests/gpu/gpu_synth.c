@@ -30,6 +30,9 @@ enum synth_kind {
 	SYNTH_MEMCPY = 3,	/* cudaMemcpyAsync HtoD */
 	SYNTH_MEMSET = 4,	/* cudaMemsetAsync */
 	SYNTH_SYNC = 5,		/* cudaStreamSynchronize: no record */
+	SYNTH_CAPTURED = 6,	/* cudaLaunchKernel on a stream being
+				 * captured: makes a graph node, runs
+				 * nothing, no record */
 };
 
 #define SYNC_WAIT_NS 300000ull	/* what a sync waits for the "GPU" */
@@ -97,6 +100,9 @@ EXPORT unsigned long long synth_counter(const char *name)
 	FIELD(torch_callback_handle);
 	FIELD(lease_until_ns);
 	FIELD(flush_done);
+	FIELD(launches_captured);
+	FIELD(yielded);
+	FIELD(cupti_ok);
 #undef FIELD
 	return ~0ull;
 }
@@ -205,6 +211,21 @@ EXPORT unsigned synth_launch(int kind, int n_kernels, unsigned stream)
 			     CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,
 			     "cuMemsetD8Async", corr);
 		break;
+	case SYNTH_CAPTURED: {
+		/* CUPTI's resource callback for the node the capture made,
+		 * inside the launch, as the driver makes it. */
+		CUpti_ResourceData rd = { 0 };
+
+		api(CUPTI_CB_DOMAIN_RUNTIME_API,
+		    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+		    CUPTI_API_ENTER, "cudaLaunchKernel", corr);
+		rfbpf_cupti_api_callback(NULL, CUPTI_CB_DOMAIN_RESOURCE,
+			CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, &rd);
+		api(CUPTI_CB_DOMAIN_RUNTIME_API,
+		    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+		    CUPTI_API_EXIT, "cudaLaunchKernel", corr);
+		break;
+	}
 	case SYNTH_SYNC:
 		api(CUPTI_CB_DOMAIN_RUNTIME_API,
 		    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
@@ -230,7 +251,7 @@ EXPORT unsigned synth_launch(int kind, int n_kernels, unsigned stream)
 		calls[corr].before = before, calls[corr].after = sim_mono_ns();
 	/* The GPU runs it a little after the launch returned. */
 	t = sim_mono_ns() + 2000;
-	if (kind == SYNTH_SYNC) {
+	if (kind == SYNTH_SYNC || kind == SYNTH_CAPTURED) {
 		/* Nothing ran: nothing to record. */
 	} else if (kind == SYNTH_MEMCPY) {
 		CUpti_ActivityMemcpy6 *m = slot(sizeof(*m));

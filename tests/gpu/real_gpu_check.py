@@ -5,7 +5,8 @@
 It runs tests/gpu/real_gpu_job.py twice under the real CUPTI agent
 (CUDA_INJECTION64_PATH), traces it with `rfbpf -p`, and prints a table of
 PASS / FAIL / SKIP with what was seen:
-  run 1: kernels, pageable and pinned copies, a set, a CUDA graph, two
+  run 1: kernels, pageable and pinned copies, a set, a CUDA graph (its
+         captured launches counted apart), two
          streams, a peer copy and two devices (when there are two), and a
          torch.profiler session started during rfbpf's lease;
   run 2: torch.profiler run before rfbpf came (Kineto keeps CUPTI).
@@ -13,6 +14,7 @@ Exit status 0 only if no row failed.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -50,7 +52,8 @@ def traced_run(tmp, job_args):
     err = []
     for line in r.stderr:               # the agent answered the lease
         err.append(line)
-        if "GPU: CUPTI:" in line:
+        # "rfbpf: GPU: CUPTI 13 (API 130001): subscribed; ..."
+        if re.search(r"GPU: CUPTI[^:]*: ", line):
             break
     job.stdin.write("go\n")
     job.stdin.flush()
@@ -107,9 +110,12 @@ def main():
         trace, lines, err, ndev = traced_run(
             tmp, ["--profiler-during", tmp])
         gpu = trace["otherData"].get("gpu", {})
-        row("agent found, CUPTI subscribed", gpu.get("cupti") ==
-            "subscribed", f"cupti={gpu.get('cupti')}, "
-            f"clock_source={gpu.get('clock_source')}")
+        # Said when the lease came: the end state is "taken by another
+        # tool", since torch.profiler runs at the end of this run.
+        row("agent found, CUPTI subscribed",
+            re.search(r"GPU: CUPTI[^:]*: subscribed", err) is not None,
+            f"clock_source={gpu.get('clock_source')}, "
+            f"cupti_version={gpu.get('cupti_version')}")
         cases = by_case(trace)
         ran = {l.split()[1] for l in lines if l.startswith("ran")}
         errors = [l for l in lines if l.startswith("error")]
@@ -128,6 +134,12 @@ def main():
                 ("" if name in ran else " [case failed]"))
         streams = {(e["pid"], e["tid"]) for e in
                    cases.get("two_streams", []) if e["cat"] == "kernel"}
+        # The graph case captures its two kernels before replaying them:
+        # those launches ran nothing and are counted apart, not lost.
+        row("captured launches counted apart",
+            gpu.get("agent_launches_captured", 0) >= 2,
+            f"agent_launches_captured="
+            f"{gpu.get('agent_launches_captured')} (want >= 2)")
         row("two_streams", len(streams) >= 2, f"{len(streams)} stream "
             "tracks with kernels")
         if ndev >= 2:
@@ -135,6 +147,8 @@ def main():
             row("two_devices", len(devs) >= 2, f"devices {sorted(devs)}")
         else:
             row("two_devices", None, "one device")
+        # Before the profiler's case: its launches after the agent left
+        # CUPTI may be launches without a record, and are said so.
         lost = {k: v for k, v in gpu.items() if isinstance(v, int) and v
                 and ("without" in k or "lost" in k or "failed" in k or
                      "cut" in k or "refused" in k or "dropped" in k)}
@@ -148,6 +162,10 @@ def main():
             any(e.get("cat") == "kernel" for e in kev),
             f"{sum(e.get('cat') == 'kernel' for e in kev)} kernels in "
             "its trace")
+        row("torch.profiler during a lease: seen, CUPTI left to it",
+            gpu.get("cupti") == "taken by another tool",
+            f"cupti={gpu.get('cupti')}, "
+            f"taken_by={gpu.get('cupti_taken_by')}")
         row("job ran every case", not errors, "; ".join(errors) or "yes")
 
         trace, lines, err, _ = traced_run(tmp, ["--profiler-first"])

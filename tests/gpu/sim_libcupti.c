@@ -9,14 +9,23 @@
  *   - activity kinds, the buffer callbacks and the timestamp callback
  *     belong to the process, whoever set them (any caller can change
  *     them);
- *   - callbacks are enabled on a subscriber handle, which must be valid.
+ *   - callbacks are enabled on a subscriber handle, which must be valid;
+ *   - a library torn down at exit: CUPTI is C++, and the destructors of
+ *     its statics are registered when it is loaded, so exit() runs them
+ *     before any handler registered earlier. The stand-in registers its
+ *     teardown at load the same way, and a call after it aborts, naming
+ *     itself: a tool whose exit work runs after CUPTI's would crash in
+ *     the real one. With SIM_CUPTI_EXIT_CHECK=1 the teardown also fails
+ *     the process (exit 3) if a subscriber or kind is still held then.
  * No GPU: no record is ever produced. The sim_cupti_* functions let a test
  * play another tool (Kineto) and read the process-wide state;
  * SIM_CUPTI_VERSION sets what cuptiGetVersion reports.
  */
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <time.h>
 #include <cupti.h>
@@ -36,6 +45,34 @@ static CUpti_BuffersCallbackRequestFunc requested_fn;
 static CUpti_BuffersCallbackCompleteFunc completed_fn;
 static unsigned domains_enabled;	/* cuptiEnableDomain calls, any */
 static unsigned callbacks_enabled;
+static bool torn_down;
+
+static void dead_call(const char *fn)
+{
+	fprintf(stderr, "sim libcupti: %s called after CUPTI's teardown at "
+		"exit\n", fn);
+	abort();
+}
+#define ALIVE() do { if (torn_down) dead_call(__func__); } while (0)
+
+static void teardown(void)
+{
+	const char *check = getenv("SIM_CUPTI_EXIT_CHECK");
+
+	torn_down = true;
+	if (check && *check == '1' && (holder || kinds)) {
+		fprintf(stderr, "sim libcupti: torn down at exit with %s still "
+			"subscribed and kinds %#llx enabled\n",
+			holder ? holder->name : "nobody",
+			(unsigned long long)kinds);
+		_exit(3);
+	}
+}
+
+__attribute__((constructor)) static void loaded(void)
+{
+	atexit(teardown);
+}
 
 static CUptiResult subscribe(CUpti_SubscriberHandle *out, const char *name,
 			     char *old, size_t old_len)
@@ -66,6 +103,7 @@ static CUptiResult subscribe(CUpti_SubscriberHandle *out, const char *name,
 EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *s,
 				  CUpti_CallbackFunc fn, void *data)
 {
+	ALIVE();
 	(void)fn;
 	(void)data;
 	return subscribe(s, "", NULL, 0);
@@ -75,6 +113,7 @@ EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *s,
 				     CUpti_CallbackFunc fn, void *data,
 				     CUpti_SubscriberParams *p)
 {
+	ALIVE();
 	(void)fn;
 	(void)data;
 	return subscribe(s, p ? p->subscriberName : "",
@@ -84,6 +123,7 @@ EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *s,
 
 EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle s)
 {
+	ALIVE();
 	if (!s || s != holder)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	s->live = false;
@@ -95,6 +135,7 @@ EXPORT CUptiResult cuptiEnableDomain(uint32_t enable,
 				     CUpti_SubscriberHandle s,
 				     CUpti_CallbackDomain d)
 {
+	ALIVE();
 	(void)d;
 	if (!s || s != holder)
 		return CUPTI_ERROR_INVALID_PARAMETER;
@@ -107,6 +148,7 @@ EXPORT CUptiResult cuptiEnableCallback(uint32_t enable,
 				       CUpti_CallbackDomain d,
 				       CUpti_CallbackId cbid)
 {
+	ALIVE();
 	(void)d;
 	(void)cbid;
 	if (!s || s != holder)
@@ -117,6 +159,7 @@ EXPORT CUptiResult cuptiEnableCallback(uint32_t enable,
 
 EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 {
+	ALIVE();
 	if ((unsigned)k >= 64)
 		return CUPTI_ERROR_INVALID_KIND;
 	kinds |= 1ull << k;
@@ -125,6 +168,7 @@ EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 
 EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
 {
+	ALIVE();
 	if ((unsigned)k >= 64)
 		return CUPTI_ERROR_INVALID_KIND;
 	kinds &= ~(1ull << k);
@@ -135,6 +179,7 @@ EXPORT CUptiResult cuptiActivityRegisterCallbacks(
 	CUpti_BuffersCallbackRequestFunc req,
 	CUpti_BuffersCallbackCompleteFunc done)
 {
+	ALIVE();
 	if (!req || !done)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	requested_fn = req;
@@ -145,12 +190,14 @@ EXPORT CUptiResult cuptiActivityRegisterCallbacks(
 EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(
 	CUpti_TimestampCallbackFunc fn)
 {
+	ALIVE();
 	timestamp_fn = fn;
 	return CUPTI_SUCCESS;
 }
 
 EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
+	ALIVE();
 	(void)flag;
 	return CUPTI_SUCCESS;
 }
@@ -158,6 +205,7 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buf, size_t len,
 					      CUpti_Activity **rec)
 {
+	ALIVE();
 	(void)buf;
 	(void)len;
 	(void)rec;
@@ -168,6 +216,7 @@ EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext c,
 						     uint32_t stream,
 						     size_t *dropped)
 {
+	ALIVE();
 	(void)c;
 	(void)stream;
 	*dropped = 0;
@@ -177,6 +226,8 @@ EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext c,
 EXPORT CUptiResult cuptiGetTimestamp(uint64_t *ts)
 {
 	struct timespec t;
+
+	ALIVE();
 
 	clock_gettime(CLOCK_MONOTONIC_RAW, &t);
 	*ts = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
@@ -188,12 +239,15 @@ EXPORT CUptiResult cuptiGetVersion(uint32_t *version)
 {
 	const char *v = getenv("SIM_CUPTI_VERSION");
 
+	ALIVE();
+
 	*version = v ? (uint32_t)strtoul(v, NULL, 10) : CUPTI_API_VERSION;
 	return CUPTI_SUCCESS;
 }
 
 EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
 {
+	ALIVE();
 	*s = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ?
 	     "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED" :
 	     r == CUPTI_SUCCESS ? "CUPTI_SUCCESS" : "CUPTI_ERROR (sim)";
@@ -201,7 +255,8 @@ EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
 }
 
 /* For tests: another tool takes CUPTI the way Kineto does (subscribe,
- * buffers, kinds, its own clock), or lets it go. */
+ * buffers, kinds; no timestamp callback: Kineto's CuptiActivityApi keeps
+ * CUPTI's own clock and converts from it), or lets it go. */
 static void other_requested(uint8_t **b, size_t *size, size_t *max)
 {
 	*b = NULL;
@@ -215,10 +270,6 @@ static void other_completed(CUcontext c, uint32_t s, uint8_t *b, size_t n,
 	(void)c; (void)s; (void)b; (void)n; (void)v;
 }
 
-static uint64_t other_clock(void)
-{
-	return 42;
-}
 
 static CUpti_SubscriberHandle other;
 
@@ -227,7 +278,24 @@ EXPORT int sim_cupti_other_takes(const char *name)
 	if (subscribe(&other, name, NULL, 0) != CUPTI_SUCCESS)
 		return -1;
 	cuptiActivityRegisterCallbacks(other_requested, other_completed);
-	cuptiActivityRegisterTimestampCallback(other_clock);
+	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
+	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET);
+	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME);
+	return 0;
+}
+
+/* Kineto starting while another holds the subscription (as during
+ * rfbpf's lease): its subscribe fails, and it sets up activity anyway
+ * (CuptiActivityApi needs no subscription): its buffers, its kinds. */
+EXPORT int sim_cupti_other_starts(const char *name)
+{
+	CUpti_SubscriberHandle none;
+
+	if (cuptiSubscribe(&none, NULL, NULL) == CUPTI_SUCCESS)
+		cuptiUnsubscribe(none);	/* not the case this plays */
+	(void)name;
+	cuptiActivityRegisterCallbacks(other_requested, other_completed);
 	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
 	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET);
@@ -247,9 +315,10 @@ EXPORT void sim_cupti_other_leaves(void)
 
 /* The process-wide state, as a tool would find it. */
 EXPORT uint64_t sim_cupti_kinds(void) { return kinds; }
-EXPORT bool sim_cupti_clock_is_other(void)
+/* Whether anyone replaced CUPTI's own clock for the process. */
+EXPORT bool sim_cupti_clock_replaced(void)
 {
-	return timestamp_fn == other_clock;
+	return timestamp_fn != NULL;
 }
 EXPORT bool sim_cupti_buffers_are_other(void)
 {

@@ -526,6 +526,50 @@ TEST(failed_launch_is_counted_apart)
 	set_lease(0);
 }
 
+static void graph_node_created(void)
+{
+	CUpti_ResourceData rd = { 0 };
+
+	rfbpf_cupti_api_callback(NULL, CUPTI_CB_DOMAIN_RESOURCE,
+				 CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, &rd);
+}
+
+/* A launch or copy that makes a graph node (its stream is being captured)
+ * ran nothing: counted apart, not reported. The next one, not captured,
+ * is reported; a node made outside any call of ours (cudaGraphAddNode)
+ * marks nothing. Direct driver launches are told apart the same way. */
+TEST(captured_launch_is_counted_apart)
+{
+	uint64_t launches = LOAD(launches);
+	uint64_t captured = LOAD(launches_captured);
+	CUpti_CallbackData cd = { .functionName = "cudaLaunchKernel" };
+	const CUpti_CallbackId rt = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+	const CUpti_CallbackId drv = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+
+	set_lease(60ull * 1000000000);
+	for (int i = 0; i < 4; i++) {
+		bool direct = i >= 2;
+
+		cd.correlationId = 601 + i;
+		cd.callbackSite = CUPTI_API_ENTER;
+		rfbpf_cupti_api_callback(NULL, direct ? DRV : RT,
+					 direct ? drv : rt, &cd);
+		if (!direct)	/* the runtime call's own driver call */
+			api(DRV, drv, CUPTI_API_ENTER, cd.correlationId);
+		if (i % 2 == 0)
+			graph_node_created();
+		if (!direct)
+			api(DRV, drv, CUPTI_API_EXIT, cd.correlationId);
+		cd.callbackSite = CUPTI_API_EXIT;
+		rfbpf_cupti_api_callback(NULL, direct ? DRV : RT,
+					 direct ? drv : rt, &cd);
+		graph_node_created();	/* between calls: no effect */
+	}
+	CHECK_EQ_U64(LOAD(launches), launches + 2);
+	CHECK_EQ_U64(LOAD(launches_captured), captured + 2);
+	set_lease(0);
+}
+
 TEST(parse_sample)
 {
 	double p = 0;

@@ -34,6 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SYNTH = os.path.join(ROOT, "build", "cupti", "libgpu_synth.so")
 
 KERNEL, GRAPH, DRIVER, MEMCPY, MEMSET, SYNC, V1 = range(7)
+CAPTURED_KIND = 6       # gpu_synth.c's SYNTH_CAPTURED (V1 is ours only)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--expect", required=True)
@@ -44,9 +45,15 @@ ap.add_argument("--wait-tracer", action="store_true")
 ap.add_argument("--hold", type=float, default=0)
 ap.add_argument("--load-inside-op", action="store_true")
 ap.add_argument("--v1-launches", type=int, default=0)
+# Launches on a stream being captured into a CUDA graph, per thread: they
+# run nothing and get no record, so they are not in "launches".
+ap.add_argument("--captured", type=int, default=0)
 # With the stand-in libcupti (build/cupti/sim on LD_LIBRARY_PATH): another
 # tool holds CUPTI, as torch.profiler's Kineto does once it has run.
 ap.add_argument("--other-cupti", metavar="NAME")
+# ...or another tool starts using CUPTI while the agent holds it, as
+# torch.profiler does when it starts during rfbpf's lease.
+ap.add_argument("--other-cupti-during", action="store_true")
 args = ap.parse_args()
 
 expected = {}
@@ -65,13 +72,31 @@ def load_agent():
     synth.synth_counter.restype = ctypes.c_ulonglong
     synth.synth_counter.argtypes = [ctypes.c_char_p]
     synth.synth_init()
-    if args.other_cupti:
+    if args.other_cupti or args.other_cupti_during:
         global cupti
         cupti = ctypes.CDLL("libcupti.so.13")       # the stand-in, loaded
         cupti.sim_cupti_kinds.restype = ctypes.c_ulonglong
-        cupti.sim_cupti_clock_is_other.restype = ctypes.c_bool
+        cupti.sim_cupti_clock_replaced.restype = ctypes.c_bool
         cupti.sim_cupti_buffers_are_other.restype = ctypes.c_bool
+        cupti.sim_cupti_holder.restype = ctypes.c_char_p
+    if args.other_cupti:
         assert cupti.sim_cupti_other_takes(args.other_cupti.encode()) == 0
+
+
+def other_tool_starts_during_the_lease():
+    """Once the agent holds CUPTI and rfbpf has had a renewal to put its
+    probes on libcupti (every second), "Kineto" starts; rfbpf should ask
+    the agent to leave CUPTI to it, which the agent says in `yielded`."""
+    deadline = time.time() + 20
+    while not synth.synth_counter(b"cupti_ok"):
+        if time.time() > deadline:
+            sys.exit("the agent did not take CUPTI within 20 s")
+        time.sleep(0.01)
+    time.sleep(4)
+    cupti.sim_cupti_other_starts(b"Kineto")
+    deadline = time.time() + 10
+    while not synth.synth_counter(b"yielded") and time.time() < deadline:
+        time.sleep(0.01)
 
 
 def wait_tracer():
@@ -98,6 +123,8 @@ else:
     print("ready", flush=True)
     if args.wait_tracer:
         wait_tracer()
+    if args.other_cupti_during:
+        other_tool_starts_during_the_lease()
 
 
 def launch(kind, op, n=1, stream=7):
@@ -143,6 +170,9 @@ def worker(t):
         step(t, i)
         if i < args.v1_launches:
             v1_launch()
+        if i < args.captured:
+            with record_function("gpu_test::capture"):
+                synth.synth_launch(CAPTURED_KIND, 1, 11)
     synth.synth_flush()
 
 
@@ -165,13 +195,15 @@ for corr, call in expected.items():
     call["before_ns"], call["after_ns"] = (int(v) for v in buf.value.split())
 counters = {name: synth.synth_counter(name.encode()) for name in
             ("launches", "records", "records_untraced", "activity_starts",
-             "activity_enabled", "torch_callback_handle")}
+             "activity_enabled", "torch_callback_handle",
+             "launches_captured", "yielded", "cupti_ok")}
 other = None
 if cupti:
     # What the other tool finds of its CUPTI after rfbpf's lease.
     other = {"kinds": cupti.sim_cupti_kinds(),
-             "clock_is_its_own": cupti.sim_cupti_clock_is_other(),
-             "buffers_are_its_own": cupti.sim_cupti_buffers_are_other()}
+             "clock_replaced": cupti.sim_cupti_clock_replaced(),
+             "buffers_are_its_own": cupti.sim_cupti_buffers_are_other(),
+             "holder": (cupti.sim_cupti_holder() or b"").decode()}
 with open(args.expect, "w") as f:
     json.dump({"launches": expected, "records": records,
                "agent": counters, "other_cupti": other}, f)

@@ -9,6 +9,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "probes.h"
+#include "rfbpf_gpu.h"
 #include "rfbpf.skel.h"
 
 /* The geometric distribution's inverse CDF at 65536 evenly spaced
@@ -114,12 +115,13 @@ static struct bpf_program *program_of(struct rfbpf_bpf *skel, unsigned v)
 	}
 }
 
-/* One uprobe of prog at path+off for pid, kept in p->links. */
-static int attach_one(struct probes *p, struct bpf_program *prog, pid_t pid,
-		      const char *path, uint64_t off, const char *what,
-		      bool verbose)
+/* One uprobe of prog at path+off for pid, with a cookie, kept in
+ * p->links. */
+static int attach_cookie(struct probes *p, struct bpf_program *prog,
+			 pid_t pid, const char *path, uint64_t off,
+			 uint64_t cookie, const char *what, bool verbose)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts);
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie);
 	struct bpf_link *l;
 
 	if (p->nr_links == (int)(sizeof(p->links) / sizeof(p->links[0])))
@@ -133,6 +135,13 @@ static int attach_one(struct probes *p, struct bpf_program *prog, pid_t pid,
 		fprintf(stderr, "rfbpf: uprobe %s at %s+0x%llx\n", what, path,
 			(unsigned long long)off);
 	return 0;
+}
+
+static int attach_one(struct probes *p, struct bpf_program *prog, pid_t pid,
+		      const char *path, uint64_t off, const char *what,
+		      bool verbose)
+{
+	return attach_cookie(p, prog, pid, path, off, 0, what, verbose);
 }
 
 int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
@@ -168,6 +177,26 @@ int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
 	 * loader falls back to its own stack of that thread. */
 	p->skel->bss->gpu_tagging = true;
 	return 0;
+}
+
+int probes_attach_cupti_watch(struct probes *p, pid_t pid, const char *path,
+			      const uint64_t *offs, int n, bool verbose)
+{
+	static const char *const names[] = RF_CUPTI_WATCHED;
+	int attached = 0;
+
+	for (int i = 0; i < n && i < RF_CUPTI_WATCHED_NR; i++) {
+		int ret;
+
+		if (!offs[i])
+			continue;
+		ret = attach_cookie(p, p->skel->progs.cupti_call, pid, path,
+				    offs[i], (uint64_t)i, names[i], verbose);
+		if (ret)
+			return ret;
+		attached++;
+	}
+	return attached;
 }
 
 int probes_arm_safe_point(struct probes *p, pid_t pid, const char *lib,

@@ -14,14 +14,17 @@
 #include "model/trace.h"
 
 #define PROBES_MAX_LIBS 4
+/* Links beyond the libraries' own: callbacks, GPU probes, and the
+ * watched CUPTI functions (RF_CUPTI_WATCHED_NR). */
+#define PROBES_MAX_LINKS (PROBES_MAX_LIBS * RF_V_NR + 6 + 10)
 
 struct rfbpf_bpf;
 
 struct probes {
 	struct rfbpf_bpf *skel;
-	struct bpf_link *links[PROBES_MAX_LIBS * RF_V_NR + 6];
+	struct bpf_link *links[PROBES_MAX_LINKS];
 	/* the program of each uprobe link (NULL for others) */
-	const struct bpf_program *link_progs[PROBES_MAX_LIBS * RF_V_NR + 6];
+	const struct bpf_program *link_progs[PROBES_MAX_LINKS];
 	int nr_links;
 	struct { dev_t dev; ino_t ino; } libs[PROBES_MAX_LIBS];
 	int nr_libs;
@@ -58,6 +61,11 @@ int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
 int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
 		      uint64_t launch_off, uint64_t activity_off,
 		      uint64_t sync_off, bool verbose);
+/* The job's libcupti at path: a uprobe on each function of
+ * RF_CUPTI_WATCHED found (offs[i], 0 if absent), with i as its cookie,
+ * for pid only. Returns how many were attached, or -errno. */
+int probes_attach_cupti_watch(struct probes *p, pid_t pid, const char *path,
+			      const uint64_t *offs, int n, bool verbose);
 /* The safe-point probe (safe_point.h): a uprobe at off in lib, for pid,
  * that signals one of tids once with sig. */
 int probes_arm_safe_point(struct probes *p, pid_t pid, const char *lib,

@@ -106,6 +106,11 @@ bool is_cupti_agent_name(const char *base)
 	return !strncmp(base, "librfbpf_cupti", 14);
 }
 
+bool is_cupti_library_name(const char *base)
+{
+	return !strncmp(base, "libcupti.so", 11);
+}
+
 /*
  * Called every second for every process on the host in fleet mode, so
  * one line buffer serves the whole file and only a line whose file name

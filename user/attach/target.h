@@ -79,5 +79,7 @@ int target_find_mapping_at(const char *proc_root, pid_t pid,
 bool is_libtorch_cpu_name(const char *base);
 /* Is base rfbpf's CUPTI agent (librfbpf_cupti*.so)? */
 bool is_cupti_agent_name(const char *base);
+/* libcupti.so, libcupti.so.13, libcupti.so.2025.3.1, ... */
+bool is_cupti_library_name(const char *base);
 
 #endif

@@ -278,6 +278,7 @@ static void write_gpu_counts(FILE *f, const struct trace *t)
 	COUNT("agent_buffers_cut_short", g->agent_buffers_cut);
 	COUNT("agent_buffers_refused", g->agent_buffers_refused);
 	COUNT("agent_launches_failed", g->agent_launches_failed);
+	COUNT("agent_launches_captured", g->agent_launches_captured);
 	fprintf(f, ",\"final_flush_missed\":%s,\"agent_counters_stale\":%s",
 		g->final_flush_missed ? "true" : "false",
 		g->agent_counters_stale ? "true" : "false");
@@ -287,6 +288,11 @@ static void write_gpu_counts(FILE *f, const struct trace *t)
 	COUNT("cupti_version", g->cupti_version);
 	fputs(",\"cupti_holder\":", f);
 	json_string(f, g->cupti_holder);
+	if (g->cupti_taken) {
+		fputs(",\"cupti_taken_by\":", f);
+		json_string(f, g->cupti_taken_by);
+		fprintf(f, ",\"cupti_taken_tid\":%d", g->cupti_taken_tid);
+	}
 	fputc('}', f);
 }
 

@@ -85,7 +85,8 @@ static void cupti_state(struct prom_buf *b, struct job *const *jobs,
 
 	prom_family(b, name, "gauge", "1 for each job with rfbpf's CUPTI "
 		    "agent: state subscribed, held by another tool (holder "
-		    "names it; no GPU activity then), failed or unknown; "
+		    "names it; no GPU activity then), taken by another "
+		    "tool (one started during a lease), failed or unknown; "
 		    "version is the job's CUPTI API version");
 	for (size_t i = 0; i < nr; i++) {
 		const struct gpu_counts *g = &jobs[i]->s.trace.gpu.counts;
@@ -122,6 +123,7 @@ static void gpu_losses(struct prom_buf *b, struct job *const *jobs,
 			{ "buffer_cut_short", g->agent_buffers_cut },
 			{ "buffer_refused", g->agent_buffers_refused },
 			{ "launch_failed", g->agent_launches_failed },
+			{ "launch_captured", g->agent_launches_captured },
 			{ "record_without_launch", g->activities_unmatched },
 			{ "launch_without_record",
 			  g->launches_evicted_unmatched +

@@ -84,6 +84,17 @@ static int write_lease(struct gpu_agent *g, uint64_t until_ns)
 	return 0;
 }
 
+int gpu_agent_request_yield(struct gpu_agent *g)
+{
+	off_t at = (off_t)(g->control_addr +
+			   offsetof(struct rf_gpu_control, yield_request));
+	uint32_t one = 1;
+
+	if (pwrite(g->mem_fd, &one, sizeof(one), at) != (ssize_t)sizeof(one))
+		return -errno;
+	return 0;
+}
+
 int gpu_agent_renew(struct gpu_agent *g, double now_s)
 {
 	int ret;

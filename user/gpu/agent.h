@@ -47,6 +47,8 @@ int gpu_agent_renew_now(struct gpu_agent *g, double now_s);
 /* Asks the agent for a final flush; *request is the value its flush_done
  * takes once it has flushed. */
 int gpu_agent_request_flush(struct gpu_agent *g, uint64_t *request);
+/* Asks the agent to leave CUPTI to another tool (yield_request). */
+int gpu_agent_request_yield(struct gpu_agent *g);
 /* Sets the lease to 0 (the agent stops within ~100 ms). */
 void gpu_agent_release(struct gpu_agent *g);
 void gpu_agent_close(struct gpu_agent *g);

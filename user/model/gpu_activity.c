@@ -372,7 +372,8 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 		 "unreadable %llu; bad records %llu; agent: dropped by "
 		 "CUPTI %llu, untraced %llu, errors %llu, records with no "
 		 "time %llu, buffers cut short %llu, buffers refused %llu, "
-		 "failed launches %llu%s%s",
+		 "failed launches %llu, launches captured into graphs %llu"
+		 "%s%s",
 		 (unsigned long long)c->launches,
 		 (unsigned long long)c->activities,
 		 (unsigned long long)c->syncs,
@@ -393,6 +394,7 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 		 (unsigned long long)c->agent_buffers_cut,
 		 (unsigned long long)c->agent_buffers_refused,
 		 (unsigned long long)c->agent_launches_failed,
+		 (unsigned long long)c->agent_launches_captured,
 		 c->agent_counters_stale ? " (as last read before the "
 		 "target exited)" : "",
 		 c->final_flush_missed ? "; THE AGENT'S FINAL FLUSH WAS "
@@ -408,6 +410,8 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 
 const char *gpu_cupti_state(const struct gpu_counts *c)
 {
+	if (c->cupti_taken || c->cupti_yielded)
+		return "taken by another tool";
 	if (!c->cupti_known)
 		return "unknown";
 	if (!c->cupti_result)
@@ -444,7 +448,16 @@ void gpu_format_cupti(const struct gpu_counts *c, char *buf, size_t len)
 	char name[48];
 
 	cupti_name(c->cupti_version, name, sizeof(name));
-	if (!c->cupti_known)
+	if (c->cupti_taken)
+		snprintf(buf, len, "%s: subscribed, then another tool started "
+			 "using it (thread %d called %s; torch.profiler or "
+			 "Nsight): GPU activity stops there, CUPTI left to it",
+			 name, c->cupti_taken_tid, c->cupti_taken_by);
+	else if (c->cupti_yielded)
+		snprintf(buf, len, "%s: left to another tool that started "
+			 "using it during an earlier rfbpf run: no GPU "
+			 "activity recorded", name);
+	else if (!c->cupti_known)
 		snprintf(buf, len, "CUPTI: unknown (the agent did not answer "
 			 "the lease)");
 	else if (!c->cupti_result)

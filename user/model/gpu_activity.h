@@ -98,6 +98,8 @@ struct gpu_counts {
 	uint64_t agent_buffers_cut;	/* walks stopped at a bad record */
 	uint64_t agent_buffers_refused;	/* past the agent's buffer cap */
 	uint64_t agent_launches_failed;	/* returned an error: no record */
+	uint64_t agent_launches_captured; /* into a CUDA graph (stream
+					   * capture): ran nothing then */
 	bool agent_seen;		/* the target had the agent loaded */
 	/* CUPTI as the agent found it when the lease came: subscribed, or
 	 * held by another tool (torch.profiler's Kineto, Nsight), which
@@ -108,6 +110,13 @@ struct gpu_counts {
 	char cupti_holder[64];		/* the other subscriber, if named */
 	uint32_t cupti_version;		/* the job's CUPTI API version, 0 if
 					 * the agent found none */
+	/* Another tool started using CUPTI in the job while the agent held
+	 * it (torch.profiler, Nsight): GPU activity stops there. */
+	bool cupti_taken;		/* seen during this run */
+	char cupti_taken_by[48];	/* the CUPTI function it called */
+	int cupti_taken_tid;		/* by which thread */
+	bool cupti_yielded;		/* the agent has left CUPTI to it
+					 * (this run or an earlier one) */
 	bool final_flush_missed;	/* the agent did not answer in time */
 	bool agent_counters_stale;	/* the target exited first: agent_*
 					 * are as last read while it ran */
