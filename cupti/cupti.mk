@@ -151,13 +151,15 @@ build/cupti/libgpu_synth.so: tests/gpu/gpu_synth.c tests/gpu/cupti_sim.h \
 	$(Q)$(CC) $(CUPTI_BASE_CFLAGS) -O2 -shared $< -Lbuild/cupti \
 		-lrfbpf_cupti -Wl,-rpath,'$$ORIGIN' $(CUPTI_LIBS) -o $@
 
-# What the agent costs a job with no tracer (run by make bench).
+# What the agent costs a job, with no tracer and traced by rfbpf's own
+# BPF programs (run by make bench): rfbpf's loading code comes along.
 build/cupti/agent_cost: bench/agent_cost.c bench/stats.h \
-		tests/gpu/cupti_sim.h build/cupti/librfbpf_cupti.so $(CUPTI_HDRS)
+		tests/gpu/cupti_sim.h build/cupti/librfbpf_cupti.so $(CUPTI_HDRS) \
+		user/attach/probes.c $(LOGIC_SRCS) $(USER_HDRS) $(OUT)/rfbpf.skel.h
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CUPTI_BASE_CFLAGS) -Itests/gpu -O2 $< -Lbuild/cupti \
-		-lrfbpf_cupti \
-		-Wl,-rpath,'$$ORIGIN' $(CUPTI_LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -Icupti -Itests/gpu $< \
+		user/attach/probes.c $(LOGIC_SRCS) -Lbuild/cupti \
+		-lrfbpf_cupti -Wl,-rpath,'$$ORIGIN' $(LDLIBS) -ldl -o $@
 
 cupti: $(call CUPTI_BINS,build/cupti) build/cupti/libgpu_synth.so \
 	build/cupti/agent_cost
