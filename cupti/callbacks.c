@@ -385,10 +385,22 @@ int rf_api_enable_callbacks(CUpti_SubscriberHandle sub)
 	/* One by one, as Kineto does: a whole domain would make every
 	 * cuStreamQuery and cuEventRecord pay a callback pair. */
 	for (size_t t = 0; t < NR_TABLES; t++)
-		for (size_t i = 0; i < tables[t].n; i++)
-			if (!RF_CUPTI_CHECK(rf_cupti.EnableCallback(
-				    1, sub, tables[t].domain, tables[t].ids[i])))
+		for (size_t i = 0; i < tables[t].n; i++) {
+			static int once;
+			CUptiResult r = rf_cupti.EnableCallback(
+				1, sub, tables[t].domain, tables[t].ids[i]);
+
+			/* The tables are CUDA 13's: a CUDA 12 CUPTI does not
+			 * know its newest ids (__cudaLaunchKernel, ...), which
+			 * its callers then never make either. */
+			if (r == CUPTI_ERROR_INVALID_PARAMETER &&
+			    rf_cupti.version < RF_CUPTI_VERSION_MIN)
+				continue;
+			if (r != CUPTI_SUCCESS) {
+				rf_cupti_failed(r, "cuptiEnableCallback", &once);
 				failed++;
+			}
+		}
 	return failed ? -1 : 0;
 }
 

@@ -143,15 +143,21 @@ EXPORT CUptiResult cuptiEnableDomain(uint32_t enable,
 	return CUPTI_SUCCESS;
 }
 
+static uint32_t version(void);
+
 EXPORT CUptiResult cuptiEnableCallback(uint32_t enable,
 				       CUpti_SubscriberHandle s,
 				       CUpti_CallbackDomain d,
 				       CUpti_CallbackId cbid)
 {
 	ALIVE();
-	(void)d;
-	(void)cbid;
 	if (!s || s != holder)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	/* As CUDA 12.4's CUPTI (its cupti_*_cbid.h sizes): ids it does not
+	 * have are invalid. */
+	if (version() < 130000 &&
+	    ((d == CUPTI_CB_DOMAIN_RUNTIME_API && cbid >= 468) ||
+	     (d == CUPTI_CB_DOMAIN_DRIVER_API && cbid >= 754)))
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	callbacks_enabled += enable ? 1 : 0;
 	return CUPTI_SUCCESS;
@@ -235,13 +241,17 @@ EXPORT CUptiResult cuptiGetTimestamp(uint64_t *ts)
 }
 
 /* SIM_CUPTI_VERSION plays another CUPTI (22: CUDA 12.4's, 18: 11.8's). */
-EXPORT CUptiResult cuptiGetVersion(uint32_t *version)
+static uint32_t version(void)
 {
 	const char *v = getenv("SIM_CUPTI_VERSION");
 
-	ALIVE();
+	return v ? (uint32_t)strtoul(v, NULL, 10) : CUPTI_API_VERSION;
+}
 
-	*version = v ? (uint32_t)strtoul(v, NULL, 10) : CUPTI_API_VERSION;
+EXPORT CUptiResult cuptiGetVersion(uint32_t *v)
+{
+	ALIVE();
+	*v = version();
 	return CUPTI_SUCCESS;
 }
 
