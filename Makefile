@@ -29,13 +29,15 @@ BPF_CFLAGS := -g -O2 $(WARN) -Wno-unused-parameter -target bpf -D__TARGET_ARCH_$
 # linked into the test binaries without BPF).
 # The folders are the pipeline: attach/ (find the target, probe it, switch
 # RecordFunction on), model/ (events -> ops -> aggregates), export/ (the
-# outputs), gpu/ (the CUPTI agent), with the session and main.c on top.
+# outputs), gpu/ (the CUPTI agent), python/ (Python frames read from
+# outside: issue 13, in progress), with the session and main.c on top.
 LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 		trace_gpu.c aggregate.c gpu_activity.c demangle.c \
 		profile_sink.c) \
 	$(addprefix user/attach/,elf_symbols.c torch_symbols.c target.c) \
 	$(addprefix user/export/,table.c chrome.c chrome_gpu.c chrome_fwdbwd.c \
-		folded.c json_writer.c utf8.c atomic_file.c text_cell.c)
+		folded.c json_writer.c utf8.c atomic_file.c text_cell.c) \
+	user/python/line_table.c
 LOADER_SRCS := $(LOGIC_SRCS) user/cli.c \
 	$(addprefix user/attach/,privileges.c probes.c launch.c remote_call.c \
 		safe_point.c sigframe.c stub_page.c activation.c) \
