@@ -137,7 +137,7 @@ int target_find_mapping_at(const char *proc_root, pid_t pid,
 	setvbuf(f, io, _IOFBF, sizeof(io));
 	while (getline(&line, &cap, f) > 0) {
 		char *file = strchr(line, '/'), *base;
-		int range_len = (int)strcspn(line, " ");
+		unsigned long long start, end;
 
 		if (!file)
 			continue;
@@ -146,10 +146,12 @@ int target_find_mapping_at(const char *proc_root, pid_t pid,
 		if (!match(base))
 			continue;
 		/* "START-END perms offset MAJ:MIN inode path" */
-		if (sscanf(line, "%*x-%*x %*s %*x %x:%x %llu", &maj, &min,
-			   &ino) != 3 || range_len >= (int)sizeof(m->range))
+		if (sscanf(line, "%llx-%llx %*s %*x %x:%x %llu", &start, &end,
+			   &maj, &min, &ino) != 5)
 			continue;
-		snprintf(m->range, sizeof(m->range), "%.*s", range_len, line);
+		/* map_files/ names a range without the leading zeros maps
+		 * pads it with (a non-PIE executable at 0x400000). */
+		snprintf(m->range, sizeof(m->range), "%llx-%llx", start, end);
 		snprintf(m->file, sizeof(m->file), "%s", file);
 		m->dev = makedev(maj, min);
 		m->ino = ino;
