@@ -13,6 +13,8 @@ packages=(
 	libbpf-dev bpftool libelf-dev zlib1g-dev
 	python3-torch			# the real PyTorch traced by demo and tests
 	python3-pytest			# end-to-end tests
+	python3-dev			# CPython's own struct layouts, checked
+					# against user/python/py_stack.c
 	linux-perf			# kernel-counted ground truth in tests
 	libcap2-bin util-linux		# capsh/setpriv: the no-privilege test
 	debootstrap			# a sid root to trace torch 2.14 in

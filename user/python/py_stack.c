@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* A Python thread's stack from outside: see py_stack.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include "py_stack.h"
+#include "line_table.h"
+#include "attach/elf_symbols.h"
+#include "attach/target.h"
+
+/* CPython 3.11 on x86-64 (Include/internal/pycore_*.h): what offsetof()
+ * gives against Debian's python3.11-dev headers, which the unit test
+ * checks again on every run. */
+const struct py_offsets py_offsets_311 = {
+	.major = 3, .minor = 11,
+	.runtime_interpreters_head = 40,
+	.interp_threads_head = 16,
+	.tstate_next = 8, .tstate_native_thread_id = 160, .tstate_cframe = 56,
+	.cframe_current_frame = 8,
+	.frame_code = 32, .frame_previous = 48, .frame_prev_instr = 56,
+	.code_filename = 112, .code_qualname = 128, .code_firstlineno = 72,
+	.code_linetable = 136, .code_code_adaptive = 184,
+	.unicode_length = 16, .unicode_state = 32,
+	.unicode_ascii_data = 48, .unicode_compact_data = 72,
+	.bytes_size = 16, .bytes_data = 32,
+};
+
+/* Lists the interpreter never has more of: a loop in a corrupt list (or
+ * one read while it changes) ends here. */
+#define MAX_THREADS 4096
+#define MAX_LINETABLE (64u << 10)
+
+struct py_code_entry {
+	uint64_t addr;
+	/* What identifies the code object at addr: read again on each use,
+	 * so a code object freed and another allocated there is noticed. */
+	uint64_t qualname, filename, linetable;
+	int firstlineno;
+	char name[PY_NAME_MAX], file[PY_FILE_MAX];
+	uint8_t *table;
+	size_t table_len;
+};
+
+static int rd(const struct py_reader *r, uint64_t addr, void *buf, size_t n)
+{
+	struct iovec local = { buf, n };
+	struct iovec remote = { (void *)(uintptr_t)addr, n };
+	ssize_t got;
+
+	if (!addr)
+		return -EFAULT;
+	got = process_vm_readv(r->pid, &local, 1, &remote, 1, 0);
+	if (got == (ssize_t)n)
+		return 0;
+	return got < 0 ? -errno : -EFAULT;
+}
+
+static int rd_ptr(const struct py_reader *r, uint64_t addr, uint64_t *v)
+{
+	return rd(r, addr, v, sizeof(*v));
+}
+
+static bool version_of(const char *base, unsigned *major, unsigned *minor)
+{
+	return sscanf(base, "libpython%u.%u", major, minor) == 2 ||
+	       sscanf(base, "python%u.%u", major, minor) == 2;
+}
+
+static bool is_libpython(const char *base)
+{
+	unsigned a, b;
+
+	return !strncmp(base, "libpython", 9) && version_of(base, &a, &b);
+}
+
+static bool is_python_exe(const char *base)
+{
+	unsigned a, b;
+
+	return !strncmp(base, "python", 6) && version_of(base, &a, &b);
+}
+
+int py_reader_open(struct py_reader *r, pid_t pid, char *err, size_t len)
+{
+	static const char *const names[] = { "_PyRuntime" };
+	char path[4096], shown[4096];
+	const char *base;
+	unsigned major, minor;
+	uint64_t off;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	r->pid = pid;
+	/* libpython when the executable links it: _PyRuntime is there. */
+	ret = target_find_library(pid, is_libpython, path, sizeof(path));
+	if (ret == -ENOENT)
+		ret = target_find_library(pid, is_python_exe, path,
+					  sizeof(path));
+	if (ret)
+		return snprintf(err, len, "process %d %s", pid,
+				ret == -ENOENT ? "runs no CPython" :
+				"cannot be read"), ret;
+	target_mapped_name(path, shown, sizeof(shown));
+	base = strrchr(shown, '/') ? strrchr(shown, '/') + 1 : shown;
+	if (!version_of(base, &major, &minor))
+		return snprintf(err, len, "%s: no Python version in its name",
+				shown), -ENOTSUP;
+	if (major != 3 || minor != 11)
+		return snprintf(err, len, "%s: Python %u.%u's layout is not "
+				"known (3.11 is)", shown, major, minor),
+		       -ENOTSUP;
+	r->off = &py_offsets_311;
+	if (elf_find_objects(path, names, 1, &off) != 1 ||
+	    target_addr_of_data_offset(pid, path, off, &r->runtime))
+		return snprintf(err, len, "%s: no _PyRuntime mapped", shown),
+		       -ENOENT;
+	return 0;
+}
+
+int py_thread_state(struct py_reader *r, pid_t tid, uint64_t *tstate)
+{
+	const struct py_offsets *o = r->off;
+	uint64_t interp, t, native;
+	int ret;
+
+	if ((ret = rd_ptr(r, r->runtime + o->runtime_interpreters_head,
+			  &interp)) ||
+	    (ret = rd_ptr(r, interp + o->interp_threads_head, &t)))
+		return ret;
+	for (int i = 0; t && i < MAX_THREADS; i++) {
+		if ((ret = rd_ptr(r, t + o->tstate_native_thread_id, &native)))
+			return ret;
+		if ((pid_t)native == tid) {
+			*tstate = t;
+			return 0;
+		}
+		if ((ret = rd_ptr(r, t + o->tstate_next, &t)))
+			return ret;
+	}
+	return -ENOENT;
+}
+
+int py_read_frames(struct py_reader *r, uint64_t tstate,
+		   struct py_frame *out, int max)
+{
+	const struct py_offsets *o = r->off;
+	uint64_t cframe, frame, code, prev_instr, start;
+	int n = 0, ret;
+
+	if ((ret = rd_ptr(r, tstate + o->tstate_cframe, &cframe)) ||
+	    (ret = rd_ptr(r, cframe + o->cframe_current_frame, &frame)))
+		return ret;
+	while (frame && n < max) {
+		if ((ret = rd_ptr(r, frame + o->frame_code, &code)) ||
+		    (ret = rd_ptr(r, frame + o->frame_prev_instr,
+				  &prev_instr)))
+			return ret;
+		/* prev_instr: the unit last run; one before the code when
+		 * the frame has not run any (3.11's _PyInterpreterFrame). */
+		start = code + o->code_code_adaptive;
+		out[n].code = code;
+		out[n].unit = prev_instr >= start ?
+			      (int32_t)((prev_instr - start) / 2) : -1;
+		n++;
+		if ((ret = rd_ptr(r, frame + o->frame_previous, &frame)))
+			return ret;
+	}
+	return n;
+}
+
+/* One code point as UTF-8 into buf[*at..len). */
+static void put_utf8(char *buf, size_t len, size_t *at, uint32_t c)
+{
+	char tmp[4];
+	size_t n;
+
+	if (c < 0x80) {
+		tmp[0] = (char)c, n = 1;
+	} else if (c < 0x800) {
+		tmp[0] = (char)(0xc0 | c >> 6);
+		tmp[1] = (char)(0x80 | (c & 63)), n = 2;
+	} else if (c < 0x10000) {
+		tmp[0] = (char)(0xe0 | c >> 12);
+		tmp[1] = (char)(0x80 | (c >> 6 & 63));
+		tmp[2] = (char)(0x80 | (c & 63)), n = 3;
+	} else {
+		tmp[0] = (char)(0xf0 | c >> 18);
+		tmp[1] = (char)(0x80 | (c >> 12 & 63));
+		tmp[2] = (char)(0x80 | (c >> 6 & 63));
+		tmp[3] = (char)(0x80 | (c & 63)), n = 4;
+	}
+	if (*at + n < len) {
+		memcpy(buf + *at, tmp, n);
+		*at += n;
+	}
+}
+
+/* A str object as UTF-8 (compact strings: what code objects hold);
+ * cut to fit, "?" when it cannot be read. */
+static void read_str(const struct py_reader *r, uint64_t obj, char *buf,
+		     size_t len)
+{
+	const struct py_offsets *o = r->off;
+	uint64_t length;
+	uint32_t state, kind;
+	uint8_t data[4 * PY_FILE_MAX];
+	size_t at = 0, n;
+
+	snprintf(buf, len, "?");
+	if (rd(r, obj + o->unicode_length, &length, sizeof(length)) ||
+	    rd(r, obj + o->unicode_state, &state, sizeof(state)))
+		return;
+	/* state: interned:2 kind:3 compact:1 ascii:1 ready:1 */
+	kind = state >> 2 & 7;
+	if (!(state & 1u << 5) || (kind != 1 && kind != 2 && kind != 4))
+		return;			/* not compact: not in code objects */
+	n = length < len - 1 ? (size_t)length : len - 1;
+	if (n * kind > sizeof(data))
+		n = sizeof(data) / kind;
+	if (rd(r, obj + (state & 1u << 6 ? o->unicode_ascii_data :
+			 o->unicode_compact_data), data, n * kind))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t c = kind == 1 ? data[i] :
+			     kind == 2 ? ((uint16_t *)data)[i] :
+					 ((uint32_t *)data)[i];
+
+		put_utf8(buf, len, &at, c);
+	}
+	buf[at] = 0;
+}
+
+static void drop_entry(struct py_code_entry *e)
+{
+	free(e->table);
+	memset(e, 0, sizeof(*e));
+}
+
+/* The code object at addr, as it is now: from the cache if what names it
+ * is unchanged, else read anew. */
+static struct py_code_entry *code_entry(struct py_reader *r, uint64_t addr)
+{
+	const struct py_offsets *o = r->off;
+	uint64_t qualname, filename, linetable, size;
+	struct py_code_entry *e = NULL;
+	int32_t first;
+
+	r->code_lookups++;
+	if (rd_ptr(r, addr + o->code_qualname, &qualname) ||
+	    rd_ptr(r, addr + o->code_filename, &filename) ||
+	    rd_ptr(r, addr + o->code_linetable, &linetable) ||
+	    rd(r, addr + o->code_firstlineno, &first, sizeof(first)))
+		return NULL;
+	for (size_t i = 0; i < r->nr_codes; i++)
+		if (r->codes[i].addr == addr) {
+			e = &r->codes[i];
+			break;
+		}
+	if (e && e->qualname == qualname && e->filename == filename &&
+	    e->linetable == linetable && e->firstlineno == first)
+		return e;
+	r->code_misses++;
+	if (e) {
+		drop_entry(e);		/* reused address: another object */
+	} else {
+		if (r->nr_codes == r->cap_codes) {
+			size_t cap = r->cap_codes ? 2 * r->cap_codes : 64;
+			void *p = realloc(r->codes, cap * sizeof(*r->codes));
+
+			if (!p)
+				return NULL;
+			r->codes = p;
+			r->cap_codes = cap;
+		}
+		e = &r->codes[r->nr_codes++];
+		memset(e, 0, sizeof(*e));
+	}
+	e->addr = addr;
+	e->qualname = qualname;
+	e->filename = filename;
+	e->linetable = linetable;
+	e->firstlineno = first;
+	read_str(r, qualname, e->name, sizeof(e->name));
+	read_str(r, filename, e->file, sizeof(e->file));
+	if (!rd(r, linetable + o->bytes_size, &size, sizeof(size)) &&
+	    size <= MAX_LINETABLE && (e->table = malloc(size ? size : 1)) &&
+	    !rd(r, linetable + o->bytes_data, e->table, size))
+		e->table_len = size;
+	return e;
+}
+
+int py_locate(struct py_reader *r, const struct py_frame *f,
+	      struct py_location *loc)
+{
+	struct py_code_entry *e = code_entry(r, f->code);
+
+	if (!e)
+		return -EFAULT;
+	snprintf(loc->qualname, sizeof(loc->qualname), "%s", e->name);
+	snprintf(loc->filename, sizeof(loc->filename), "%s", e->file);
+	/* Before its first unit a frame is at its first line, as
+	 * PyCode_Addr2Line answers for a negative offset. */
+	loc->line = f->unit < 0 ? e->firstlineno :
+		    py_line_of(e->table, e->table_len, e->firstlineno,
+			       (uint32_t)f->unit);
+	if (loc->line < 0)
+		loc->line = -1;
+	return 0;
+}
+
+void py_reader_close(struct py_reader *r)
+{
+	for (size_t i = 0; i < r->nr_codes; i++)
+		free(r->codes[i].table);
+	free(r->codes);
+	memset(r, 0, sizeof(*r));
+}

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * A Python thread's stack, read from outside its process (issue 13): from
+ * the interpreter's _PyRuntime to the thread's PyThreadState (matched by
+ * native_thread_id, 3.11+: no GIL is needed, nothing in the target runs),
+ * then its frames, innermost first, each a code object and the code unit
+ * it is at; and a code object's qualified name, file and line, cached by
+ * address and checked again on use, since a freed code object's address
+ * can be reused. Memory is read with process_vm_readv.
+ *
+ * Only CPython 3.11's layout so far (py_offsets_311, checked against the
+ * interpreter's own headers by tests/unit/test_py_stack.c); 3.13 brings
+ * its offsets in _PyRuntime (_Py_DebugOffsets).
+ */
+#ifndef RFBPF_PY_STACK_H
+#define RFBPF_PY_STACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Where the fields the walk reads are, for one CPython version. */
+struct py_offsets {
+	unsigned major, minor;
+	uint32_t runtime_interpreters_head;	/* _PyRuntimeState */
+	uint32_t interp_threads_head;		/* PyInterpreterState */
+	uint32_t tstate_next, tstate_native_thread_id, tstate_cframe;
+	uint32_t cframe_current_frame;		/* _PyCFrame */
+	uint32_t frame_code, frame_previous, frame_prev_instr;
+	uint32_t code_filename, code_qualname, code_firstlineno;
+	uint32_t code_linetable, code_code_adaptive;
+	uint32_t unicode_length, unicode_state;	/* PyASCIIObject */
+	uint32_t unicode_ascii_data, unicode_compact_data;
+	uint32_t bytes_size, bytes_data;	/* PyBytesObject */
+};
+extern const struct py_offsets py_offsets_311;
+
+struct py_frame {
+	uint64_t code;		/* PyCodeObject * in the target */
+	int32_t unit;		/* code unit it is at, -1 before the first */
+};
+
+#define PY_NAME_MAX 128
+#define PY_FILE_MAX 256
+struct py_location {
+	char qualname[PY_NAME_MAX];
+	char filename[PY_FILE_MAX];
+	int line;		/* -1 when the table gives none */
+};
+
+struct py_code_entry;
+
+struct py_reader {
+	pid_t pid;
+	const struct py_offsets *off;
+	uint64_t runtime;	/* &_PyRuntime in the target */
+	struct py_code_entry *codes;	/* symbolized code objects */
+	size_t nr_codes, cap_codes;
+	uint64_t code_lookups, code_misses;	/* cache hits = the rest */
+};
+
+/* Finds the interpreter in pid (its python executable or libpython
+ * mapping with _PyRuntime): 0, -ENOENT (not Python), -ENOTSUP (a version
+ * whose layout is not known), or -errno; a line in err. */
+int py_reader_open(struct py_reader *r, pid_t pid, char *err, size_t len);
+/* The thread state of thread tid (its native id): 0 or -ENOENT. */
+int py_thread_state(struct py_reader *r, pid_t tid, uint64_t *tstate);
+/* Its frames, innermost first, at most max: how many, or -errno. */
+int py_read_frames(struct py_reader *r, uint64_t tstate,
+		   struct py_frame *out, int max);
+/* A frame's function, file and line. 0 or -errno. */
+int py_locate(struct py_reader *r, const struct py_frame *f,
+	      struct py_location *loc);
+void py_reader_close(struct py_reader *r);
+
+#endif
