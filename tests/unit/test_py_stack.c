@@ -12,6 +12,7 @@
  *     refused, saying so.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,6 +178,24 @@ TEST(a_live_interpreters_threads_as_it_sees_them)
 		/* A thread that is not the interpreter's. */
 		CHECK_EQ_U64(py_thread_state(&r, 1, &ts),
 			     (uint64_t)(int64_t)-ENOENT);
+		/* The whole list: the main thread and the three workers,
+		 * each with the thread state found one by one. */
+		struct py_thread all[8];
+		int n_all = py_list_threads(&r, all, 8), workers = 0;
+		bool main_seen = false;
+
+		CHECK_EQ_U64(n_all, 1 + MAX_THREADS);
+		for (int i = 0; i < n_all; i++) {
+			uint64_t one;
+
+			CHECK_EQ_U64(py_thread_state(&r, all[i].tid, &one), 0);
+			CHECK_EQ_U64(one, all[i].tstate);
+			for (int t = 0; t < nr; t++)
+				workers += all[i].tid == want[t].tid;
+			main_seen |= all[i].tid == pid;
+		}
+		CHECK_EQ_U64(workers, MAX_THREADS);
+		CHECK(main_seen);
 	}
 	py_reader_close(&r);
 	if (pid > 0) {

@@ -119,7 +119,11 @@ int py_reader_open(struct py_reader *r, pid_t pid, char *err, size_t len)
 	return 0;
 }
 
-int py_thread_state(struct py_reader *r, pid_t tid, uint64_t *tstate)
+/* Walks the main interpreter's thread states: fn(ctx, tid, tstate) for
+ * each until it returns true. 0, or -errno. */
+static int each_thread(struct py_reader *r,
+		       bool (*fn)(void *ctx, pid_t tid, uint64_t tstate),
+		       void *ctx)
 {
 	const struct py_offsets *o = r->off;
 	uint64_t interp, t, native;
@@ -132,14 +136,63 @@ int py_thread_state(struct py_reader *r, pid_t tid, uint64_t *tstate)
 	for (int i = 0; t && i < MAX_THREADS; i++) {
 		if ((ret = rd_ptr(r, t + o->tstate_native_thread_id, &native)))
 			return ret;
-		if ((pid_t)native == tid) {
-			*tstate = t;
+		if (fn(ctx, (pid_t)native, t))
 			return 0;
-		}
 		if ((ret = rd_ptr(r, t + o->tstate_next, &t)))
 			return ret;
 	}
-	return -ENOENT;
+	return 0;
+}
+
+struct find_tid {
+	pid_t tid;
+	uint64_t tstate;
+};
+
+static bool is_tid(void *ctx, pid_t tid, uint64_t tstate)
+{
+	struct find_tid *f = ctx;
+
+	if (tid != f->tid)
+		return false;
+	f->tstate = tstate;
+	return true;
+}
+
+int py_thread_state(struct py_reader *r, pid_t tid, uint64_t *tstate)
+{
+	struct find_tid f = { tid, 0 };
+	int ret = each_thread(r, is_tid, &f);
+
+	if (ret)
+		return ret;
+	if (!f.tstate)
+		return -ENOENT;
+	*tstate = f.tstate;
+	return 0;
+}
+
+struct thread_list {
+	struct py_thread *out;
+	int n, max;
+};
+
+static bool add_thread(void *ctx, pid_t tid, uint64_t tstate)
+{
+	struct thread_list *l = ctx;
+
+	if (l->n == l->max)
+		return true;
+	l->out[l->n++] = (struct py_thread){ tid, tstate };
+	return false;
+}
+
+int py_list_threads(struct py_reader *r, struct py_thread *out, int max)
+{
+	struct thread_list l = { out, 0, max };
+	int ret = each_thread(r, add_thread, &l);
+
+	return ret ? ret : l.n;
 }
 
 int py_read_frames(struct py_reader *r, uint64_t tstate,

@@ -66,6 +66,14 @@ struct py_reader {
 int py_reader_open(struct py_reader *r, pid_t pid, char *err, size_t len);
 /* The thread state of thread tid (its native id): 0 or -ENOENT. */
 int py_thread_state(struct py_reader *r, pid_t tid, uint64_t *tstate);
+/* Every thread the interpreter has, as (native id, thread state), at
+ * most max: how many, or -errno. What a BPF map from tid to thread state
+ * is filled from (and refilled when a thread it lacks shows up). */
+struct py_thread {
+	pid_t tid;
+	uint64_t tstate;
+};
+int py_list_threads(struct py_reader *r, struct py_thread *out, int max);
 /* Its frames, innermost first, at most max: how many, or -errno. */
 int py_read_frames(struct py_reader *r, uint64_t tstate,
 		   struct py_frame *out, int max);
