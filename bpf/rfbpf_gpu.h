@@ -237,6 +237,11 @@ struct rf_gpu_control {
 	 * and sets yielded. */
 	__u32 yield_request;		/* rfbpf */
 	__u32 yielded;			/* agent */
+	/* Appended: activity buffers the agent had given CUPTI and not got
+	 * back when it yielded. CUPTI completes them to the callbacks
+	 * registered then, the other tool's: their records never reach
+	 * rfbpf (counted, since how many records they held is unknown). */
+	__u64 buffers_left;		/* agent */
 };
 
 /*

@@ -182,6 +182,11 @@ void rf_activity_forward(const CUpti_Activity *rec, bool traced)
 /* Buffers handed to CUPTI and not yet back. */
 static unsigned buffers_out;
 
+unsigned rf_activity_buffers_out(void)
+{
+	return __atomic_load_n(&buffers_out, __ATOMIC_ACQUIRE);
+}
+
 void CUPTIAPI rfbpf_cupti_buffer_requested(uint8_t **buffer, size_t *size,
 					   size_t *max_records)
 {

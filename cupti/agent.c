@@ -164,6 +164,9 @@ static void yield_cupti(void)
 	yielded = true;
 	__atomic_store_n(&rfbpf_gpu_control.activity_enabled, 0,
 			 __ATOMIC_RELEASE);
+	/* Ours still with CUPTI go to the other tool's completion callback
+	 * now: their records are lost to rfbpf. */
+	rf_count(&rfbpf_gpu_control.buffers_left, rf_activity_buffers_out());
 	cupti_give_back();
 	__atomic_store_n(&rfbpf_gpu_control.yielded, 1, __ATOMIC_RELEASE);
 	rf_warn_once(&once, "another tool started using CUPTI: left to it, "

@@ -150,6 +150,7 @@ int rf_activity_convert(const CUpti_Activity *rec, int64_t clock_offset,
 /* Forwards (or counts) one record; traced = the lease was held. */
 void rf_activity_forward(const CUpti_Activity *rec, bool traced);
 bool rf_activity_set_enabled(bool on);	/* returns the new state */
+unsigned rf_activity_buffers_out(void);	/* given to CUPTI, not yet back */
 void CUPTIAPI rfbpf_cupti_buffer_requested(uint8_t **buffer, size_t *size,
 					   size_t *max_records) RF_EXPORT;
 void CUPTIAPI rfbpf_cupti_buffer_completed(CUcontext ctx, uint32_t stream_id,

@@ -98,6 +98,22 @@ $(1)/cupti_coexist: tests/gpu/cupti_coexist.c tests/unit/check.h \
 		$(1)/sim/libcupti.so.13 -L$(1) -lrfbpf_cupti \
 		-Wl,-rpath,'$$$$ORIGIN/sim:$$$$ORIGIN' -o $$@
 
+# The same stand-in and test as a CUDA 12 job has them: libcupti.so.12,
+# API 22, no cuptiSubscribe_v2.
+$(1)/sim12/libcupti.so.12: tests/gpu/sim_libcupti.c tests/gpu/sim_libcupti12.map
+	$$(call msg,CC,$$@)
+	$$(Q)mkdir -p $$(dir $$@)
+	$$(Q)$$(CC) $(CUPTI_BASE_CFLAGS) $(2) -DSIM_CUDA12 -fvisibility=hidden \
+		-shared -Wl,-soname,libcupti.so.12 \
+		-Wl,--version-script,tests/gpu/sim_libcupti12.map $$< -o $$@
+
+$(1)/cupti_coexist12: tests/gpu/cupti_coexist.c tests/unit/check.h \
+		$(1)/sim12/libcupti.so.12 $(1)/librfbpf_cupti.so $(CUPTI_HDRS)
+	$$(call msg,CC,$$@)
+	$$(Q)$$(CC) $(CUPTI_BASE_CFLAGS) $(2) -DSIM_CUDA12 -Itests/unit $$< \
+		$(1)/sim12/libcupti.so.12 -L$(1) -lrfbpf_cupti \
+		-Wl,-rpath,'$$$$ORIGIN/sim12:$$$$ORIGIN' -o $$@
+
 # The agent with CUDA 12's real CUPTI (tools/fetch-cupti12.sh), mapped at
 # start as a job's own would be. Built only where it was unpacked.
 $(1)/cupti12_records: tests/gpu/cupti12_records.c tests/unit/check.h \
@@ -140,7 +156,7 @@ $(eval $(call cupti_variant,build/cupti,-O2,))
 $(eval $(call cupti_variant,build/cupti-asan,-O1 $(CUPTI_ASAN),$(CUPTI_MAPPED)))
 
 CUPTI_BINS = $(1)/librfbpf_cupti.so $(1)/cupti_driver $(1)/test_agent_logic \
-	$(1)/cupti_coexist $(1)/cupti_exit_order \
+	$(1)/cupti_coexist $(1)/cupti_coexist12 $(1)/cupti_exit_order \
 	$(if $(CUPTI12_FOUND),$(1)/cupti12_records)
 
 # For the end-to-end GPU tests: the same simulation as a library a Python
@@ -170,12 +186,16 @@ define cupti_run
 	$(Q)tests/gpu/check_no_cupti_link.sh $(1)/librfbpf_cupti.so
 	$(Q)$(1)/test_agent_logic $(1)/fake/libtorch_cpu.so
 	$(Q)$(1)/cupti_coexist
-	$(Q)SIM_CUPTI_VERSION=22 $(1)/cupti_coexist
+	$(Q)SIM_CUPTI_VERSION=22 SIM_CUPTI_DROPPED=7 $(1)/cupti_coexist
 	$(Q)RFBPF_CUPTI_CLOCK=callback $(1)/cupti_coexist
 	$(Q)$(1)/cupti_coexist --yield
+	$(Q)SIM_CUPTI_DROPPED=3 $(1)/cupti_coexist12
+	$(Q)$(1)/cupti_coexist12 --yield
 	$(Q)RFBPF_CUPTI_LIB=$(CURDIR)/$(1)/sim/libcupti.so.13 \
 		SIM_CUPTI_EXIT_CHECK=1 $(1)/cupti_exit_order
 	@echo "cupti: the agent gave CUPTI back at exit, before its teardown"
+	$(Q)RFBPF_CUPTI_LIB=$(CURDIR)/$(1)/no/libcupti.so \
+		$(1)/cupti_exit_order --no-cupti
 	$(Q)SIM_CUPTI_VERSION=18 $(1)/cupti_coexist
 	$(Q)SIM_CUPTI_VERSION=140000 $(1)/cupti_coexist
 	$(Q)$(if $(CUPTI12_FOUND),tests/gpu/check_cupti12_layouts.sh \

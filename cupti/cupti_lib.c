@@ -14,10 +14,13 @@ struct rf_cupti rf_cupti;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static bool loaded;
 
-/* Sonames a CUPTI already in the process answers to. */
+/* Sonames a CUPTI already in the process answers to; the versioned
+ * ones, newest first, are also the ones the agent would load itself (a
+ * bare libcupti.so could be any version: taken only when the job has it). */
 static const char *const sonames[] = {
 	"libcupti.so.13", "libcupti.so.12", "libcupti.so",
 };
+#define NR_VERSIONED 2
 
 static void *opened_as(void *h, const char *fallback)
 {
@@ -59,8 +62,14 @@ static void *already_mapped(void)
 	return h;
 }
 
-/* None mapped: RFBPF_CUPTI_LIB, then CUDA 13's by the usual search, then
- * the toolkit's (CUDA_HOME, default /usr/local/cuda). */
+/* Where a toolkit keeps CUPTI, under CUDA_HOME: lib64 from CUDA 12 on,
+ * extras/CUPTI/lib64 in every release (the only place before 12). */
+static const char *const toolkit_dirs[] = { "lib64", "extras/CUPTI/lib64" };
+
+/* None mapped: RFBPF_CUPTI_LIB, then CUDA 13's and CUDA 12's by the usual
+ * search, then the toolkit's (CUDA_HOME, default /usr/local/cuda). The
+ * newer first: a machine with both toolkits and a job that loaded
+ * neither has no CUPTI of its own to agree with. */
 static void *load_one(void)
 {
 	const char *env = getenv("RFBPF_CUPTI_LIB");
@@ -70,11 +79,19 @@ static void *load_one(void)
 
 	if (env && *env)
 		return opened_as(dlopen(env, RTLD_NOW | RTLD_LOCAL), env);
-	if ((h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL)))
-		return opened_as(h, "libcupti.so.13");
-	snprintf(path, sizeof(path), "%s/lib64/libcupti.so.13",
-		 home && *home ? home : "/usr/local/cuda");
-	return opened_as(dlopen(path, RTLD_NOW | RTLD_LOCAL), path);
+	for (size_t i = 0; i < NR_VERSIONED; i++)
+		if ((h = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL)))
+			return opened_as(h, sonames[i]);
+	for (size_t d = 0; d < sizeof(toolkit_dirs) / sizeof(*toolkit_dirs); d++) {
+		for (size_t i = 0; i < NR_VERSIONED; i++) {
+			snprintf(path, sizeof(path), "%s/%s/%s",
+				 home && *home ? home : "/usr/local/cuda",
+				 toolkit_dirs[d], sonames[i]);
+			if ((h = dlopen(path, RTLD_NOW | RTLD_LOCAL)))
+				return opened_as(h, path);
+		}
+	}
+	return NULL;
 }
 
 #define SYM(field, name)						\
@@ -90,8 +107,9 @@ static void load(void)
 
 	if (!h && !(h = load_one())) {
 		rf_warn_once(&warned, "no libcupti found (none in the process, "
-			     "none as libcupti.so.13, none in CUDA_HOME; "
-			     "RFBPF_CUPTI_LIB names one): no GPU activity");
+			     "none as libcupti.so.13 or .12, none in "
+			     "CUDA_HOME; RFBPF_CUPTI_LIB names one): no GPU "
+			     "activity");
 		return;
 	}
 	SYM(Subscribe, "cuptiSubscribe");

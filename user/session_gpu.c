@@ -119,6 +119,7 @@ static void read_agent_counters(struct session *s)
 				   s->gpu_base.launches_failed;
 	g->agent_launches_captured = c.launches_captured -
 				     s->gpu_base.launches_captured;
+	g->agent_buffers_left = c.buffers_left - s->gpu_base.buffers_left;
 	note_cupti(s, &c);
 	if (c.cupti_ok && !s->cupti_watched)
 		watch_cupti(s);

@@ -15,7 +15,13 @@
  *   3. with SIM_CUPTI_VERSION set by the Makefile's other runs: as CUDA
  *      12.4's CUPTI (22) the above holds as it is; as a CUPTI whose
  *      records the agent does not know (CUDA 11.8's 18, a future 14.0's
- *      140000) it is refused, and nothing is taken.
+ *      140000) it is refused, and nothing is taken;
+ *   4. built with SIM_CUDA12 against the stand-in built as CUDA 12's
+ *      (libcupti.so.12, no cuptiSubscribe_v2): the same, but the holder
+ *      cannot be named;
+ *   5. the records CUPTI says it dropped (SIM_CUPTI_DROPPED, handed over
+ *      with the buffer the lease's end flushes) are counted, and so are
+ *      the agent's buffers another tool gets when it takes CUPTI over.
  * The agent finds the stand-in as the job's own CUPTI: it is mapped
  * before the agent looks (this program links it first).
  */
@@ -48,6 +54,24 @@ unsigned sim_cupti_callbacks_enabled(void);
 	BIT(CUPTI_ACTIVITY_KIND_MEMCPY) | BIT(CUPTI_ACTIVITY_KIND_MEMSET))
 #define OURS (COPIES_AND_KERNELS | BIT(CUPTI_ACTIVITY_KIND_MEMCPY2))
 #define KINETO (COPIES_AND_KERNELS | BIT(CUPTI_ACTIVITY_KIND_RUNTIME))
+
+#ifdef SIM_CUDA12
+#define DEFAULT_VERSION 22ul	/* the stand-in as CUDA 12.4's */
+#define HOLDER_SEEN ""		/* no cuptiSubscribe_v2: unnamed */
+#define OUR_NAME ""		/* and the agent cannot give its own */
+#else
+#define DEFAULT_VERSION ((unsigned long)CUPTI_API_VERSION)
+#define HOLDER_SEEN "Kineto"
+#define OUR_NAME "rfbpf"
+#endif
+
+/* What the stand-in will say CUPTI dropped (once). */
+static uint64_t dropped_said(void)
+{
+	const char *n = getenv("SIM_CUPTI_DROPPED");
+
+	return n ? strtoull(n, NULL, 10) : 0;
+}
 
 static uint64_t mono_ns(void)
 {
@@ -83,7 +107,7 @@ TEST(kineto_holds_cupti_and_keeps_all_of_it)
 	CHECK_EQ_U64(rfbpf_gpu_control.activity_enabled, 0);
 	CHECK_EQ_U64(rfbpf_gpu_control.cupti_result,
 		     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
-	CHECK_STR(rfbpf_gpu_control.cupti_holder, "Kineto");
+	CHECK_STR(rfbpf_gpu_control.cupti_holder, HOLDER_SEEN);
 	CHECK_EQ_U64(sim_cupti_kinds(), KINETO);
 	CHECK(!sim_cupti_clock_replaced());
 	CHECK(sim_cupti_buffers_are_other());
@@ -107,7 +131,7 @@ TEST(free_cupti_is_taken_for_the_lease_and_given_back)
 	CHECK_EQ_U64(rfbpf_gpu_control.cupti_ok, 1);
 	CHECK_EQ_U64(rfbpf_gpu_control.activity_enabled, 1);
 	CHECK_EQ_U64(rfbpf_gpu_control.cupti_result, CUPTI_SUCCESS);
-	CHECK_STR(sim_cupti_holder(), "rfbpf");
+	CHECK_STR(sim_cupti_holder(), OUR_NAME);
 	CHECK_EQ_U64(sim_cupti_kinds(), OURS);
 	/* CUPTI's clock stays CUPTI's: the agent converts from it; only
 	 * RFBPF_CUPTI_CLOCK=callback (the Makefile's last run) replaces it,
@@ -126,6 +150,10 @@ TEST(free_cupti_is_taken_for_the_lease_and_given_back)
 	CHECK_EQ_U64(sim_cupti_kinds(), 0);
 	CHECK(sim_cupti_holder() == NULL);
 	CHECK_EQ_U64(rfbpf_gpu_control.cupti_ok, 0);
+	/* The lease's end flushed the buffer CUPTI held back to the agent,
+	 * which asked CUPTI what it had dropped. */
+	CHECK_EQ_U64(rfbpf_gpu_control.records_dropped, dropped_said());
+	CHECK_EQ_U64(rfbpf_gpu_control.buffers_left, 0);
 }
 
 /* --yield (its own process: the agent then leaves CUPTI for good). The
@@ -150,6 +178,8 @@ static int run_yield(void)
 				__ATOMIC_ACQUIRE) && mono_ns() < end)
 		usleep(10000);
 	bad += rfbpf_gpu_control.yielded != 1;
+	/* The buffer CUPTI held for the agent goes to Kineto now. */
+	bad += rfbpf_gpu_control.buffers_left != 1;
 	bad += sim_cupti_holder() != NULL;		/* unsubscribed */
 	bad += sim_cupti_kinds() != (OURS | KINETO);	/* none disabled */
 	bad += !sim_cupti_buffers_are_other();
@@ -188,7 +218,7 @@ static int run_refused(unsigned long version)
 int main(int argc, char **argv)
 {
 	const char *v = getenv("SIM_CUPTI_VERSION");
-	unsigned long version = v ? strtoul(v, NULL, 10) : CUPTI_API_VERSION;
+	unsigned long version = v ? strtoul(v, NULL, 10) : DEFAULT_VERSION;
 
 	v = getenv("RFBPF_CUPTI_CLOCK");
 	callback_clock = v && !strcmp(v, "callback");

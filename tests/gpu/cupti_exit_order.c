@@ -12,10 +12,16 @@
  *
  * Usage: RFBPF_CUPTI_LIB=.../sim/libcupti.so.13 SIM_CUPTI_EXIT_CHECK=1
  *        cupti_exit_order
+ *
+ * With --no-cupti (RFBPF_CUPTI_LIB naming no file: a job on a machine
+ * with no CUPTI anywhere) the agent must still load, see the lease, take
+ * nothing and say why: CUPTI_ERROR_NOT_INITIALIZED and no version, and
+ * the job exits as it would.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include "rfbpf_gpu.h"
 
@@ -30,10 +36,47 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int main(void)
+/* CUPTI_ERROR_NOT_INITIALIZED (cupti_result.h; not included: this
+ * program must build as a job with no toolkit would see the agent). */
+#define NO_CUPTI 15u
+
+static int no_cupti(void)
 {
 	uint64_t deadline = now_ns() + 5000000000ull;
 
+	InitializeInjection();
+	__atomic_store_n(&rfbpf_gpu_control.lease_until_ns,
+			 now_ns() + 60000000000ull, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&rfbpf_gpu_control.lease_seen,
+				__ATOMIC_ACQUIRE) && now_ns() < deadline) {
+		struct timespec t = { 0, 10000000 };
+
+		nanosleep(&t, NULL);
+	}
+	if (!rfbpf_gpu_control.lease_seen ||
+	    rfbpf_gpu_control.activity_enabled || rfbpf_gpu_control.cupti_ok ||
+	    rfbpf_gpu_control.cupti_version ||
+	    rfbpf_gpu_control.cupti_result != NO_CUPTI) {
+		printf("tests/gpu/cupti_exit_order.c: FAILED: with no CUPTI: "
+		       "lease seen %u, activity %u, cupti_ok %u, version %u, "
+		       "result %u\n", rfbpf_gpu_control.lease_seen,
+		       rfbpf_gpu_control.activity_enabled,
+		       rfbpf_gpu_control.cupti_ok,
+		       rfbpf_gpu_control.cupti_version,
+		       rfbpf_gpu_control.cupti_result);
+		return 1;
+	}
+	printf("tests/gpu/cupti_exit_order.c: no CUPTI: lease seen, nothing "
+	       "taken, said why\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t deadline = now_ns() + 5000000000ull;
+
+	if (argc > 1 && !strcmp(argv[1], "--no-cupti"))
+		return no_cupti();
 	InitializeInjection();
 	__atomic_store_n(&rfbpf_gpu_control.lease_until_ns,
 			 now_ns() + 60000000000ull, __ATOMIC_RELEASE);

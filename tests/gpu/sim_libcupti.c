@@ -17,9 +17,20 @@
  *     itself: a tool whose exit work runs after CUPTI's would crash in
  *     the real one. With SIM_CUPTI_EXIT_CHECK=1 the teardown also fails
  *     the process (exit 3) if a subscriber or kind is still held then.
+ *   - activity buffers: once a kind is on, CUPTI asks the registered
+ *     request callback for a buffer and holds it; a forced flush hands
+ *     it to the completion callback registered *then* (another tool's,
+ *     if it has re-registered since), as CUPTI's one set of callbacks
+ *     does.
  * No GPU: no record is ever produced. The sim_cupti_* functions let a test
  * play another tool (Kineto) and read the process-wide state;
- * SIM_CUPTI_VERSION sets what cuptiGetVersion reports.
+ * SIM_CUPTI_VERSION sets what cuptiGetVersion reports and
+ * SIM_CUPTI_DROPPED how many records cuptiActivityGetNumDroppedRecords
+ * says were dropped (once).
+ * Built with SIM_CUDA12 it plays CUDA 12's CUPTI as a whole: soname
+ * libcupti.so.12, version 22 (12.4) unless SIM_CUPTI_VERSION says
+ * otherwise, and no cuptiSubscribe_v2 (13.0 added it), so another
+ * subscriber cannot be named.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -46,6 +57,8 @@ static CUpti_BuffersCallbackCompleteFunc completed_fn;
 static unsigned domains_enabled;	/* cuptiEnableDomain calls, any */
 static unsigned callbacks_enabled;
 static bool torn_down;
+static uint8_t *held;			/* the buffer CUPTI fills, if any */
+static size_t held_size;
 
 static void dead_call(const char *fn)
 {
@@ -109,6 +122,7 @@ EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *s,
 	return subscribe(s, "", NULL, 0);
 }
 
+#ifndef SIM_CUDA12
 EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *s,
 				     CUpti_CallbackFunc fn, void *data,
 				     CUpti_SubscriberParams *p)
@@ -120,6 +134,7 @@ EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *s,
 			 p ? p->oldSubscriberName : NULL,
 			 p ? p->oldSubscriberSize : 0);
 }
+#endif
 
 EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle s)
 {
@@ -169,6 +184,11 @@ EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 	if ((unsigned)k >= 64)
 		return CUPTI_ERROR_INVALID_KIND;
 	kinds |= 1ull << k;
+	if (!held && requested_fn) {
+		size_t max;
+
+		requested_fn(&held, &held_size, &max);
+	}
 	return CUPTI_SUCCESS;
 }
 
@@ -203,8 +223,14 @@ EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(
 
 EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
+	uint8_t *b = held;
+
 	ALIVE();
-	(void)flag;
+	if (!(flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) || !b)
+		return CUPTI_SUCCESS;
+	held = NULL;
+	if (completed_fn)
+		completed_fn(NULL, 0, b, held_size, 0);	/* no records */
 	return CUPTI_SUCCESS;
 }
 
@@ -222,10 +248,14 @@ EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext c,
 						     uint32_t stream,
 						     size_t *dropped)
 {
+	static bool told;
+	const char *n = getenv("SIM_CUPTI_DROPPED");
+
 	ALIVE();
 	(void)c;
 	(void)stream;
-	*dropped = 0;
+	*dropped = n && !told ? strtoul(n, NULL, 10) : 0;
+	told = true;
 	return CUPTI_SUCCESS;
 }
 
@@ -240,12 +270,18 @@ EXPORT CUptiResult cuptiGetTimestamp(uint64_t *ts)
 	return CUPTI_SUCCESS;
 }
 
+#ifdef SIM_CUDA12
+#define SIM_DEFAULT_VERSION 22u		/* CUDA 12.4 */
+#else
+#define SIM_DEFAULT_VERSION CUPTI_API_VERSION
+#endif
+
 /* SIM_CUPTI_VERSION plays another CUPTI (22: CUDA 12.4's, 18: 11.8's). */
 static uint32_t version(void)
 {
 	const char *v = getenv("SIM_CUPTI_VERSION");
 
-	return v ? (uint32_t)strtoul(v, NULL, 10) : CUPTI_API_VERSION;
+	return v ? (uint32_t)strtoul(v, NULL, 10) : SIM_DEFAULT_VERSION;
 }
 
 EXPORT CUptiResult cuptiGetVersion(uint32_t *v)
@@ -274,10 +310,13 @@ static void other_requested(uint8_t **b, size_t *size, size_t *max)
 	*max = 0;
 }
 
+/* Kineto frees each buffer it is handed, its own or (after it took the
+ * callbacks over) one the agent had given CUPTI. */
 static void other_completed(CUcontext c, uint32_t s, uint8_t *b, size_t n,
 			    size_t v)
 {
-	(void)c; (void)s; (void)b; (void)n; (void)v;
+	(void)c; (void)s; (void)n; (void)v;
+	free(b);
 }
 
 

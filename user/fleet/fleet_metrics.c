@@ -124,6 +124,8 @@ static void gpu_losses(struct prom_buf *b, struct job *const *jobs,
 			{ "buffer_refused", g->agent_buffers_refused },
 			{ "launch_failed", g->agent_launches_failed },
 			{ "launch_captured", g->agent_launches_captured },
+			{ "buffer_left_to_another_tool",
+			  g->agent_buffers_left },
 			{ "record_without_launch", g->activities_unmatched },
 			{ "launch_without_record",
 			  g->launches_evicted_unmatched +

@@ -372,8 +372,8 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 		 "unreadable %llu; bad records %llu; agent: dropped by "
 		 "CUPTI %llu, untraced %llu, errors %llu, records with no "
 		 "time %llu, buffers cut short %llu, buffers refused %llu, "
-		 "failed launches %llu, launches captured into graphs %llu"
-		 "%s%s",
+		 "failed launches %llu, launches captured into graphs %llu, "
+		 "buffers left to another tool %llu%s%s",
 		 (unsigned long long)c->launches,
 		 (unsigned long long)c->activities,
 		 (unsigned long long)c->syncs,
@@ -395,6 +395,7 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 		 (unsigned long long)c->agent_buffers_refused,
 		 (unsigned long long)c->agent_launches_failed,
 		 (unsigned long long)c->agent_launches_captured,
+		 (unsigned long long)c->agent_buffers_left,
 		 c->agent_counters_stale ? " (as last read before the "
 		 "target exited)" : "",
 		 c->final_flush_missed ? "; THE AGENT'S FINAL FLUSH WAS "

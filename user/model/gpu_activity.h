@@ -100,6 +100,8 @@ struct gpu_counts {
 	uint64_t agent_launches_failed;	/* returned an error: no record */
 	uint64_t agent_launches_captured; /* into a CUDA graph (stream
 					   * capture): ran nothing then */
+	uint64_t agent_buffers_left;	/* with CUPTI when another tool
+					 * took it: their records are lost */
 	bool agent_seen;		/* the target had the agent loaded */
 	/* CUPTI as the agent found it when the lease came: subscribed, or
 	 * held by another tool (torch.profiler's Kineto, Nsight), which
