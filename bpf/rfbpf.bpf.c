@@ -875,6 +875,15 @@ int safe_point(struct pt_regs *ctx)
 
 	if (!id)
 		return 0;
+	/* A thread blocking the signal now would take the token and not
+	 * stop here (the signal would come later, elsewhere): it passes.
+	 * Read here rather than by the loader from /proc, since a thread
+	 * starts with every signal blocked (glibc's pthread_create) and
+	 * sets its own mask only as it begins to run. */
+	if (stop_signal > 0 && stop_signal <= 64 &&
+	    bpf_get_current_task_btf()->blocked.sig[0] &
+	    (1ull << (stop_signal - 1)))
+		return 0;
 	/* Deleting is atomic: exactly one thread wins the token, or, once
 	 * every thread is to stop, each thread its own entry, once. */
 	if (stop_every_thread ? bpf_map_delete_elem(&stoppable, &tid) :

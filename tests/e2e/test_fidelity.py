@@ -203,3 +203,33 @@ def test_attach_mode_two_threads_observer(tmp_path, probes):
     else:
         assert cin > 0 and total < top
     assert os.path.getsize(folded) > 0
+
+
+@pytest.mark.parametrize("probes", ["entry", "callback"])
+def test_launch_mode_sees_threads_that_start_at_once_under_load(tmp_path,
+                                                                probes):
+    """Three threads start training as soon as torch is imported, while two
+    CPU hogs load this 2-CPU machine: every step of every thread is traced
+    (each its own record_function("step")). rfbpf used to seize a new
+    thread only at its next /proc scan and to stop only the first thread
+    at its first op: the others ran whole steps unseen before the
+    callback was in (about half of such runs lost steps, some a whole
+    thread), with nothing counted as lost."""
+    three = os.path.join(os.path.dirname(WORKLOAD), "three_threads.py")
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"])
+            for _ in range(2)]
+    try:
+        for k in range(3):
+            out = tmp_path / f"t{k}.json"
+            r = run([RFBPF, "-q", "--no-table", "--probes", probes, "-o",
+                     str(out), "--", PYTHON, three, "--steps", "40"])
+            assert r.returncode == 0, r.stderr
+            assert "done" in r.stdout
+            steps = collections.Counter(
+                e["tid"] for e in ops_of(load_trace(out))
+                if e["name"] == "step")
+            assert sorted(steps.values()) == [40, 40, 40], (k, steps)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()

@@ -21,8 +21,17 @@
 /* A thread that left its system call as it was interrupted is looked at
  * again after this long. */
 #define RETRY_MS 20
-/* New threads are looked for this often. */
+/* New threads are looked for this often (those a seized thread starts
+ * are seized as they are made: PTRACE_O_TRACECLONE). */
 #define RESEIZE_MS 5
+/* Seized threads report the threads they start (PTRACE_EVENT_CLONE), and
+ * those start seized, stopped before their first instruction: a thread
+ * started while rfbpf looks cannot run ops it does not see. Under load,
+ * with only the /proc rescans, a job's new threads ran whole training
+ * steps before they were seized (and so never stopped at the op-entry
+ * point, which launch mode's parking needs). Forks (exit signal SIGCHLD,
+ * or vfork) are never reported: only PTRACE_O_TRACECLONE is set. */
+#define SEIZE_OPTIONS (PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE)
 
 struct seized {
 	pid_t tid;
@@ -164,8 +173,7 @@ static int seize_new(pid_t pid, const struct safe_point_probe *probe,
 
 		if (tid <= 0 || is_seized(tid))
 			continue;
-		if (ptrace(PTRACE_SEIZE, tid, 0,
-			   (void *)PTRACE_O_TRACESYSGOOD)) {
+		if (ptrace(PTRACE_SEIZE, tid, 0, (void *)SEIZE_OPTIONS)) {
 			if (errno == EPERM) {
 				closedir(dir);
 				return -EPERM;
@@ -183,6 +191,33 @@ static int seize_new(pid_t pid, const struct safe_point_probe *probe,
 static void forget(int i)
 {
 	threads[i] = threads[--nr_threads];
+}
+
+static void let_go(pid_t tid, int sig);
+
+/* The thread a seized one just started, from its PTRACE_EVENT_CLONE stop:
+ * seized already (and stopped at its start), so it is tracked like the
+ * others, and the probe may signal it (BPF passes it over while it blocks
+ * the signal: it starts with all blocked); with no room left it is let
+ * go. Returns its tid, or 0. */
+static pid_t adopt_clone(pid_t parent, const struct safe_point_probe *probe)
+{
+	unsigned long msg = 0;
+	pid_t tid;
+
+	if (ptrace(PTRACE_GETEVENTMSG, parent, 0, &msg) || !msg)
+		return 0;
+	tid = (pid_t)msg;
+	if (is_seized(tid))
+		return tid;
+	if (nr_threads >= MAX_THREADS) {
+		let_go(tid, 0);
+		return 0;
+	}
+	threads[nr_threads++] = (struct seized){ .tid = tid };
+	if (probe)
+		probe->allow(probe->ctx, tid);
+	return tid;
 }
 
 /* Was this stop the op-entry signal? (Sent by BPF: SI_KERNEL.) */
@@ -244,7 +279,18 @@ static void release_others(pid_t pid, pid_t keep, int our_sig)
 			r = waitpid(tid, &st, __WALL | WNOHANG);
 			if (r == 0 || (r < 0 && errno == EINTR))
 				continue;
-			if (r == tid && WIFSTOPPED(st)) {
+			if (r == tid && WIFSTOPPED(st) &&
+			    (st >> 16) == PTRACE_EVENT_CLONE) {
+				/* It started a thread, seized with it: that
+				 * one is let go too (at its first stop),
+				 * unless it is tracked (its turn comes). */
+				unsigned long child = 0;
+
+				ptrace(PTRACE_GETEVENTMSG, tid, 0, &child);
+				let_go(tid, 0);
+				if (child && !is_seized((pid_t)child))
+					let_go((pid_t)child, 0);
+			} else if (r == tid && WIFSTOPPED(st)) {
 				sig = (st >> 16) == 0 ? WSTOPSIG(st) : 0;
 				let_go(tid, from_probe(tid, sig, our_sig) ?
 				       0 : sig);
@@ -384,6 +430,13 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 		return remote_fail(err, len, -ESRCH, "process %d exited", pid);
 	if (probe && sig)
 		armed = !arm_probe(pid, probe, sig);
+	/* Parking (launch mode): every seized thread stops at its first op
+	 * from now on, not only the first one to get there. Otherwise the
+	 * others run ops while rfbpf takes the first one's stop, none of
+	 * them seen (the callback is not in yet): under load, whole
+	 * training steps. The first stop seen is held, the rest wait. */
+	if (armed && o->park_others)
+		probe->stop_all(probe->ctx);
 	/* Without the op-entry point, waits will have to do. */
 	waits = !o->ops_only || !armed;
 	while (!held) {
@@ -406,6 +459,11 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 			if (!WIFSTOPPED(st)) {	/* the thread exited */
 				remote_note_exit(pid, r, st);
 				forget(i--);
+				continue;
+			}
+			if ((st >> 16) == PTRACE_EVENT_CLONE) {
+				adopt_clone(r, armed ? probe : NULL);
+				ptrace(PTRACE_CONT, r, 0, 0);
 				continue;
 			}
 			held = on_stop(pid, &threads[i], st, sig, probe, h);

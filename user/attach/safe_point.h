@@ -73,10 +73,11 @@ struct safe_point_opts {
 	/* Point 1 only (launch mode: a thread waiting during `import torch`
 	 * may be waiting inside the dynamic loader). */
 	bool ops_only;
-	/* With a thread held at the op-entry point, stop every other thread
-	 * there too until safe_point_release (launch mode: the callback must
-	 * be in place before any thread's first op, not only the held
-	 * one's). Others are let go as soon as one is held otherwise. */
+	/* Stop every seized thread at its first op from the start of the
+	 * search, hold the first and keep the others stopped there until
+	 * safe_point_release (launch mode: the callback must be in place
+	 * before any thread's first op, not only the held one's). Others
+	 * are let go as soon as one is held otherwise. */
 	bool park_others;
 	bool verbose;
 };
