@@ -792,9 +792,15 @@ int BPF_KPROBE(gpu_activity, const struct rf_gpu_activity *arg)
 		return 0;
 	}
 	fill_hdr(&e->hdr, id, RF_EV_GPU_ACTIVITY, 0, 0);
-	if (bpf_probe_read_user(&e->act, sizeof(e->act), arg) ||
+	/* As read_launch: the first layout always, name_addr when the
+	 * agent's size covers it. */
+	e->act.name_addr = 0;
+	if (bpf_probe_read_user(&e->act, RF_GPU_ACTIVITY_SIZE_V1, arg) ||
 	    e->act.abi_version != RF_GPU_ABI_VERSION ||
-	    e->act.size < sizeof(e->act)) {
+	    e->act.size < RF_GPU_ACTIVITY_SIZE_V1 ||
+	    (e->act.size >= sizeof(e->act) &&
+	     bpf_probe_read_user(&e->act.name_addr, sizeof(e->act.name_addr),
+				 &arg->name_addr))) {
 		bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
 		count(RF_CNT_GPU_BAD_RECORD);
 		return 0;

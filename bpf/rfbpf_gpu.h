@@ -161,7 +161,20 @@ struct rf_gpu_activity {
 	/* kernels: the (mangled) name, copied in, NUL-terminated, cut to
 	 * RF_GPU_NAME_MAX - 1 bytes when name_len says it is longer */
 	char name[RF_GPU_NAME_MAX];
+	/* End of the first layout (RF_GPU_ACTIVITY_SIZE_V1 bytes). Appended
+	 * since: read only when size covers them. */
+	/* kernels: the address of CUPTI's own copy of the name in the job.
+	 * CUPTI shares one string among every record of a kernel and keeps
+	 * it while the kernel's module is loaded, so the loader can read a
+	 * cut name whole from it later (process_vm_readv); 0: unknown. */
+	__u64 name_addr;
 };
+
+/* The size of struct rf_gpu_activity before name_addr: agents that send
+ * this much are read, their long names left cut. */
+#define RF_GPU_ACTIVITY_SIZE_V1 368
+_Static_assert(__builtin_offsetof(struct rf_gpu_activity, name_addr) ==
+	       RF_GPU_ACTIVITY_SIZE_V1, "the first layout is fixed");
 
 /*
  * The agent's control block, exported as `rfbpf_gpu_control`. rfbpf writes

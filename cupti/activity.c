@@ -71,6 +71,7 @@ static void convert_kernel(const CUpti_ActivityKernel10 *k, int64_t off,
 		a->name_len = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 		memcpy(a->name, k->name, n < sizeof(a->name) ? n :
 		       sizeof(a->name) - 1);
+		a->name_addr = (uintptr_t)k->name;	/* for a cut one */
 	}
 }
 

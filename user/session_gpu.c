@@ -252,3 +252,10 @@ out:
 	gpu_agent_close(&g);
 	return used;
 }
+
+bool session_gpu_read_name(void *ctx, uint32_t pid, uint64_t addr,
+			   char *buf, size_t len)
+{
+	(void)ctx;
+	return !target_read((pid_t)pid, addr, buf, len);
+}

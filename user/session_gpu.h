@@ -9,6 +9,8 @@
 #define RFBPF_SESSION_GPU_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 struct session;
 
@@ -30,5 +32,11 @@ void session_gpu_cupti_call(struct session *s, unsigned which, int tid);
  * entry probes, before()/end() already see its ops. Returns whether it
  * did. */
 bool session_gpu_agent_activation(struct session *s);
+
+/* The model's reader of kernel names the events had to cut (struct gpu's
+ * read_name): len bytes at addr in process pid, where CUPTI keeps the
+ * name. */
+bool session_gpu_read_name(void *ctx, uint32_t pid, uint64_t addr,
+			   char *buf, size_t len);
 
 #endif

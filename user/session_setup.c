@@ -262,6 +262,7 @@ int session_setup(struct session *s, struct options *opt)
 		s->activation_pending = opt->activate;
 	}
 	trace_init(&s->trace, s->pid);
+	s->trace.gpu.read_name = session_gpu_read_name;
 	s->trace.probe_cost = cost;
 	snprintf(s->trace.probe_cost_note, sizeof(s->trace.probe_cost_note),
 		 "%s", cost_note);

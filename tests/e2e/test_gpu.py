@@ -213,13 +213,12 @@ def test_every_kernel_is_joined_to_the_op_that_launched_it(tmp_path):
     assert g["launches_outside_ops"] == sum(
         1 for v in launches.values() if v["op"] is None)
     assert g["bad_records"] == 0 and g["agent_untraced_records"] == 0
-    # Names longer than the event's 255 bytes arrive cut, and counted;
-    # cut inside a name, they do not demangle and are kept as they came.
-    cut = [e for e in gpu if e["args"].get("name_truncated")]
-    assert cut and g["kernel_names_truncated"] == len(cut)
-    assert all(len(e["name"].encode()) == 255 and
-               e["name"].startswith("_ZN2at6native18elementwise_kernel")
-               and "mangled name" not in e["args"] for e in cut)
+    # Names longer than the event's 255 bytes arrive cut and are read
+    # whole from where CUPTI keeps them in the job: none stays cut.
+    long_ones = [e for e in gpu if "long_namespace_13::kernel" in e["name"]]
+    assert long_ones and g["kernel_names_read_whole"] == len(long_ones)
+    assert g["kernel_names_truncated"] == 0
+    assert not any(e["args"].get("name_truncated") for e in gpu)
     assert g["final_flush_missed"] is False
     assert g["agent_counters_stale"] is False
     # The table has the CUDA columns, with the right sums for one op.
@@ -245,17 +244,15 @@ def test_kernels_are_shown_demangled(tmp_path):
     kernels = [e for e in gpu_events(trace) if e["cat"] == "kernel"]
     mangled = sorted({e["args"]["mangled name"] for e in kernels
                       if "mangled name" in e["args"]})
-    # gemm_tiled, vectorized_elementwise_kernel, reduce_sum; not the cut
-    # one.
-    assert len(mangled) == 3
+    # gemm_tiled, vectorized_elementwise_kernel, reduce_sum, and the
+    # 293-byte one, which the event cut and rfbpf read whole.
+    assert len(mangled) == 4
+    assert max(len(m) for m in mangled) == 293
     want = demangled(mangled)
     for e in kernels:
-        if "mangled name" in e["args"]:
-            assert e["name"] == want[e["args"]["mangled name"]] != \
-                e["args"]["mangled name"]
-            assert "(" in e["name"]
-        else:
-            assert e["args"].get("name_truncated") is True
+        assert e["name"] == want[e["args"]["mangled name"]] != \
+            e["args"]["mangled name"]
+        assert "(" in e["name"]
     # The folded stacks show the same names.
     folded = (tmp_path / "g.folded").read_text()
     assert "[gpu] gemm_tiled(float const*, float const*, float*, int, " \

@@ -51,15 +51,18 @@ static uint32_t nr_records, next_corr;
 #define MAX_CALLS (1u << 20)
 static struct { uint64_t before, after; } calls[MAX_CALLS];
 
-/* Kernel names must live until the buffer is completed: a fixed set,
- * the last longer than RF_GPU_NAME_MAX as templated kernels often are. */
-#define LONG_NAME_PART "_ZN2at6native18elementwise_kernelILi128ELi4EZNS0_22" \
-	"gpu_kernel_impl_nocastINS0_13BinaryFunctorIfffNS0_15binary_internal"
+/* Kernel names live as long as CUPTI keeps them (the process's life
+ * here): a fixed set, the last longer than RF_GPU_NAME_MAX as templated
+ * kernels often are (293 bytes: the event cuts it, rfbpf reads it whole
+ * from here and demangles it). */
+#define LONG_NS(i) "17long_namespace_" #i
 static const char *const kernel_names[] = {
 	"_Z10gemm_tiledPKfS0_Pfiii",
 	"_ZN2at6native29vectorized_elementwise_kernelILi4EEEvi",
 	"_Z10reduce_sumPKfPfi",
-	LONG_NAME_PART LONG_NAME_PART LONG_NAME_PART "EEEEvRNS_18TensorIteratorBaseERKT_EUliE_EEviT1_",
+	"_ZN2at6native" LONG_NS(00) LONG_NS(01) LONG_NS(02) LONG_NS(03)
+	LONG_NS(04) LONG_NS(05) LONG_NS(06) LONG_NS(07) LONG_NS(08) LONG_NS(09)
+	LONG_NS(10) LONG_NS(11) LONG_NS(12) LONG_NS(13) "6kernelEPKfPfi",
 };
 #define NR_KERNEL_NAMES (sizeof(kernel_names) / sizeof(kernel_names[0]))
 

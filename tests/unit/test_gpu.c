@@ -628,15 +628,17 @@ TEST(unknown_enter_times)
 }
 
 /* One kernel record named name (the agent's copy: cut to 255 bytes and
- * flagged when longer); what the model made of it. */
-static struct gpu_activity kernel_named(struct trace *t, const char *name)
+ * flagged when longer), CUPTI's string at addr (0: not said, as an agent
+ * from before name_addr); what the model made of it. */
+static struct gpu_activity kernel_at(struct trace *t, const char *name,
+				     uint64_t addr)
 {
 	struct rf_gpu_activity_event e = {
 		.hdr = { .kind = RF_EV_GPU_ACTIVITY },
 		.act = { .abi_version = RF_GPU_ABI_VERSION,
 			 .size = sizeof(struct rf_gpu_activity),
 			 .kind = RF_GPU_ACT_KERNEL, .correlation_id = 1,
-			 .name_len = strlen(name) },
+			 .name_len = strlen(name), .name_addr = addr },
 	};
 	const struct gpu_launch *l;
 	struct gpu_activity a;
@@ -646,6 +648,89 @@ static struct gpu_activity kernel_named(struct trace *t, const char *name)
 		e.hdr.flags |= RF_F_NAME_TRUNCATED;
 	CHECK(gpu_add_activity(&t->gpu, &t->names, &e, &a, &l));
 	return a;
+}
+
+static struct gpu_activity kernel_named(struct trace *t, const char *name)
+{
+	return kernel_at(t, name, 0);
+}
+
+/* A reader of "the job's" memory: this process's, counting its reads;
+ * fails while reads_fail is set. */
+static unsigned reads;
+static bool reads_fail;
+
+static bool read_here(void *ctx, uint32_t pid, uint64_t addr, char *buf,
+		      size_t len)
+{
+	(void)ctx;
+	(void)pid;
+	reads++;
+	if (reads_fail)
+		return false;
+	memcpy(buf, (const void *)(uintptr_t)addr, len);
+	return true;
+}
+
+#define LONG_NS(i) "17long_namespace_" #i
+#define LONG_KERNEL(last) "_ZN2at6native" LONG_NS(00) LONG_NS(01) \
+	LONG_NS(02) LONG_NS(03) LONG_NS(04) LONG_NS(05) LONG_NS(06) \
+	LONG_NS(07) LONG_NS(08) LONG_NS(09) LONG_NS(10) LONG_NS(11) \
+	LONG_NS(12) LONG_NS(last) "6kernelEPKfPfi"
+#define LONG_SHOWN(last) "at::native::long_namespace_00::" \
+	"long_namespace_01::long_namespace_02::long_namespace_03::" \
+	"long_namespace_04::long_namespace_05::long_namespace_06::" \
+	"long_namespace_07::long_namespace_08::long_namespace_09::" \
+	"long_namespace_10::long_namespace_11::long_namespace_12::" \
+	"long_namespace_" #last "::kernel(float const*, float*, int)"
+
+/* A name the event cut is read whole where CUPTI keeps it, once per
+ * address, and demangled; read again when another name of the same
+ * length comes to that address; left cut (and counted) when it cannot be
+ * read, when no address is given, or with no reader. */
+TEST(cut_kernel_names_are_read_whole)
+{
+	char job[sizeof(LONG_KERNEL(13))] = LONG_KERNEL(13);
+	uint64_t at = (uintptr_t)job;
+	struct trace t;
+	struct gpu_activity a;
+
+	trace_init(&t, 1);
+	reads = 0;
+	reads_fail = false;
+	a = kernel_at(&t, job, at);		/* no reader yet */
+	CHECK(a.name_truncated);
+	CHECK_EQ_U64(t.gpu.counts.names_truncated, 1);
+	t.gpu.read_name = read_here;
+	CHECK(strlen(job) > RF_GPU_NAME_MAX);
+	a = kernel_at(&t, job, at);
+	CHECK(!a.name_truncated);
+	CHECK_STR(names_get(&t.names, a.name), LONG_SHOWN(13));
+	CHECK_STR(names_get(&t.names, a.mangled_name), job);
+	a = kernel_at(&t, job, at);
+	CHECK_STR(names_get(&t.names, a.name), LONG_SHOWN(13));
+	CHECK_EQ_U64(reads, 1);			/* remembered by address */
+	CHECK_EQ_U64(t.gpu.counts.names_read_whole, 2);
+	/* Another kernel's name at the same address (a module unloaded,
+	 * another loaded): its end differs, its first 255 bytes too. */
+	memcpy(job, LONG_KERNEL(14), sizeof(job));
+	memcpy(job + 13, "17long_namespace_99", 19);
+	a = kernel_at(&t, job, at);
+	CHECK(!a.name_truncated);
+	CHECK_EQ_U64(reads, 2);
+	CHECK(strstr(names_get(&t.names, a.name), "long_namespace_14::kernel"));
+	/* Unreadable, or no address: cut, flagged and counted. */
+	reads_fail = true;
+	memcpy(job, LONG_KERNEL(15), sizeof(job));
+	a = kernel_at(&t, job, at + 0);
+	CHECK(a.name_truncated);
+	CHECK_EQ_U64(strlen(names_get(&t.names, a.name)), RF_GPU_NAME_MAX - 1);
+	reads_fail = false;
+	a = kernel_at(&t, job, 0);
+	CHECK(a.name_truncated);
+	CHECK_EQ_U64(t.gpu.counts.names_truncated, 3);
+	CHECK_EQ_U64(t.gpu.counts.names_read_whole, 3);
+	trace_free(&t);
 }
 
 TEST(cxx_demangle_symbols_only)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include "target.h"
 
@@ -302,4 +303,18 @@ bool target_status(pid_t pid, pid_t tid, const char *key, char *val,
 	}
 	fclose(f);
 	return found;
+}
+
+int target_read(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { buf, len };
+	struct iovec remote = { (void *)(uintptr_t)addr, len };
+	ssize_t got;
+
+	if (!addr)
+		return -EFAULT;
+	got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+	if (got == (ssize_t)len)
+		return 0;
+	return got < 0 ? -errno : -EFAULT;
 }

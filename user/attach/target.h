@@ -42,6 +42,9 @@ int target_addr_of_offset(pid_t pid, const char *path, uint64_t off,
 /* The same for a writable data mapping (a variable of the file). */
 int target_addr_of_data_offset(pid_t pid, const char *path, uint64_t off,
 			       uint64_t *addr);
+/* Reads len bytes at addr in the process (process_vm_readv): 0, or
+ * -errno (-EFAULT for a short read or a 0 address). */
+int target_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 /* The process's start time (clock ticks after boot, /proc/PID/stat field
  * 22): with the pid, it names one process across pid reuse. 0 if gone. */
 unsigned long long target_start_time(pid_t pid);

@@ -264,6 +264,7 @@ static void write_gpu_counts(FILE *f, const struct trace *t)
 	COUNT("launches_outside_ops", g->launches_outside_ops);
 	COUNT("launches_in_unrecorded_ops", g->launches_op_unknown);
 	COUNT("kernel_names_truncated", g->names_truncated);
+	COUNT("kernel_names_read_whole", g->names_read_whole);
 	COUNT("kernel_name_faults", g->name_faults);
 	COUNT("bpf_launch_hits", t->counts.gpu_launch_hits);
 	COUNT("bpf_record_hits", t->counts.gpu_record_hits);

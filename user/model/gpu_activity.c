@@ -28,6 +28,7 @@ void gpu_free(struct gpu *g)
 	free(g->slots);
 	u64map_free(&g->pending);
 	u64map_free(&g->demangled);
+	u64map_free(&g->whole_names);
 	memset(g, 0, sizeof(*g));
 	g->oldest = g->newest = g->free = NONE;
 }
@@ -218,13 +219,59 @@ const char *gpu_memory_kind_name(uint8_t memory_kind)
 	       names[memory_kind] : "Unrecognized";
 }
 
+/* Longest kernel name read whole from the job (C++ template kernels
+ * reach a few KiB; past this the name stays cut). */
+#define GPU_WHOLE_NAME_MAX (64u << 10)
+
+/* Is the whole name id the one whose first bytes the event carried? A
+ * module unloaded and another loaded could put another name at the same
+ * address. */
+static bool whole_name_fits(const struct names *names, uint32_t id,
+			    const struct rf_gpu_activity *in)
+{
+	const char *s = names_get(names, id);
+
+	return strlen(s) == in->name_len &&
+	       !strncmp(s, in->name, RF_GPU_NAME_MAX - 1);
+}
+
+/* A kernel name the event had to cut, read whole from where CUPTI keeps
+ * it in the job, once per address: its id, or NONE (no reader, no
+ * address, too long, unreadable, or not the name the event began). */
+static uint32_t whole_name(struct gpu *g, struct names *names,
+			   uint32_t pid, const struct rf_gpu_activity *in)
+{
+	uint64_t *known = u64map_get(&g->whole_names, in->name_addr);
+	uint32_t id = NONE;
+	char *buf;
+
+	if (known && whole_name_fits(names, (uint32_t)*known, in))
+		return (uint32_t)*known;
+	if (!g->read_name || !in->name_addr ||
+	    in->name_len > GPU_WHOLE_NAME_MAX)
+		return NONE;
+	buf = malloc(in->name_len + 1);
+	if (!buf)
+		return NONE;
+	if (g->read_name(g->read_ctx, pid, in->name_addr, buf, in->name_len) &&
+	    !memchr(buf, 0, in->name_len)) {
+		buf[in->name_len] = 0;
+		id = names_intern(names, buf, in->name_len);
+	}
+	free(buf);
+	if (id == NONE || !whole_name_fits(names, id, in))
+		return NONE;
+	u64map_put(&g->whole_names, in->name_addr, id); /* else read again */
+	return id;
+}
+
 /* A kernel's name as shown: demangled once per distinct name (the map
  * remembers the answer, failures too). *mangled is the name CUPTI gave
  * when it differs. */
 static uint32_t kernel_name(struct gpu *g, struct names *names,
-			    const char *name, size_t len, uint32_t *mangled)
+			    uint32_t id, uint32_t *mangled)
 {
-	uint32_t id = names_intern(names, name, len), shown;
+	uint32_t shown;
 	uint64_t *known;
 	char *d;
 
@@ -248,18 +295,27 @@ static uint32_t kernel_name(struct gpu *g, struct names *names,
 	return shown;
 }
 
-/* Copies and sets have no name of their own: label them as Kineto does. */
+/* Copies and sets have no name of their own: label them as Kineto does.
+ * A kernel's name cut in the event is read whole when it can be (*cut
+ * then cleared). */
 static uint32_t activity_name(struct gpu *g, struct names *names,
-			      const struct rf_gpu_activity *in,
-			      uint32_t *mangled)
+			      uint32_t pid, const struct rf_gpu_activity *in,
+			      bool *cut, uint32_t *mangled)
 {
+	uint32_t id = *cut && in->kind == RF_GPU_ACT_KERNEL ?
+		      whole_name(g, names, pid, in) : NONE;
 	char label[96];
 
 	*mangled = UINT32_MAX;
+	if (in->kind == RF_GPU_ACT_KERNEL && id != NONE) {
+		*cut = false;
+		g->counts.names_read_whole++;
+	}
+	if (in->kind == RF_GPU_ACT_KERNEL && id == NONE)
+		id = names_intern(names, in->name,
+				  strnlen(in->name, sizeof(in->name)));
 	if (in->kind == RF_GPU_ACT_KERNEL)
-		return kernel_name(g, names, in->name,
-				   strnlen(in->name, sizeof(in->name)),
-				   mangled);
+		return kernel_name(g, names, id, mangled);
 	if (in->kind == RF_GPU_ACT_MEMCPY)
 		snprintf(label, sizeof(label), "Memcpy %s (%s -> %s)",
 			 gpu_copy_kind_name(in->copy_kind),
@@ -280,9 +336,9 @@ bool gpu_add_activity(struct gpu *g, struct names *names,
 	const struct rf_gpu_activity *in = &e->act;
 	uint64_t *seq;
 
+	bool cut = e->hdr.flags & RF_F_NAME_TRUNCATED;
+
 	g->counts.activities++;
-	if (e->hdr.flags & RF_F_NAME_TRUNCATED)
-		g->counts.names_truncated++;
 	if (e->hdr.flags & RF_F_NAME_FAULT)
 		g->counts.name_faults++;
 	memset(a, 0, sizeof(*a));
@@ -293,7 +349,10 @@ bool gpu_add_activity(struct gpu *g, struct names *names,
 	a->device_id = in->device_id;
 	a->context_id = in->context_id;
 	a->stream_id = in->stream_id;
-	a->name = activity_name(g, names, in, &a->mangled_name);
+	a->name = activity_name(g, names, e->hdr.pid, in, &cut,
+				&a->mangled_name);
+	if (cut)
+		g->counts.names_truncated++;
 	memcpy(a->grid, in->grid, sizeof(a->grid));
 	memcpy(a->block, in->block, sizeof(a->block));
 	a->registers_per_thread = in->registers_per_thread;
@@ -303,7 +362,7 @@ bool gpu_add_activity(struct gpu *g, struct names *names,
 	a->copy_kind = in->copy_kind;
 	a->src_kind = in->src_kind;
 	a->dst_kind = in->dst_kind;
-	a->name_truncated = e->hdr.flags & RF_F_NAME_TRUNCATED;
+	a->name_truncated = cut;
 	a->graph_id = in->graph_id;
 	seq = u64map_get(&g->pending, pending_key(in->correlation_id));
 	*launch = seq ? &g->slots[*seq] : NULL;

@@ -71,8 +71,9 @@ struct gpu_activity {
 	uint8_t copy_kind;	/* copies: CUpti_ActivityMemcpyKind */
 	uint8_t src_kind, dst_kind;	/* CUpti_ActivityMemoryKind (sets:
 					 * dst_kind, the memory set) */
-	bool name_truncated;	/* the agent cut the name at
-				 * RF_GPU_NAME_MAX - 1 bytes */
+	bool name_truncated;	/* the name is cut at RF_GPU_NAME_MAX - 1
+				 * bytes (the event cut it, and it could
+				 * not be read whole from the job) */
 	uint32_t mangled_name;	/* kernels: the name as CUPTI gave it when
 				 * `name` is its demangled form (id in
 				 * names), else UINT32_MAX */
@@ -89,7 +90,9 @@ struct gpu_counts {
 	uint64_t launches_unmatched_at_end;  /* none came before detach */
 	uint64_t activities;		/* activity events read */
 	uint64_t activities_unmatched;	/* no launch with its id was seen */
-	uint64_t names_truncated;
+	uint64_t names_truncated;	/* kernel names left cut */
+	uint64_t names_read_whole;	/* cut in the event, read whole from
+					 * the job (rf_gpu_activity.name_addr) */
 	uint64_t name_faults;
 	/* From the agent's control block, at the end. */
 	uint64_t agent_launches, agent_records, agent_dropped;
@@ -135,6 +138,13 @@ struct gpu {
 	uint32_t free;		/* first free slot, UINT32_MAX: none */
 	struct u64map pending;	/* correlation id + 1 -> slot */
 	struct u64map demangled; /* kernel name id + 1 -> shown name id */
+	/* Kernel names the event had to cut, read whole from the job where
+	 * the agent says CUPTI keeps them (rf_gpu_activity.name_addr), by
+	 * the session's reader; NULL: they stay cut. */
+	bool (*read_name)(void *ctx, uint32_t pid, uint64_t addr, char *buf,
+			  size_t len);
+	void *read_ctx;
+	struct u64map whole_names; /* name_addr -> its name's id */
 	struct gpu_launch call;	/* the sync call being handed on */
 	struct gpu_counts counts;
 };

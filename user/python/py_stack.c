@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include "py_stack.h"
 #include "line_table.h"
 #include "attach/elf_symbols.h"
@@ -45,16 +44,7 @@ struct py_code_entry {
 
 static int rd(const struct py_reader *r, uint64_t addr, void *buf, size_t n)
 {
-	struct iovec local = { buf, n };
-	struct iovec remote = { (void *)(uintptr_t)addr, n };
-	ssize_t got;
-
-	if (!addr)
-		return -EFAULT;
-	got = process_vm_readv(r->pid, &local, 1, &remote, 1, 0);
-	if (got == (ssize_t)n)
-		return 0;
-	return got < 0 ? -errno : -EFAULT;
+	return target_read(r->pid, addr, buf, n);
 }
 
 static int rd_ptr(const struct py_reader *r, uint64_t addr, uint64_t *v)
