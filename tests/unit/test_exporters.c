@@ -801,6 +801,65 @@ TEST(folded)
 	fixture_free(&x);
 }
 
+/* The frame itself: '\r' is a line break to speedscope's parser, and an
+ * empty name would leave "a;;b" or a trailing ';' (an empty frame). */
+TEST(folded_frame_cr_and_empty_name)
+{
+	char buf[64];
+	size_t used;
+
+	used = folded_put_frame(buf, 0, sizeof(buf), "a\rb\r\nc");
+	buf[used] = 0;
+	CHECK_STR(buf, "a b  c");
+	used = folded_put_frame(buf, 0, sizeof(buf), "");
+	used = folded_put_frame(buf, used, sizeof(buf), "x");
+	used = folded_put_frame(buf, used, sizeof(buf), "");
+	used = folded_put_frame(buf, used, sizeof(buf), "");
+	buf[used] = 0;
+	CHECK_STR(buf, "[no name];x;[no name];[no name]");
+}
+
+/* The same names through write_folded: one line per stack, each
+ * "frame;...;frame weight" with no '\r', no empty frame. */
+TEST(folded_file_cr_and_empty_name)
+{
+	struct fixture x;
+	struct folded_line lines[8];
+	char *text = NULL;
+	size_t len;
+
+	fixture_init(&x, 4242, WITH_PROFILE);
+	strcpy(x.t.process_name, "python3");
+	ev_before(&x.t, 100, 0x10, 1000, "step\r1", 0);
+	trace_name_thread(&x.t, trace_thread(&x.t, 100, NULL), "ma\rin");
+	ev_before(&x.t, 100, 0x20, 1100, "", 0);
+	ev_before(&x.t, 100, 0x30, 1200, "aten::mul", 0);
+	ev_end(&x.t, 100, 0x30, 1300);			/* self 100 */
+	ev_end(&x.t, 100, 0x20, 1500);			/* 400 - 100 */
+	ev_end(&x.t, 100, 0x10, 2000);			/* 1000 - 400 */
+	FILE *f = open_memstream(&text, &len);
+	CHECK(f && !write_folded(f, &x.t, &x.sp));
+	fclose(f);
+	CHECK(text && !strchr(text, '\r'));
+	CHECK(text && !strstr(text, ";;") && !strstr(text, "; "));
+	int n = text ? parse_folded(text, lines, 8) : -1;
+	const struct { const char *stack; uint64_t w; } want[] = {
+		{ "python3;ma in [100];step 1", 600 },
+		{ "python3;ma in [100];step 1;[no name]", 300 },
+		{ "python3;ma in [100];step 1;[no name];aten::mul", 100 },
+	};
+	CHECK_EQ_U64(n, sizeof(want) / sizeof(want[0]));
+	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+		const struct folded_line *l = find_line(lines, n, want[k].stack);
+
+		CHECK(l != NULL);
+		if (l)
+			CHECK_EQ_U64(l->weight, want[k].w);
+	}
+	free(text);
+	fixture_free(&x);
+}
+
 /* ------------------------------------------------------------------ */
 /* Aggregation and the table's units.                                  */
 
