@@ -957,9 +957,25 @@ TEST(aggregate_sort_orders)
 	/* Calls: aten::mul (3), then the 1-call rows by self. */
 	const char *by_calls[] = { "aten::mul", "forward", N_UTF8, N_QUOTE,
 				   N_SEMI, N_CTRL };
+	/* Avg, min and max: 600000, then the 200000 tie by self, 100500,
+	 * 50000, and aten::mul last (avg 10333, min 999, max 20001). */
+	const char *by_time[] = { "forward", N_UTF8, N_QUOTE, N_SEMI, N_CTRL,
+				  "aten::mul" };
+	/* Name, A to Z by bytes: "a;" < "aten::\"" < "aten::m" < "ca" <
+	 * "ct" < "f". */
+	const char *by_name[] = { N_SEMI, N_QUOTE, "aten::mul", N_UTF8, N_CTRL,
+				  "forward" };
 	check_order(&x.t, &x.agg, SORT_CALLS, by_calls, 6);
 	check_order(&x.t, &x.agg, SORT_SELF, by_self, 6);
 	check_order(&x.t, &x.agg, SORT_TOTAL, by_total, 6);
+	check_order(&x.t, &x.agg, SORT_AVG, by_time, 6);
+	check_order(&x.t, &x.agg, SORT_MIN, by_time, 6);
+	check_order(&x.t, &x.agg, SORT_MAX, by_time, 6);
+	check_order(&x.t, &x.agg, SORT_NAME, by_name, 6);
+	/* No GPU here: every GPU key ties at 0, so the order is self's. */
+	check_order(&x.t, &x.agg, SORT_CUDA, by_self, 6);
+	check_order(&x.t, &x.agg, SORT_SELF_CUDA, by_self, 6);
+	check_order(&x.t, &x.agg, SORT_KERNELS, by_self, 6);
 	/* Sorting makes a copy: the rows stay indexed by name id. */
 	for (size_t i = 0; i < x.agg.nr; i++)
 		CHECK_EQ_U64(x.agg.rows[i].name, i);
@@ -992,6 +1008,72 @@ TEST(aggregate_sort_total_differs_from_self)
 	check_order(t, &x.agg, SORT_CALLS, by_calls, 3);
 	CHECK_EQ_U64(x.agg.self_ns, 1030);
 	fixture_free(&x);
+}
+
+/*
+ * Every --sort key on rows built by hand, chosen so that each key gives
+ * an order of its own and most keys meet a tie: numbers descend, a tie
+ * goes to the larger self time, then to the smaller name id; name sorts
+ * A to Z. A row with neither calls nor GPU time is left out.
+ */
+TEST(aggregate_sort_every_key)
+{
+	static const char *const names[] = { "mm", "add", "relu", "copy_",
+					     "kernel" };
+	/* id: calls total self ended ended_ns min max cuda self_cuda kern */
+	static const uint64_t v[][10] = {
+		{ 5, 1000, 100, 5, 1000,  50, 400, 700, 700, 1 },
+		{ 1,  500, 400, 1,  500, 500, 500,   0,   0, 0 },
+		{ 5,  900, 300, 5,  900,  50, 300, 700, 200, 3 },
+		/* two calls, one cut short: avg 600 (not 1000 / 2) */
+		{ 2, 1000, 300, 1,  600, 600, 600, 100, 100, 3 },
+		{ 0,    0,   0, 0,    0,   0,   0,   0,   0, 0 },
+	};
+	static const struct { enum sort_key key; int order[4]; } want[] = {
+		{ SORT_SELF, { 1, 2, 3, 0 } },		/* 2, 3 tie: id */
+		{ SORT_TOTAL, { 3, 0, 2, 1 } },		/* 3, 0 tie: self */
+		{ SORT_CALLS, { 2, 0, 3, 1 } },		/* 2, 0 tie: self */
+		{ SORT_CUDA, { 2, 0, 3, 1 } },		/* 2, 0 tie: self */
+		{ SORT_AVG, { 3, 1, 0, 2 } },		/* 600 500 200 180 */
+		{ SORT_MIN, { 3, 1, 2, 0 } },		/* 2, 0 tie: self */
+		{ SORT_MAX, { 3, 1, 0, 2 } },
+		{ SORT_SELF_CUDA, { 0, 2, 3, 1 } },
+		{ SORT_KERNELS, { 2, 3, 0, 1 } },	/* 2, 3 tie: id */
+		{ SORT_NAME, { 1, 3, 0, 2 } },		/* add copy_ mm relu */
+	};
+	struct op_stats rows[5];
+	struct aggregate a;
+	bool seen[SORT_NAME + 1] = { false };
+	struct trace t;
+
+	trace_init(&t, 1);
+	aggregate_init(&a);
+	memset(rows, 0, sizeof(rows));
+	for (size_t i = 0; i < 5; i++) {
+		const uint64_t *r = v[i];
+
+		CHECK_EQ_U64(names_intern(&t.names, names[i],
+					  strlen(names[i])), i);
+		rows[i] = (struct op_stats){ .name = i, .calls = r[0],
+			.total_ns = r[1], .self_ns = r[2], .ended = r[3],
+			.ended_ns = r[4], .min_ns = r[5], .max_ns = r[6],
+			.gpu_total_ns = r[7], .gpu_self_ns = r[8],
+			.kernels = r[9], .truncated = r[0] - r[3] };
+	}
+	a.rows = rows;
+	a.nr = 5;
+	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+		const char *order[4];
+
+		for (int i = 0; i < 4; i++)
+			order[i] = names[want[k].order[i]];
+		check_order(&t, &a, want[k].key, order, 4);
+		seen[want[k].key] = true;
+	}
+	/* Every key (the CLI's --sort list is the enum's) was checked. */
+	for (int key = 0; key <= SORT_NAME; key++)
+		CHECK(seen[key]);
+	trace_free(&t);
 }
 
 TEST(aggregate_counts_truncated_calls)
