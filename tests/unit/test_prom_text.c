@@ -12,8 +12,7 @@
 #include <unistd.h>
 #include "check.h"
 #include "export/prom_text.h"
-
-#define PROMTOOL "/usr/bin/promtool"
+#include "promtool.h"
 
 /* The buffer's text after `write` ran on a fresh buffer. */
 #define TEXT_OF(b, write)						\
@@ -344,29 +343,6 @@ TEST(process_metrics_read_and_written)
 	CHECK(!strstr(b.data, "process_open_fds"));
 	CHECK(strstr(b.data, "process_max_fds"));
 	prom_free(&b);
-}
-
-/* promtool's exit status on `text`: 0 valid and lint-clean, 1 invalid,
- * 3 lint problems; -1 if it could not run. Its complaints are shown
- * unless `quiet`. */
-static int promtool_check(const char *text, size_t len, bool quiet)
-{
-	char path[] = "/tmp/rfbpf-promtool-XXXXXX", cmd[160];
-	int fd = mkstemp(path), status;
-
-	if (fd < 0)
-		return -1;
-	if (write(fd, text, len) != (ssize_t)len) {
-		close(fd);
-		unlink(path);
-		return -1;
-	}
-	close(fd);
-	snprintf(cmd, sizeof(cmd), PROMTOOL " check metrics < %s%s", path,
-		 quiet ? " >/dev/null 2>&1" : "");
-	status = system(cmd);
-	unlink(path);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 static void build_exposition(struct prom_buf *b)
