@@ -51,13 +51,18 @@ PROM_SRCS := user/export/prom_text.c
 HTTP_SRCS := user/fleet/http.c
 DISCOVERY_SRCS := user/fleet/discovery.c
 BUDGET_SRCS := user/fleet/budget.c
+# A job's op counters and the metrics made of them: pure logic over
+# struct job (job.c's session is not touched), so unit-tested.
+FLEET_METRICS_SRCS := user/fleet/job_ops.c user/fleet/fleet_metrics.c
 # The daemon itself (needs BPF: not in the unit tests).
-FLEET_SRCS := user/fleet/job.c user/fleet/fleet_metrics.c user/fleet/daemon.c
+FLEET_SRCS := user/fleet/job.c user/fleet/daemon.c
 CALIBRATE_SRCS := user/attach/calibrate.c user/attach/calibrate_target.S
 LOGIC_SRCS += $(STACK_PROFILE_SRCS) $(PPROF_SRCS) $(PROM_SRCS) \
-	$(HTTP_SRCS) $(DISCOVERY_SRCS) $(BUDGET_SRCS)
+	$(HTTP_SRCS) $(DISCOVERY_SRCS) $(BUDGET_SRCS) \
+	$(FLEET_METRICS_SRCS)
 LOADER_SRCS += $(FLEET_SRCS) $(STACK_PROFILE_SRCS) $(PPROF_SRCS) $(PROM_SRCS) \
-	$(HTTP_SRCS) $(DISCOVERY_SRCS) $(BUDGET_SRCS) $(CALIBRATE_SRCS)
+	$(HTTP_SRCS) $(DISCOVERY_SRCS) $(BUDGET_SRCS) $(CALIBRATE_SRCS) \
+	$(FLEET_METRICS_SRCS)
 # pprof's schema (user/export/profile.proto) as C, by protoc-c, in
 # $(OUT)/gen/: generated, never edited or committed. It is pure logic, so
 # the unit tests and benches compile it with the rest of LOGIC_SRCS.

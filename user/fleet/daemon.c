@@ -330,7 +330,10 @@ static const struct pprof_process *process_labels(void *ctx, uint32_t pid)
 
 static const char ESTIMATOR[] = "rfbpf: calls and self_cpu from full-trace "
 	"windows at a uniformly random moment of each interval, scaled by "
-	"interval/window per job (unbiased); values are estimates for all ops";
+	"interval/window per job (unbiased); values are estimates for all ops. "
+	"Standard errors of calls and inclusive time (sampled ops scaled by "
+	"1/p) are in the metrics: rfbpf_op_calls_stderr, "
+	"rfbpf_op_seconds_stderr";
 
 static int encode(struct daemon *d, const struct stack_profile *p,
 		  double seconds, uint8_t **gz, size_t *len)

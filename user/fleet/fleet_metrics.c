@@ -145,61 +145,100 @@ static void gpu_losses(struct prom_buf *b, struct job *const *jobs,
 	}
 }
 
-/* Per-op counters and the latency histogram, every op a series (up to
- * --max-ops, then "[other]"). */
-static void per_op(struct prom_buf *b, struct job *const *jobs, size_t nr)
+/* A per-op family: one sample per op series of every job. The standard
+ * errors are gauges: they count nothing, and rate() of one means
+ * nothing. */
+struct op_family {
+	const char *name, *type, *help;
+	double (*value)(const struct job_op *r);
+};
+
+static double v_calls(const struct job_op *r) { return r->calls; }
+static double v_total(const struct job_op *r) { return r->total_s; }
+static double v_self(const struct job_op *r) { return r->self_s; }
+
+static const struct op_family op_families[] = {
+	{ "rfbpf_op_calls_total", "counter",
+	  "Estimated calls of the op (sampled ops scaled by 1/p)", v_calls },
+	{ "rfbpf_op_calls_stderr", "gauge",
+	  "Standard error of rfbpf_op_calls_total, from the sampled ops' 1/p "
+	  "weights (square root of the sum of w(w-1), w = 1/p)",
+	  job_op_calls_se },
+	{ "rfbpf_op_seconds_total", "counter",
+	  "Estimated inclusive time of the op's calls (sampled ops scaled by "
+	  "1/p)", v_total },
+	{ "rfbpf_op_seconds_stderr", "gauge",
+	  "Standard error of rfbpf_op_seconds_total, from the sampled ops' "
+	  "1/p weights (square root of the sum of w(w-1)d^2, w = 1/p, d the "
+	  "duration in seconds)", job_op_seconds_se },
+	{ "rfbpf_op_self_seconds_total", "counter",
+	  "Estimated self time of the op (full-trace windows at a random "
+	  "moment of each interval, scaled by interval/window); no standard "
+	  "error: one window stands for each span, and a single cluster "
+	  "gives no variance estimate", v_self },
+};
+
+/* Calls each job's op series with its labels (pid, process, container,
+ * op), every series with calls. */
+static void each_op(struct prom_buf *b, struct job *const *jobs, size_t nr,
+		    const void *ctx,
+		    void (*fn)(struct prom_buf *b, const struct prom_label *l,
+			       const struct job_op *r, const void *ctx))
 {
-	static const char *const calls = "rfbpf_op_calls_total";
-	static const char *const total = "rfbpf_op_seconds_total";
-	static const char *const self = "rfbpf_op_self_seconds_total";
-	static const char *const lat = "rfbpf_op_duration_seconds";
-	const char *names[] = { calls, total, self };
-	const char *helps[] = {
-		"Estimated calls of the op (sampled ops scaled by 1/p)",
-		"Estimated inclusive time of the op's calls (sampled ops "
-		"scaled by 1/p)",
-		"Estimated self time of the op (full-trace windows at a random "
-		"moment of each interval, scaled by interval/window)",
-	};
-	double bounds[AGG_LATENCY_BUCKETS - 1];
+	for (size_t i = 0; i < nr; i++) {
+		const struct job *j = jobs[i];
+		struct prom_label l[JOB_LABELS + 1];
+		char pid[16];
 
-	for (int k = 0; k < AGG_LATENCY_BUCKETS - 1; k++)
-		bounds[k] = agg_latency_bounds_s[k];
-	for (int f = 0; f < 4; f++) {
-		prom_family(b, f < 3 ? names[f] : lat, f < 3 ? "counter" :
-			    "histogram", f < 3 ? helps[f] : "Estimated "
-			    "durations of the op's calls (sampled ops scaled "
-			    "by 1/p)");
-		for (size_t i = 0; i < nr; i++) {
-			const struct job *j = jobs[i];
-			struct prom_label l[JOB_LABELS + 1];
-			char pid[16];
-
-			job_labels(j, l, pid, sizeof(pid));
-			for (size_t o = 0; o < j->nr_ops; o++) {
-				const struct job_op *r = &j->ops[o];
-				double cum[AGG_LATENCY_BUCKETS], run = 0;
-
-				if (!(r->calls > 0))
-					continue;
-				l[JOB_LABELS] = (struct prom_label){
-					"op", job_op_name(j, o) };
-				if (f < 3) {
-					prom_sample(b, names[f], l,
-						    JOB_LABELS + 1, f == 0 ?
-						    r->calls : f == 1 ?
-						    r->total_s : r->self_s);
-					continue;
-				}
-				for (int k = 0; k < AGG_LATENCY_BUCKETS; k++)
-					cum[k] = run += r->latency[k];
-				prom_histogram(b, lat, l, JOB_LABELS + 1,
-					       bounds, cum,
-					       AGG_LATENCY_BUCKETS - 1,
-					       r->total_s, run);
-			}
+		job_labels(j, l, pid, sizeof(pid));
+		for (size_t o = 0; o < j->nr_ops; o++) {
+			if (!(j->ops[o].calls > 0))
+				continue;
+			l[JOB_LABELS] = (struct prom_label){
+				"op", job_op_name(j, o) };
+			fn(b, l, &j->ops[o], ctx);
 		}
 	}
+}
+
+static void op_sample(struct prom_buf *b, const struct prom_label *l,
+		      const struct job_op *r, const void *ctx)
+{
+	const struct op_family *f = ctx;
+
+	prom_sample(b, f->name, l, JOB_LABELS + 1, f->value(r));
+}
+
+static void op_histogram(struct prom_buf *b, const struct prom_label *l,
+			 const struct job_op *r, const void *ctx)
+{
+	const double *bounds = ctx;
+	double cum[AGG_LATENCY_BUCKETS], run = 0;
+
+	for (int k = 0; k < AGG_LATENCY_BUCKETS; k++)
+		cum[k] = run += r->latency[k];
+	prom_histogram(b, "rfbpf_op_duration_seconds", l, JOB_LABELS + 1,
+		       bounds, cum, AGG_LATENCY_BUCKETS - 1, r->total_s, run);
+}
+
+/* Per-op counters, their standard errors and the latency histogram,
+ * every op a series (up to --max-ops, then "[other]"). */
+static void per_op(struct prom_buf *b, struct job *const *jobs, size_t nr)
+{
+	size_t nr_families = sizeof(op_families) / sizeof(op_families[0]);
+	double bounds[AGG_LATENCY_BUCKETS - 1];
+
+	for (size_t f = 0; f < nr_families; f++) {
+		const struct op_family *of = &op_families[f];
+
+		prom_family(b, of->name, of->type, of->help);
+		each_op(b, jobs, nr, of, op_sample);
+	}
+	for (int k = 0; k < AGG_LATENCY_BUCKETS - 1; k++)
+		bounds[k] = agg_latency_bounds_s[k];
+	prom_family(b, "rfbpf_op_duration_seconds", "histogram", "Estimated "
+		    "durations of the op's calls (sampled ops scaled by 1/p)");
+	each_op(b, jobs, nr, bounds, op_histogram);
 }
 
 static void gauge(struct prom_buf *b, const char *name, const char *type,

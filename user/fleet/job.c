@@ -12,47 +12,6 @@
 #include "model/profile_sink.h"
 #include "session_gpu.h"
 
-/* The counters of op name id: a series of its own while the job has
- * fewer than --max-ops, else the shared "[other]" one (index max_ops),
- * so a job with unbounded op names cannot grow the metrics without end. */
-static struct job_op *op_row(struct job *j, uint32_t name)
-{
-	uint64_t *known = u64map_get(&j->series, (uint64_t)name + 1);
-	size_t i = known ? *known : j->nr_series < j->opt.max_ops ?
-		   j->nr_series : j->opt.max_ops;
-
-	if (i >= j->cap_ops) {
-		size_t cap = i + 1 > 2 * j->cap_ops ? i + 1 : 2 * j->cap_ops;
-		struct job_op *ops = realloc(j->ops, cap * sizeof(*ops));
-		uint32_t *names = realloc(j->series_name,
-					  cap * sizeof(*names));
-
-		if (ops)
-			j->ops = ops;
-		if (names)
-			j->series_name = names;
-		if (!ops || !names)
-			return NULL;
-		memset(ops + j->cap_ops, 0, (cap - j->cap_ops) * sizeof(*ops));
-		j->cap_ops = cap;
-	}
-	if (!known && i < j->opt.max_ops) {
-		if (!u64map_put(&j->series, (uint64_t)name + 1, i))
-			return NULL;
-		j->series_name[i] = name;
-		j->nr_series++;
-	}
-	if (i + 1 > j->nr_ops)
-		j->nr_ops = i + 1;
-	return &j->ops[i];
-}
-
-const char *job_op_name(const struct job *j, size_t i)
-{
-	return i >= j->opt.max_ops ? "[other]" :
-	       names_get(&j->s.trace.names, j->series_name[i]);
-}
-
 /* Did something that began at ts (CLOCK_MONOTONIC, as BPF's clock) begin
  * under the window's p = 1? By time, not by when its event is read: the
  * ring buffer is read in batches, and an op weighed 1/p by mistake would
@@ -74,14 +33,10 @@ static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
 	struct job *j = ctx;
 	bool full = in_window(j, c->op->start_ns);
 	double w = 1 / (full ? 1.0 : j->p);
-	uint64_t d = c->dur_ns;
-	struct job_op *r = op_row(j, c->op->name);
+	struct job_op *r = job_op_row(j, c->op->name);
 
-	if (r) {
-		r->calls += w;
-		r->total_s += w * d * 1e-9;
-		r->latency[agg_latency_bucket(d)] += w;
-	}
+	if (r)
+		job_op_add(r, w, c->dur_ns);
 	if (!full) {
 		j->sampled_closed++;
 		return;
@@ -300,7 +255,7 @@ void job_end_interval(struct job *j, double now)
 	k = span_done && j->window_time > 0 ? span_len / j->window_time : 0;
 	for (size_t i = 0; k && i < j->window_agg.nr; i++) {
 		const struct op_stats *r = &j->window_agg.rows[i];
-		struct job_op *o = r->calls ? op_row(j, r->name) : NULL;
+		struct job_op *o = r->calls ? job_op_row(j, r->name) : NULL;
 
 		if (o)
 			o->self_s += r->self_ns * 1e-9 * k;

@@ -8,7 +8,9 @@
  * - Calls, inclusive time and the latency histogram: every op that closes
  *   counts 1/p, p being the sampling in force (1 inside a window).
  *   RecordFunction keeps each op independently with probability p, so the
- *   sums are unbiased (Horvitz-Thompson) at any p.
+ *   sums are unbiased (Horvitz-Thompson) at any p. Calls and inclusive
+ *   time also get standard errors, from unbiased variance estimates
+ *   (job_op_add).
  * - Self time and stacks: sampled ops cannot give them (the unsampled ops
  *   in between are invisible), so they come only from a full-trace window
  *   per interval, started at a uniformly random moment of the interval:
@@ -30,10 +32,14 @@
 #include "session.h"
 
 /* Estimated totals since the job was first traced, per op name: the
- * counters of the metrics. */
+ * counters of the metrics, and what their standard errors come from. */
 struct job_op {
 	double calls;
 	double total_s, self_s;
+	/* Variance estimates of calls and total_s (see job_op_add). Self
+	 * time has none: one window stands for its span, and a single
+	 * cluster gives no estimate of the variance between clusters. */
+	double calls_var, total_var;
 	double latency[AGG_LATENCY_BUCKETS];	/* estimated calls per bucket */
 };
 
@@ -105,5 +111,13 @@ void job_plan(struct job *j, const struct budget_plan *plan,
 void job_stop(struct job *j);
 /* The name of op series i ("[other]" for i == max_ops). */
 const char *job_op_name(const struct job *j, size_t i);
+/* The counters of op name id (a new series, or "[other]" once the job
+ * has --max-ops); NULL on ENOMEM. */
+struct job_op *job_op_row(struct job *j, uint32_t name);
+/* Adds one closed op of dur_ns weighed w = 1/p (1 inside a window). */
+void job_op_add(struct job_op *r, double w, uint64_t dur_ns);
+/* Standard errors of calls and total_s (total_s's in seconds). */
+double job_op_calls_se(const struct job_op *r);
+double job_op_seconds_se(const struct job_op *r);
 
 #endif

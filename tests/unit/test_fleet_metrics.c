@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * Fleet mode's per-op metrics on jobs built by hand (no session, no BPF):
+ * the counters and their standard errors for a known set of ops and 1/p
+ * weights, the "[other]" series past --max-ops, the HELP text, and
+ * promtool's verdict on the whole exposition.
+ *
+ * Every expected number is worked out by hand. With w = 1/p, calls add w
+ * and w(w-1) to their variance; time adds w d and w(w-1) d^2 (seconds).
+ */
+#include <math.h>
+#include "check.h"
+#include "fleet/fleet_metrics.h"
+#include "promtool.h"
+
+#define S 1000000000ull		/* ns in a second */
+
+/* Jobs are large (paths, the session): static, zeroed, one at a time. */
+static struct job job_a, job_b;
+
+static void job_init(struct job *j, pid_t pid, unsigned max_ops)
+{
+	memset(j, 0, sizeof(*j));
+	j->proc.pid = pid;
+	strcpy(j->proc.comm, "python3");
+	j->opt.max_ops = max_ops;
+}
+
+/* One closed op of `name`, weighed w, of dur_ns. */
+static void add_op(struct job *j, const char *name, double w,
+		   uint64_t dur_ns)
+{
+	uint32_t id = names_intern(&j->s.trace.names, name, strlen(name));
+	struct job_op *r = job_op_row(j, id);
+
+	CHECK(r != NULL);
+	if (r)
+		job_op_add(r, w, dur_ns);
+}
+
+static void job_free(struct job *j)
+{
+	names_free(&j->s.trace.names);
+	u64map_free(&j->series);
+	free(j->ops);
+	free(j->series_name);
+}
+
+static bool near(double a, double b)
+{
+	return fabs(a - b) <= 1e-9 * (fabs(b) > 1 ? fabs(b) : 1);
+}
+
+/* Job A (--max-ops 2), every op of its own:
+ *   aten::mm   w 1 (a window) 1 s, w 4 0.5 s, w 4 2 s
+ *              calls 9,  var 0 + 12 + 12 = 24
+ *              time  11, var 12 (0.25 + 4) = 51
+ *   aten::add  w 10 0.1 s: calls 10, var 90; time 1, var 0.9
+ *   aten::relu w 2 1 s and aten::copy_ w 1 3 s: past --max-ops, so
+ *              "[other]": calls 3, var 2; time 5, var 2
+ * Job B: two ops of a window (w 1): a standard error of 0. */
+static void build_jobs(void)
+{
+	job_init(&job_a, 4321, 2);
+	add_op(&job_a, "aten::mm", 1, S);
+	add_op(&job_a, "aten::mm", 4, S / 2);
+	add_op(&job_a, "aten::add", 10, S / 10);
+	add_op(&job_a, "aten::mm", 4, 2 * S);
+	add_op(&job_a, "aten::relu", 2, S);
+	add_op(&job_a, "aten::copy_", 1, 3 * S);
+	job_init(&job_b, 99, 2);
+	add_op(&job_b, "aten::mm", 1, S);
+	add_op(&job_b, "aten::mm", 1, 2 * S);
+}
+
+static const struct { const char *op; double calls, calls_se, s, s_se; }
+want_a[] = {
+	{ "aten::mm", 9, 4.898979485566356 /* sqrt 24 */, 11,
+	  7.14142842854285 /* sqrt 51 */ },
+	{ "aten::add", 10, 9.486832980505138 /* sqrt 90 */, 1,
+	  0.9486832980505138 /* sqrt 0.9 */ },
+	{ "[other]", 3, 1.4142135623730951, 5, 1.4142135623730951 },
+};
+
+TEST(standard_errors_of_calls_and_time)
+{
+	build_jobs();
+	CHECK_EQ_U64(job_a.nr_ops, 3);
+	for (size_t k = 0; k < 3 && job_a.nr_ops == 3; k++) {
+		const struct job_op *r = &job_a.ops[k];
+
+		CHECK_STR(job_op_name(&job_a, k), want_a[k].op);
+		CHECK(near(r->calls, want_a[k].calls));
+		CHECK(near(r->total_s, want_a[k].s));
+		CHECK(near(job_op_calls_se(r), want_a[k].calls_se));
+		CHECK(near(job_op_seconds_se(r), want_a[k].s_se));
+	}
+	CHECK_EQ_U64(job_b.nr_ops, 1);
+	if (job_b.nr_ops == 1) {
+		CHECK(near(job_b.ops[0].calls, 2));
+		CHECK(job_op_calls_se(&job_b.ops[0]) == 0);
+		CHECK(job_op_seconds_se(&job_b.ops[0]) == 0);
+	}
+	job_free(&job_a);
+	job_free(&job_b);
+}
+
+/* The value of name{pid,process,container,op} in text; NAN if absent. */
+static double sample(const char *text, const char *name, pid_t pid,
+		     const char *op)
+{
+	char prefix[256];
+	const char *at;
+
+	snprintf(prefix, sizeof(prefix), "\n%s{pid=\"%d\",process=\"python3\","
+		 "container=\"\",op=\"%s\"} ", name, pid, op);
+	at = strstr(text, prefix);
+	return at ? strtod(at + strlen(prefix), NULL) : NAN;
+}
+
+static size_t count(const char *text, const char *s)
+{
+	size_t n = 0;
+
+	for (const char *p = strstr(text, s); p; p = strstr(p + 1, s))
+		n++;
+	return n;
+}
+
+TEST(exported_with_the_counters_labels)
+{
+	struct job *jobs[] = { &job_a, &job_b };
+	struct fleet_stats st = { .interval_s = 60, .budget = 0.01 };
+	struct prom_buf b;
+	const char *text;
+
+	build_jobs();
+	prom_init(&b);
+	fleet_metrics_write(&b, jobs, 2, &st);
+	CHECK(!b.oom && b.data);
+	text = b.data ? b.data : "";
+	for (size_t k = 0; k < 3; k++) {
+		const char *op = want_a[k].op;
+
+		CHECK(near(sample(text, "rfbpf_op_calls_total", 4321, op),
+			   want_a[k].calls));
+		CHECK(near(sample(text, "rfbpf_op_calls_stderr", 4321, op),
+			   want_a[k].calls_se));
+		CHECK(near(sample(text, "rfbpf_op_seconds_total", 4321, op),
+			   want_a[k].s));
+		CHECK(near(sample(text, "rfbpf_op_seconds_stderr", 4321, op),
+			   want_a[k].s_se));
+	}
+	CHECK(sample(text, "rfbpf_op_calls_stderr", 99, "aten::mm") == 0);
+	CHECK(sample(text, "rfbpf_op_seconds_stderr", 99, "aten::mm") == 0);
+	/* A standard error for every counter series, and none other. */
+	CHECK_EQ_U64(count(text, "\nrfbpf_op_calls_stderr{"), 4);
+	CHECK_EQ_U64(count(text, "\nrfbpf_op_seconds_stderr{"), 4);
+	CHECK_EQ_U64(count(text, "\nrfbpf_op_calls_total{"), 4);
+	CHECK(strstr(text, "\n# HELP rfbpf_op_calls_stderr Standard error "
+		     "of rfbpf_op_calls_total, from the sampled ops' 1/p "
+		     "weights"));
+	CHECK(strstr(text, "\n# TYPE rfbpf_op_calls_stderr gauge\n"));
+	CHECK(strstr(text, "\n# HELP rfbpf_op_seconds_stderr Standard error "
+		     "of rfbpf_op_seconds_total, from the sampled ops' 1/p "
+		     "weights"));
+	CHECK(strstr(text, "\n# TYPE rfbpf_op_seconds_stderr gauge\n"));
+	/* Self time says why it has none. */
+	const char *self = strstr(text, "# HELP rfbpf_op_self_seconds_total ");
+	const char *eol = self ? strchr(self, '\n') : NULL;
+	const char *why = self ? strstr(self, "no standard error") : NULL;
+	CHECK(why && eol && why < eol);
+	CHECK(!strstr(text, "rfbpf_op_self_seconds_stderr"));
+	if (access(PROMTOOL, X_OK))
+		printf("skip promtool on the fleet metrics: no " PROMTOOL
+		       " (Debian package prometheus)\n");
+	else
+		CHECK_EQ_U64(promtool_check(text, strlen(text), false), 0);
+	prom_free(&b);
+	job_free(&job_a);
+	job_free(&job_b);
+}
+
+RUN_TESTS()
