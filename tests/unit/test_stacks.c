@@ -591,3 +591,44 @@ TEST(interleaved_threads_keep_separate_stacks)
 }
 
 RUN_TESTS()
+
+/* Children begun after 1000 ns stand for 4 each (fleet mode: sampled at
+ * p = 0.25 after its window closed). */
+static double weigh_late_children(void *ctx, const struct op *child)
+{
+	(void)ctx;
+	return child->start_ns > 1000 ? 4.0 : 1.0;
+}
+
+/* A parent's self time subtracts each child's time as much as the child
+ * counts for (trace.child_weight): [0, 10000] with a child [100, 600]
+ * recorded in the window and one [2000, 2500] sampled after it has
+ * 10000 - 500 - 4 * 500 = 7500 ns of its own, where the unweighed 9000
+ * kept the unsampled children's time. */
+TEST(self_time_subtracts_weighed_children)
+{
+	struct trace t;
+
+	trace_init_logged(&t, 1);
+	t.child_weight = weigh_late_children;
+	before(&t, 1, 0x10, 0, "parent");
+	before(&t, 1, 0x20, 100, "early");
+	end(&t, 1, 0x20, 600);
+	before(&t, 1, 0x30, 2000, "late");
+	end(&t, 1, 0x30, 2500);
+	end(&t, 1, 0x10, 10000);
+	CHECK_EQ_U64(L.closed, 3);
+	CHECK_STR(op_name(&t, 0), "parent");
+	CHECK_EQ_U64(L.self[0], 7500);
+	CHECK_EQ_U64(L.self[1], 500);
+	CHECK_EQ_U64(L.self[2], 500);
+	/* Unweighed, as one-shot traces keep it. */
+	trace_free(&t);
+	trace_init_logged(&t, 1);
+	before(&t, 1, 0x10, 0, "parent");
+	before(&t, 1, 0x30, 2000, "late");
+	end(&t, 1, 0x30, 2500);
+	end(&t, 1, 0x10, 10000);
+	CHECK_EQ_U64(L.self[0], 9500);
+	trace_free(&t);
+}

@@ -26,6 +26,18 @@ static uint64_t now_ns(void)
 	return (uint64_t)(monotonic_s() * 1e9);
 }
 
+/* A closed op's weight against its parent's self time. A window op can
+ * outlast its window: its children after the window are sampled at p,
+ * and each recorded one stands for 1/p of them (Horvitz-Thompson), so its
+ * self time (duration less the estimated children's) stays unbiased; it
+ * kept every unsampled child's time before. Inside a window, 1. */
+static double child_weight(void *ctx, const struct op *child)
+{
+	const struct job *j = ctx;
+
+	return in_window(j, child->start_ns) ? 1.0 : 1 / j->p;
+}
+
 /* Every closed op: its 1/p share of the counters; inside a window also
  * its stack and self time. */
 static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
@@ -107,6 +119,8 @@ int job_start(struct job *j, const struct torch_process *proc,
 	if (j->fixed_p)
 		j->p = j->s.trace.sample_prob;
 	trace_add_sink(&j->s.trace, &sink);
+	j->s.trace.child_weight = child_weight;
+	j->s.trace.child_weight_ctx = j;
 	j->interval_start = now;
 	j->cpu_s_prev = target_cpu_seconds(proc->pid);
 	j->s.start_s = now;

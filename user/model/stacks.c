@@ -16,6 +16,7 @@
  * sinks with its stack and self time and its slot is reused. Its parent
  * is always still open then: an enclosing op closes its children first.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "trace.h"
@@ -80,7 +81,9 @@ static void emit(struct trace *t, uint32_t i)
 	} else if (o->parent >= 0) {
 		struct op *p = &t->ops[o->parent];
 
-		p->child_ns += d;
+		p->child_ns += t->child_weight ?
+			(uint64_t)llround(d * t->child_weight(
+				t->child_weight_ctx, o)) : d;
 		p->children++;
 		p->descendants += 1 + o->descendants;
 	}

@@ -45,7 +45,8 @@ struct op {
 				 * unread), as fwd_thread names it */
 	uint64_t fwd_thread;	/* backward ops: rf_thread of the forward op
 				 * with the same seq (0 otherwise) */
-	uint64_t child_ns;	/* time of its direct children closed so far */
+	uint64_t child_ns;	/* time of its direct children closed so far
+				 * (weighed: trace.child_weight) */
 	uint32_t children;	/* direct children closed so far */
 	uint32_t descendants;	/* ops closed below it, at any depth */
 	uint64_t paused_ns;	/* its thread was held by rfbpf meanwhile */
@@ -180,6 +181,14 @@ struct trace {
 	struct probe_cost probe_cost;	/* calibrated on this host */
 	char probe_cost_note[320];	/* why not compensated, if not */
 	struct gpu gpu;			/* CUPTI agent activity, if any */
+	/* How much a closed op's time counts against its parent's self time
+	 * (NULL: 1, every op is recorded). Under sampling a recorded child
+	 * stands for 1/p children: fleet mode weighs the children a window
+	 * op has after its window closed (see fleet/job.c), so the op's self
+	 * time is an unbiased estimate rather than one that keeps the
+	 * unsampled children's time. */
+	double (*child_weight)(void *ctx, const struct op *child);
+	void *child_weight_ctx;
 };
 
 void trace_init(struct trace *t, uint32_t pid);
