@@ -40,19 +40,26 @@ static uint64_t now_ns(void)
  * program must build as a job with no toolkit would see the agent). */
 #define NO_CUPTI 15u
 
-static int no_cupti(void)
+/* Starts the agent as CUDA would, gives it a lease, and waits up to 5 s
+ * for *flag (the agent's thread looks every 100 ms). */
+static void start_leased(const uint32_t *flag)
 {
 	uint64_t deadline = now_ns() + 5000000000ull;
 
 	InitializeInjection();
 	__atomic_store_n(&rfbpf_gpu_control.lease_until_ns,
 			 now_ns() + 60000000000ull, __ATOMIC_RELEASE);
-	while (!__atomic_load_n(&rfbpf_gpu_control.lease_seen,
-				__ATOMIC_ACQUIRE) && now_ns() < deadline) {
+	while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE) &&
+	       now_ns() < deadline) {
 		struct timespec t = { 0, 10000000 };
 
 		nanosleep(&t, NULL);
 	}
+}
+
+static int no_cupti(void)
+{
+	start_leased(&rfbpf_gpu_control.lease_seen);
 	if (!rfbpf_gpu_control.lease_seen ||
 	    rfbpf_gpu_control.activity_enabled || rfbpf_gpu_control.cupti_ok ||
 	    rfbpf_gpu_control.cupti_version ||
@@ -73,20 +80,10 @@ static int no_cupti(void)
 
 int main(int argc, char **argv)
 {
-	uint64_t deadline = now_ns() + 5000000000ull;
-
 	if (argc > 1 && !strcmp(argv[1], "--no-cupti"))
 		return no_cupti();
-	InitializeInjection();
-	__atomic_store_n(&rfbpf_gpu_control.lease_until_ns,
-			 now_ns() + 60000000000ull, __ATOMIC_RELEASE);
-	/* The agent's thread takes CUPTI within a tick (100 ms). */
-	while (!__atomic_load_n(&rfbpf_gpu_control.activity_enabled,
-				__ATOMIC_ACQUIRE) && now_ns() < deadline) {
-		struct timespec t = { 0, 10000000 };
-
-		nanosleep(&t, NULL);
-	}
+	/* The agent's thread takes CUPTI within a tick. */
+	start_leased(&rfbpf_gpu_control.activity_enabled);
 	if (!rfbpf_gpu_control.activity_enabled) {
 		printf("tests/gpu/cupti_exit_order.c: FAILED: the agent did not "
 		       "take the stand-in CUPTI within 5 s\n");
