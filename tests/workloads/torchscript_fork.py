@@ -8,7 +8,12 @@ torch.set_num_interop_threads(2)
 
 @torch.jit.script
 def work(x):
-    for _ in range(20):
+    # Long enough (several ms) that model() always reaches its first wait
+    # before that task is done, even when the machine is loaded: model()
+    # then ends on a pool thread every time. With 20 iterations, about 1
+    # run in 10 had one model() whose tasks were all done first, which
+    # then ended on its own thread.
+    for _ in range(300):
         x = torch.mm(x, x) * 0.5
     return x
 
