@@ -233,3 +233,25 @@ def test_launch_mode_sees_threads_that_start_at_once_under_load(tmp_path,
         for h in hogs:
             h.kill()
             h.wait()
+
+
+def test_raw_times_keeps_the_probe_cost(tmp_path):
+    """By default the calibrated probe cost is taken out of self and total
+    times and the footer says how much; --raw-times keeps it in, and the
+    footer and otherData say so."""
+    seen = {}
+    for opts in ([], ["--raw-times"]):
+        out = tmp_path / f"t{len(opts)}.json"
+        r = run([RFBPF, "-q", *opts, "-o", str(out), "--", PYTHON, WORKLOAD,
+                 "--steps", "3"])
+        assert r.returncode == 0, r.stderr
+        seen[bool(opts)] = (r.stdout, load_trace(out)["otherData"])
+    table, other = seen[False]
+    assert "Times less rfbpf's probe cost, calibrated at start:" in table
+    assert other["probe_cost_inside_op_ns"] > 0
+    assert "probe_cost_not_compensated" not in other
+    table, other = seen[True]
+    assert "Times include rfbpf's probe cost (not compensated: " \
+        "--raw-times)" in table
+    assert other.get("probe_cost_inside_op_ns", 0) == 0
+    assert other["probe_cost_not_compensated"] == "--raw-times"
