@@ -302,20 +302,21 @@ static uint32_t activity_name(struct gpu *g, struct names *names,
 			      uint32_t pid, const struct rf_gpu_activity *in,
 			      bool *cut, uint32_t *mangled)
 {
-	uint32_t id = *cut && in->kind == RF_GPU_ACT_KERNEL ?
-		      whole_name(g, names, pid, in) : NONE;
 	char label[96];
 
 	*mangled = UINT32_MAX;
-	if (in->kind == RF_GPU_ACT_KERNEL && id != NONE) {
-		*cut = false;
-		g->counts.names_read_whole++;
-	}
-	if (in->kind == RF_GPU_ACT_KERNEL && id == NONE)
-		id = names_intern(names, in->name,
-				  strnlen(in->name, sizeof(in->name)));
-	if (in->kind == RF_GPU_ACT_KERNEL)
+	if (in->kind == RF_GPU_ACT_KERNEL) {
+		uint32_t id = *cut ? whole_name(g, names, pid, in) : NONE;
+
+		if (id != NONE) {
+			*cut = false;
+			g->counts.names_read_whole++;
+		} else {
+			id = names_intern(names, in->name,
+					  strnlen(in->name, sizeof(in->name)));
+		}
 		return kernel_name(g, names, id, mangled);
+	}
 	if (in->kind == RF_GPU_ACT_MEMCPY)
 		snprintf(label, sizeof(label), "Memcpy %s (%s -> %s)",
 			 gpu_copy_kind_name(in->copy_kind),
@@ -334,9 +335,8 @@ bool gpu_add_activity(struct gpu *g, struct names *names,
 		      struct gpu_activity *a, const struct gpu_launch **launch)
 {
 	const struct rf_gpu_activity *in = &e->act;
-	uint64_t *seq;
-
 	bool cut = e->hdr.flags & RF_F_NAME_TRUNCATED;
+	uint64_t *seq;
 
 	g->counts.activities++;
 	if (e->hdr.flags & RF_F_NAME_FAULT)
