@@ -319,18 +319,23 @@ static void other_completed(CUcontext c, uint32_t s, uint8_t *b, size_t n,
 	free(b);
 }
 
-
 static CUpti_SubscriberHandle other;
 
-EXPORT int sim_cupti_other_takes(const char *name)
+/* What Kineto sets up, subscribed or not: its buffers, its kinds. */
+static void set_up_activity(void)
 {
-	if (subscribe(&other, name, NULL, 0) != CUPTI_SUCCESS)
-		return -1;
 	cuptiActivityRegisterCallbacks(other_requested, other_completed);
 	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
 	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET);
 	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME);
+}
+
+EXPORT int sim_cupti_other_takes(const char *name)
+{
+	if (subscribe(&other, name, NULL, 0) != CUPTI_SUCCESS)
+		return -1;
+	set_up_activity();
 	return 0;
 }
 
@@ -344,11 +349,7 @@ EXPORT int sim_cupti_other_starts(const char *name)
 	if (cuptiSubscribe(&none, NULL, NULL) == CUPTI_SUCCESS)
 		cuptiUnsubscribe(none);	/* not the case this plays */
 	(void)name;
-	cuptiActivityRegisterCallbacks(other_requested, other_completed);
-	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
-	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET);
-	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME);
+	set_up_activity();
 	return 0;
 }
 
