@@ -742,6 +742,26 @@ static const struct folded_line *find_line(const struct folded_line *l,
 	return NULL;
 }
 
+struct folded_want {
+	const char *stack;
+	uint64_t w;
+};
+
+/* The parsed lines are exactly these stacks, with these weights. */
+static void check_folded_lines(const struct folded_line *lines, int n,
+			       const struct folded_want *want, size_t nr)
+{
+	CHECK_EQ_U64(n, nr);
+	for (size_t k = 0; k < nr; k++) {
+		const struct folded_line *l = find_line(lines, n,
+							want[k].stack);
+
+		CHECK(l != NULL);
+		if (l)
+			CHECK_EQ_U64(l->weight, want[k].w);
+	}
+}
+
 TEST(folded)
 {
 	struct fixture x;
@@ -779,7 +799,7 @@ TEST(folded)
 	CHECK_EQ_U64(sum, roots);
 
 	/* Every op's stack, with the weights worked out by hand. */
-	const struct { const char *stack; uint64_t w; } want[] = {
+	const struct folded_want want[] = {
 		{ "python3;main [100];forward", 299500 },
 		{ "python3;main [100];forward;" N_QUOTE, 150000 },
 		{ "python3;main [100];forward;" N_QUOTE ";" N_CTRL, 50000 },
@@ -789,14 +809,7 @@ TEST(folded)
 		/* two calls, one stack: 10000 + 20001 */
 		{ "python3;worker [200];" N_UTF8 ";aten::mul", 30001 },
 	};
-	CHECK_EQ_U64(n, sizeof(want) / sizeof(want[0]));
-	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
-		const struct folded_line *l = find_line(lines, n, want[k].stack);
-
-		CHECK(l != NULL);
-		if (l)
-			CHECK_EQ_U64(l->weight, want[k].w);
-	}
+	check_folded_lines(lines, n, want, sizeof(want) / sizeof(want[0]));
 	free(text);
 	fixture_free(&x);
 }
@@ -843,19 +856,12 @@ TEST(folded_file_cr_and_empty_name)
 	CHECK(text && !strchr(text, '\r'));
 	CHECK(text && !strstr(text, ";;") && !strstr(text, "; "));
 	int n = text ? parse_folded(text, lines, 8) : -1;
-	const struct { const char *stack; uint64_t w; } want[] = {
+	const struct folded_want want[] = {
 		{ "python3;ma in [100];step 1", 600 },
 		{ "python3;ma in [100];step 1;[no name]", 300 },
 		{ "python3;ma in [100];step 1;[no name];aten::mul", 100 },
 	};
-	CHECK_EQ_U64(n, sizeof(want) / sizeof(want[0]));
-	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
-		const struct folded_line *l = find_line(lines, n, want[k].stack);
-
-		CHECK(l != NULL);
-		if (l)
-			CHECK_EQ_U64(l->weight, want[k].w);
-	}
+	check_folded_lines(lines, n, want, sizeof(want) / sizeof(want[0]));
 	free(text);
 	fixture_free(&x);
 }
