@@ -580,13 +580,74 @@ static __always_inline void name_from_schema(struct rf_before_event *e,
 }
 
 /*
+ * The safe points for calls into the target (user/attach/safe_point.h).
+ * While the loader looks for one, the first thread rfbpf has seized that
+ * passes takes the one token and is sent stop_signal; rfbpf sees it as a
+ * ptrace stop there and swallows it. Two places call stop_if_chosen: the
+ * safe_point program, attached for the search on the entry of the
+ * function the dispatcher calls at the start of every op, and rfbpf's own
+ * start callback once stop_in_callback is set (a callback of rfbpf's is
+ * in: only sampled ops pay for the search, and nothing is attached).
+ */
+volatile __u32 stop_signal = 0;
+volatile bool stop_every_thread = false;
+volatile bool stop_in_callback = false;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);	/* memory only when used */
+	__uint(max_entries, 4096);
+	__type(key, __u32);		/* tid, as rfbpf sees it */
+	__type(value, __u8);
+} stoppable SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} stop_token SEC(".maps");
+
+static __always_inline void stop_if_chosen(void)
+{
+	__u64 id = target_thread();
+	__u32 tid = (__u32)id, zero = 0;
+
+	if (!id)
+		return;
+	/* A thread blocking the signal now would take the token and not
+	 * stop here (the signal would come later, elsewhere): it passes.
+	 * Read here rather than by the loader from /proc, since a thread
+	 * starts with every signal blocked (glibc's pthread_create) and
+	 * sets its own mask only as it begins to run. */
+	if (stop_signal > 0 && stop_signal <= 64 &&
+	    bpf_get_current_task_btf()->blocked.sig[0] &
+	    (1ull << (stop_signal - 1)))
+		return;
+	/* Deleting is atomic: exactly one thread wins the token, or, once
+	 * every thread is to stop, each thread its own entry, once. */
+	if (stop_every_thread ? bpf_map_delete_elem(&stoppable, &tid) :
+	    !bpf_map_lookup_elem(&stoppable, &tid) ||
+	    bpf_map_delete_elem(&stop_token, &zero))
+		return;
+	bpf_send_signal_thread(stop_signal);
+}
+
+SEC("uprobe")
+int safe_point(struct pt_regs *ctx)
+{
+	stop_if_chosen();
+	return 0;
+}
+
+/*
  * Optimized path (user/callback_stubs.h): rfbpf's own start callback,
  * called by RecordFunction::before for each sampled op with the
  * RecordFunction in rsi (rdi is the hidden return slot). The name is read
  * from the object, whose fn_ variant holds it.
  */
-SEC("uprobe")
-int BPF_KPROBE(callback_start, void *ret_slot, void *rf)
+static __always_inline void record_callback_start(struct pt_regs *ctx,
+						   void *rf)
 {
 	__u64 w[RF_WINDOW_LEN / 8];
 	struct rf_before_event *e;
@@ -595,7 +656,7 @@ int BPF_KPROBE(callback_start, void *ret_slot, void *rf)
 
 	e = begin_before_of(ctx, RF_V_CALLBACK, rf, false);
 	if (!e)
-		return 0;
+		return;
 	/* Every separate read of user memory costs: one read brings scope,
 	 * fn_, its index and the sequence number. */
 	if (bpf_probe_read_user(w, sizeof(w), rf + RF_WINDOW_START)) {
@@ -604,7 +665,7 @@ int BPF_KPROBE(callback_start, void *ret_slot, void *rf)
 		e->name[0] = 0;
 		e->hdr.flags |= RF_F_NAME_FAULT;
 		submit_before(e);
-		return 0;
+		return;
 	}
 	e->thread_id = w[0];
 	e->hdr.scope = (__u8)w[(RF_SCOPE_OFFSET - RF_WINDOW_START) / 8];
@@ -627,6 +688,15 @@ int BPF_KPROBE(callback_start, void *ret_slot, void *rf)
 		e->hdr.flags |= RF_F_NAME_FAULT;
 	}
 	submit_before(e);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(callback_start, void *ret_slot, void *rf)
+{
+	record_callback_start(ctx, rf);
+	/* After the op's start is on its way: the op is seen whole. */
+	if (stop_in_callback)
+		stop_if_chosen();
 	return 0;
 }
 
@@ -845,58 +915,6 @@ int cupti_call(struct pt_regs *ctx)
 	}
 	fill_hdr(e, id, RF_EV_CUPTI_CALL, 0, bpf_get_attach_cookie(ctx));
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
-	return 0;
-}
-
-/*
- * The safe point for calls into the target (user/safe_point.h): while the
- * loader looks for one, this probe sits on the entry of the function the
- * dispatcher calls at the start of every op. The first thread rfbpf has
- * seized that passes takes the one token and is sent stop_signal; rfbpf
- * sees it as a ptrace stop there and swallows it.
- */
-volatile __u32 stop_signal = 0;
-volatile bool stop_every_thread = false;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);	/* memory only when used */
-	__uint(max_entries, 4096);
-	__type(key, __u32);		/* tid, as rfbpf sees it */
-	__type(value, __u8);
-} stoppable SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u32);
-} stop_token SEC(".maps");
-
-SEC("uprobe")
-int safe_point(struct pt_regs *ctx)
-{
-	__u64 id = target_thread();
-	__u32 tid = (__u32)id, zero = 0;
-
-	if (!id)
-		return 0;
-	/* A thread blocking the signal now would take the token and not
-	 * stop here (the signal would come later, elsewhere): it passes.
-	 * Read here rather than by the loader from /proc, since a thread
-	 * starts with every signal blocked (glibc's pthread_create) and
-	 * sets its own mask only as it begins to run. */
-	if (stop_signal > 0 && stop_signal <= 64 &&
-	    bpf_get_current_task_btf()->blocked.sig[0] &
-	    (1ull << (stop_signal - 1)))
-		return 0;
-	/* Deleting is atomic: exactly one thread wins the token, or, once
-	 * every thread is to stop, each thread its own entry, once. */
-	if (stop_every_thread ? bpf_map_delete_elem(&stoppable, &tid) :
-	    !bpf_map_lookup_elem(&stoppable, &tid) ||
-	    bpf_map_delete_elem(&stop_token, &zero))
-		return 0;
-	bpf_send_signal_thread(stop_signal);
 	return 0;
 }
 

@@ -167,6 +167,16 @@ static void disarm_safe_point(void *ctx)
 	probes_disarm_safe_point(&s->probes);
 }
 
+/* The stop inside rfbpf's start callback, from the probe already on it. */
+static int arm_callback_point(void *ctx, pid_t pid, int sig,
+			      const pid_t *tids, int nr)
+{
+	struct session *s = ctx;
+
+	(void)pid;
+	return probes_arm_callback_stop(&s->probes, sig, tids, nr);
+}
+
 void session_init_safe_point(struct session *s)
 {
 	s->act.verbose = s->opt->verbose;
@@ -177,6 +187,10 @@ void session_init_safe_point(struct session *s)
 		.ctx = s,
 	};
 	s->act.probe = &s->safe_point;
+	s->callback_point = s->safe_point;
+	s->callback_point.arm = arm_callback_point;
+	s->callback_point.reap = NULL;	/* nothing was attached */
+	s->callback_point.where = "in rfbpf's start callback";
 	s->act.find.find_ms = s->attach_find_ms ? s->attach_find_ms :
 			      ATTACH_FIND_MS;
 }
@@ -207,6 +221,7 @@ static int probe_stubs(struct session *s, uint64_t *start, uint64_t *end,
 				"%s", strerror(-ret)), ret;
 	*start = s->act.page.addr + STUB_START_OFFSET;
 	*end = s->act.page.addr + STUB_END_OFFSET;
+	s->act.callback_probe = &s->callback_point;
 	return 0;
 }
 

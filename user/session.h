@@ -48,6 +48,7 @@ struct session {
 	struct activation act;	/* the callback registered in the target */
 	bool use_stubs;		/* optimized probes on rfbpf's page's stubs */
 	struct safe_point_probe safe_point;	/* BPF side of safe points */
+	struct safe_point_probe callback_point;	/* ... inside the callback */
 	bool detach_failed;	/* the callback could not be removed */
 	/* When the callback was registered (clock ticks after boot, as
 	 * process start times): children forked since have it. */

@@ -176,6 +176,8 @@ static void remove_from_child(struct session *s, pid_t pid, uint64_t handle)
 		return;
 	a = s->act;
 	a.pid = pid;
+	/* A child's threads enter another probe of the stub (its push). */
+	a.callback_probe = NULL;
 	a.lock_fd = -1;
 	a.holding = false;
 	a.handle = handle;

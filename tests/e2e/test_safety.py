@@ -150,6 +150,34 @@ def test_busy_loop_attached_and_detached_20_times(tmp_path):
         p.kill()
 
 
+def test_detach_stops_a_thread_inside_rfbpfs_own_callback(tmp_path):
+    """Once rfbpf's callback is in, a detach stops a thread inside that
+    callback (where the kernel's optimized uprobe leaves it: in its
+    trampoline) rather than attaching a uprobe every op of the job traps
+    on; at 1% sampling as well, where only sampled ops get there. The job
+    computes what it computes untraced, and no callback is left."""
+    p = start(BUSY)
+    try:
+        for sample in ("1", "0.01", "1", "0.01"):
+            r = run([RFBPF, "-q", "-v", "--sample", sample, "-p",
+                     str(p.pid), "-d", "0.3", "--top", "0"])
+            assert r.returncode == 0, r.stderr
+            holds = re.findall(r"holding thread \d+ (.*) \(after",
+                               r.stderr)
+            # (A first attach maps rfbpf's page in a hold of its own.)
+            assert set(holds[:-1]) == {"at the op-entry point"}, r.stderr
+            assert holds[-1] == "in rfbpf's start callback", r.stderr
+            assert "aten::mul" in r.stdout, r.stdout
+        assert no_callback_left(p.pid, tmp_path)
+        p.send_signal(signal.SIGUSR1)
+        out, _ = p.communicate(timeout=60)
+        n, value = out.split()
+        ref = run([PYTHON, "-c", BUSY, n], input="")
+        assert ref.stdout.split()[1:] == [n, value]
+    finally:
+        p.kill()
+
+
 def test_every_thread_in_a_long_system_call():
     """Threads that sleep, wait on a queue and wait on stdin: one of them
     is the safe point; attach takes well under a second, the waits end as

@@ -125,6 +125,15 @@ int activation_begin(struct activation *a, char *err, size_t len)
 			a->probe->addr = 0;
 	}
 	a->find.probe = a->probe && a->probe->addr ? a->probe : NULL;
+	/* The op-entry uprobe traps every op the job runs while it is
+	 * looked for, and the kernel takes tens of ms to remove it: with
+	 * ops of a few us, each hold cost the job about 0.1 s of its time
+	 * (docs/BENCHMARKS.md). Inside rfbpf's own callback only sampled ops
+	 * are looked at, by the probe they pay for anyway. */
+	if (a->callback_probe && a->handle && have_page) {
+		a->callback_probe->addr = a->page.addr + STUB_START_PROBE;
+		a->find.probe = a->callback_probe;
+	}
 	a->find.verbose = a->verbose;
 	ret = safe_point_hold(a->pid, &a->find, &a->held, err, len);
 	if (ret)

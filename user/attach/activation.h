@@ -40,6 +40,10 @@ struct activation {
 	int lock_fd;
 	struct stub_page page;	/* rfbpf's page in the target */
 	struct safe_point_probe *probe;	/* the op-entry probe, or NULL */
+	/* rfbpf's start-callback probe, when its stubs are probed: once
+	 * rfbpf's callback is in, later holds (a new p, the removal) stop a
+	 * thread there, inside the callback, instead (safe_point.h). */
+	struct safe_point_probe *callback_probe;
 	struct safe_point_opts find;	/* how to look for a safe point */
 	bool verbose;
 	bool holding;		/* a thread is held (begin .. finish) */

@@ -199,16 +199,15 @@ int probes_attach_cupti_watch(struct probes *p, pid_t pid, const char *path,
 	return attached;
 }
 
-int probes_arm_safe_point(struct probes *p, pid_t pid, const char *lib,
-			  uint64_t off, int sig, const pid_t *tids, int nr)
+/* Who may be stopped, and with which signal: one token to win. */
+static int fill_stop_maps(struct probes *p, int sig, const pid_t *tids,
+			  int nr)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts);
 	int set = bpf_map__fd(p->skel->maps.stoppable);
 	int token = bpf_map__fd(p->skel->maps.stop_token);
 	__u32 key, next, zero = 0;
 	__u8 one = 1;
 
-	probes_disarm_safe_point(p);
 	while (!bpf_map_get_next_key(set, NULL, &next))
 		bpf_map_delete_elem(set, &next);
 	for (int i = 0; i < nr; i++) {
@@ -217,11 +216,33 @@ int probes_arm_safe_point(struct probes *p, pid_t pid, const char *lib,
 			return -errno;
 	}
 	p->skel->bss->stop_signal = sig;
-	if (bpf_map_update_elem(token, &zero, &zero, BPF_ANY))
-		return -errno;
+	return bpf_map_update_elem(token, &zero, &zero, BPF_ANY) ? -errno : 0;
+}
+
+int probes_arm_safe_point(struct probes *p, pid_t pid, const char *lib,
+			  uint64_t off, int sig, const pid_t *tids, int nr)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts);
+	int ret;
+
+	probes_disarm_safe_point(p);
+	if ((ret = fill_stop_maps(p, sig, tids, nr)))
+		return ret;
 	p->safe_point = bpf_program__attach_uprobe_opts(
 		p->skel->progs.safe_point, pid, lib, off, &opts);
 	return p->safe_point ? 0 : -errno;
+}
+
+int probes_arm_callback_stop(struct probes *p, int sig, const pid_t *tids,
+			     int nr)
+{
+	int ret;
+
+	probes_disarm_safe_point(p);
+	if ((ret = fill_stop_maps(p, sig, tids, nr)))
+		return ret;
+	p->skel->bss->stop_in_callback = true;
+	return 0;
 }
 
 int probes_allow_stop(struct probes *p, pid_t tid)
@@ -245,6 +266,7 @@ void probes_disarm_safe_point(struct probes *p)
 	if (!p->skel)
 		return;
 	p->skel->bss->stop_every_thread = false;
+	p->skel->bss->stop_in_callback = false;
 	bpf_map_delete_elem(bpf_map__fd(p->skel->maps.stop_token), &zero);
 	/* Removing a uprobe waits for the kernel, tens of ms: not while a
 	 * thread of the job is held. Without the token the program sends

@@ -70,6 +70,11 @@ int probes_attach_cupti_watch(struct probes *p, pid_t pid, const char *path,
  * that signals one of tids once with sig. */
 int probes_arm_safe_point(struct probes *p, pid_t pid, const char *lib,
 			  uint64_t off, int sig, const pid_t *tids, int nr);
+/* The same stop from the start-callback probe already attached
+ * (probes_attach_callbacks): nothing to attach or remove, and only
+ * sampled ops pay for the search. */
+int probes_arm_callback_stop(struct probes *p, int sig, const pid_t *tids,
+			     int nr);
 int probes_allow_stop(struct probes *p, pid_t tid);
 void probes_stop_every_thread(struct probes *p);
 void probes_disarm_safe_point(struct probes *p);

@@ -345,6 +345,32 @@ static bool still_waiting(pid_t pid, struct held_thread *h)
 	       safe_point_blocking_call_ok(pid, (long)h->regs.orig_rax, args);
 }
 
+/* The kernel's optimized uprobes (x86-64, on a nop5): the nop5 becomes a
+ * call into a [uprobes-trampoline] page, which saves rax, r11 and rcx
+ * under the return address and makes the uprobe system call; the BPF
+ * program's signal then arrives back in the trampoline, right after that
+ * `syscall`, with the nop5's return address 24 bytes up the stack (the
+ * kernel's struct uprobe_syscall_args: ax, r11, cx, retaddr). A call made
+ * there is as safe as one made right after the nop5: the trampoline only
+ * pops its saves and returns there. */
+#define TRAMPOLINE_RETADDR_AT	24
+#define NOP5_LEN		5
+
+/* Did the stop come from the probe at addr? Right after the probed
+ * instruction (an int3 uprobe), or inside the trampoline on its way back
+ * there (an optimized one). */
+static bool stopped_at(pid_t pid, const struct user_regs_struct *r,
+		       uint64_t addr)
+{
+	uint64_t ret;
+
+	if (r->rip > addr && r->rip <= addr + 16)
+		return true;
+	return !target_read(pid, r->rsp + TRAMPOLINE_RETADDR_AT, &ret,
+			    sizeof(ret)) && ret == addr + NOP5_LEN &&
+	       target_addr_in_mapping(pid, r->rip, "[uprobes-trampoline]");
+}
+
 /* One stop of a seized thread. Returns true when it is held. */
 static bool on_stop(pid_t pid, struct seized *t, int st, int sig,
 		    const struct safe_point_probe *probe,
@@ -361,11 +387,10 @@ static bool on_stop(pid_t pid, struct seized *t, int st, int sig,
 	if ((st >> 16) == 0) {			/* the op-entry signal */
 		h->tid = t->tid;
 		saved = !remote_save(h);
-		/* Right after the function's first instruction? (A signal
-		 * blocked at the probe arrives later, elsewhere: swallowed.) */
-		if (saved && probe && h->regs.rip > probe->addr &&
-		    h->regs.rip <= probe->addr + 16) {
-			h->how = AT_OP_ENTRY;
+		/* Right after the probed instruction? (A signal blocked at
+		 * the probe arrives later, elsewhere: swallowed.) */
+		if (saved && probe && stopped_at(pid, &h->regs, probe->addr)) {
+			h->how = probe->where ? probe->where : AT_OP_ENTRY;
 			return true;
 		}
 		ptrace(PTRACE_CONT, t->tid, 0, 0);	/* swallowed */

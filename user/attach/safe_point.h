@@ -33,6 +33,20 @@
  *    Used when no thread passes point 1 within 100 ms: a job whose
  *    threads all wait (a server between requests, a script in sleep()).
  *
+ * 3. Once rfbpf's callback is registered (every hold after the first: a
+ *    new sampling probability, the removal), a variant of point 1 inside
+ *    that callback: the same signal, sent by the BPF program already on
+ *    rfbpf's start stub. The stub runs inside RecordFunction::before,
+ *    which holds no lock while it runs callbacks (it runs a copy of the
+ *    callback list it took for this op, so removing ours from the
+ *    registry there is safe; the op's end still calls our end stub, which
+ *    stays mapped). Nothing is attached for it: point 1's uprobe traps
+ *    every op the job runs while rfbpf looks, and takes the kernel tens
+ *    of ms to remove, which on a job of few-microsecond ops cost about
+ *    0.1 s of its time per hold. Here only sampled ops are looked at, by
+ *    the probe they pay for anyway; a job whose ops are too rare falls
+ *    back to point 2 after 100 ms, as with point 1.
+ *
  * Only the chosen thread stays stopped; the others are seized without
  * stopping them (so that the signal reaches rfbpf, not the job) and let go
  * as soon as one is held.
@@ -61,7 +75,8 @@ struct safe_point_probe {
 	 * uprobe): called once no thread is held. May be NULL. */
 	void (*reap)(void *ctx);
 	void *ctx;
-	uint64_t addr;		/* the function's address in the target */
+	uint64_t addr;		/* the probed address in the target */
+	const char *where;	/* for -v; NULL: the op-entry point */
 };
 
 struct safe_point_opts {

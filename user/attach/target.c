@@ -305,6 +305,36 @@ bool target_status(pid_t pid, pid_t tid, const char *key, char *val,
 	return found;
 }
 
+bool target_addr_in_mapping(pid_t pid, uint64_t addr, const char *name)
+{
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && getline(&line, &cap, f) > 0) {
+		unsigned long long start, end;
+		int at = 0;
+
+		line[strcspn(line, "\n")] = 0;
+		/* "START-END perms offset MAJ:MIN inode   name" */
+		if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &start, &end,
+			   &at) < 2 || !at)
+			continue;
+		found = addr >= start && addr < end &&
+			!strcmp(line + at, name);
+		if (addr >= start && addr < end)
+			break;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
 int target_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
 	struct iovec local = { buf, len };

@@ -48,6 +48,8 @@ int target_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 /* The process's start time (clock ticks after boot, /proc/PID/stat field
  * 22): with the pid, it names one process across pid reuse. 0 if gone. */
 unsigned long long target_start_time(pid_t pid);
+/* Is addr inside pid's mapping called name ("[uprobes-trampoline]")? */
+bool target_addr_in_mapping(pid_t pid, uint64_t addr, const char *name);
 /* Its CPU time so far (user + system, all threads), seconds; NaN if
  * gone. */
 double target_cpu_seconds(pid_t pid);
