@@ -62,6 +62,7 @@ static bool near(double a, double b)
 static void build_jobs(void)
 {
 	job_init(&job_a, 4321, 2);
+	job_a.loader_ns_per_op = 3250;
 	add_op(&job_a, "aten::mm", 1, S);
 	add_op(&job_a, "aten::mm", 4, S / 2);
 	add_op(&job_a, "aten::add", 10, S / 10);
@@ -106,16 +107,32 @@ TEST(standard_errors_of_calls_and_time)
 }
 
 /* The value of name{pid,process,container,op} in text; NAN if absent. */
+/* The value of the series whose line starts with prefix (NAN if none). */
+static double value_of(const char *text, const char *prefix)
+{
+	const char *at = strstr(text, prefix);
+
+	return at ? strtod(at + strlen(prefix), NULL) : NAN;
+}
+
 static double sample(const char *text, const char *name, pid_t pid,
 		     const char *op)
 {
 	char prefix[256];
-	const char *at;
 
 	snprintf(prefix, sizeof(prefix), "\n%s{pid=\"%d\",process=\"python3\","
 		 "container=\"\",op=\"%s\"} ", name, pid, op);
-	at = strstr(text, prefix);
-	return at ? strtod(at + strlen(prefix), NULL) : NAN;
+	return value_of(text, prefix);
+}
+
+/* A per-job series' value. */
+static double job_value(const char *text, const char *name, pid_t pid)
+{
+	char prefix[256];
+
+	snprintf(prefix, sizeof(prefix), "\n%s{pid=\"%d\",process=\"python3\","
+		 "container=\"\"} ", name, pid);
+	return value_of(text, prefix);
 }
 
 static size_t count(const char *text, const char *s)
@@ -171,6 +188,10 @@ TEST(exported_with_the_counters_labels)
 	const char *why = self ? strstr(self, "no standard error") : NULL;
 	CHECK(why && eol && why < eol);
 	CHECK(!strstr(text, "rfbpf_op_self_seconds_stderr"));
+	/* rfbpf's own CPU per op, charged to each job's budget. */
+	CHECK(near(job_value(text, "rfbpf_job_loader_seconds_per_op", 4321),
+		   3.25e-6));
+	CHECK(job_value(text, "rfbpf_job_loader_seconds_per_op", 99) == 0);
 	if (access(PROMTOOL, X_OK))
 		printf("skip promtool on the fleet metrics: no " PROMTOOL
 		       " (Debian package prometheus)\n");

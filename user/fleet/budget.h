@@ -3,8 +3,10 @@
  * The overhead budget: how much of a job to trace so that tracing costs it
  * at most a share of its CPU time.
  *
- * Tracing one op costs the job's thread c (calibrated on this host at
- * start: two optimized uprobe hits with rfbpf's programs). A job running
+ * Tracing one op costs c: the job's thread pays two optimized uprobe hits
+ * with rfbpf's programs (calibrated on this host at start), and rfbpf
+ * pays for reading the op (measured per job, since rfbpf shares the
+ * job's CPUs and that cost is charged to the job's budget). A job running
  * r ops/s on u CPUs would pay f = r c / u of its CPU time if every op were
  * traced. Half the budget B goes to RecordFunction sampling at p = B/2f
  * (counts and inclusive times: unbiased at any p), half to full-trace
@@ -33,7 +35,8 @@
 #define BUDGET_MIN_PROB 1e-5
 
 struct budget_input {
-	double cost_ns;		/* one traced op, calibrated */
+	double cost_ns;		/* one traced op: to the job (calibrated)
+				 * and to rfbpf reading it (measured) */
 	double op_rate;		/* the job's ops per second, all of them */
 	double cpu_rate;	/* the job's CPU seconds per second */
 	double budget;		/* share of its CPU time, e.g. 0.01 */

@@ -388,7 +388,6 @@ static void publish_metrics(struct daemon *d)
 static void end_interval(struct daemon *d, double now)
 {
 	struct budget_input in = {
-		.cost_ns = d->cal.ns_per_sampled_op,
 		.budget = d->opt.budget_pct / 100,
 		.interval_s = d->opt.interval_s,
 	};
@@ -407,6 +406,9 @@ static void end_interval(struct daemon *d, double now)
 		merge_stacks(d, &d->profile, j);
 		if (d->on_demand_secs)
 			merge_stacks(d, &d->on_demand, j);
+		/* The op's cost in the job, calibrated, and to rfbpf,
+		 * measured. */
+		in.cost_ns = d->cal.ns_per_sampled_op + j->loader_ns_per_op;
 		in.op_rate = j->op_rate;
 		in.cpu_rate = j->cpu_rate;
 		in.hold_s = j->hold_s;

@@ -34,6 +34,10 @@ static double v_overhead(const struct job *j) { return j->est_overhead; }
 static double v_window(const struct job *j) { return j->window_s; }
 static double v_op_rate(const struct job *j) { return j->op_rate; }
 static double v_cpu_rate(const struct job *j) { return j->cpu_rate; }
+static double v_loader_cost(const struct job *j)
+{
+	return j->loader_ns_per_op * 1e-9;
+}
 static double v_rereg(const struct job *j) { return j->reregistrations; }
 static double v_drops(const struct job *j) { return j->drops_prev; }
 static double v_windows(const struct job *j) { return j->windows; }
@@ -268,6 +272,9 @@ void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 		v_op_rate);
 	per_job(b, jobs, nr, "rfbpf_job_cpu_ratio", "gauge",
 		"The job's CPU seconds per second, last interval", v_cpu_rate);
+	per_job(b, jobs, nr, "rfbpf_job_loader_seconds_per_op", "gauge",
+		"rfbpf's own CPU per traced op of the job, measured and "
+		"charged to its budget", v_loader_cost);
 	per_job(b, jobs, nr, "rfbpf_job_reregistrations_total", "counter",
 		"Times the callback was re-registered (sampling changes and "
 		"windows)", v_rereg);

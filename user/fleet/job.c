@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "attach/remote_call.h"
@@ -38,6 +39,26 @@ static double child_weight(void *ctx, const struct op *child)
 	return in_window(j, child->start_ns) ? 1.0 : 1 / j->p;
 }
 
+/* This thread's CPU seconds. */
+static double thread_cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Reads the job's events, timing rfbpf's CPU doing it: what each traced
+ * op costs rfbpf is charged to the job's budget (the loader shares the
+ * job's CPUs; on a small host it is a large part of the cost). */
+static void read_events(struct job *j)
+{
+	double t0 = thread_cpu_s();
+
+	ring_buffer__consume(j->s.rb);
+	j->read_cpu_s += thread_cpu_s() - t0;
+}
+
 /* Every closed op: its 1/p share of the counters; inside a window also
  * its stack and self time. */
 static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
@@ -49,6 +70,7 @@ static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
 
 	if (r)
 		job_op_add(r, w, c->dur_ns);
+	j->closed_in_interval++;
 	if (!full) {
 		j->sampled_closed++;
 		return;
@@ -155,7 +177,7 @@ static bool set_p(struct job *j, double p, struct replace_times *times)
 	j->search_s = j->search_s > 0 ? 0.7 * j->search_s + 0.3 * h : h;
 	/* Its events up to the release are read; the ops it had open were
 	 * stopped meanwhile, which is not the job's time. */
-	ring_buffer__consume(j->s.rb);
+	read_events(j);
 	stacks_pause(&j->s.trace, times->tid, times->held, times->released);
 	if (j->opt.verbose)
 		fprintf(stderr, "rfbpf: pid %d: p=%g: %.2f ms to hold, held "
@@ -216,7 +238,7 @@ static void window_off(struct job *j)
 
 void job_poll(struct job *j, double now)
 {
-	ring_buffer__consume(j->s.rb);
+	read_events(j);
 	session_gpu_poll(&j->s, now);
 	if (!j->in_window && !j->window_done && j->window_s > 0 &&
 	    now >= j->window_at) {
@@ -252,7 +274,7 @@ void job_end_interval(struct job *j, double now)
 	uint64_t window_calls = 0;
 	bool span_done;
 
-	ring_buffer__consume(j->s.rb);
+	read_events(j);
 	if (j->in_window) {	/* a window open across the interval's end */
 		uint64_t cut = now_ns();
 
@@ -295,6 +317,16 @@ void job_end_interval(struct job *j, double now)
 			j->window_in_interval, j->window_time, j->span_s,
 			(unsigned long long)window_calls, span_done ?
 			", span done" : "", j->op_rate, j->cpu_rate);
+	/* rfbpf's CPU per op read: from intervals with enough ops to tell,
+	 * smoothed like the stops. */
+	if (j->closed_in_interval >= 100) {
+		double c = j->read_cpu_s * 1e9 / j->closed_in_interval;
+
+		j->loader_ns_per_op = j->loader_ns_per_op > 0 ?
+			0.7 * j->loader_ns_per_op + 0.3 * c : c;
+	}
+	j->closed_in_interval = 0;
+	j->read_cpu_s = 0;
 	j->sampled_closed = 0;
 	j->window_in_interval = 0;
 }

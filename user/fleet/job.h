@@ -77,6 +77,11 @@ struct job {
 	size_t nr_series;
 	uint64_t sampled_closed;	/* ops closed outside windows, this
 					 * interval */
+	uint64_t closed_in_interval;	/* every op closed, this interval */
+	double read_cpu_s;	/* rfbpf's CPU reading its events, this
+				 * interval */
+	double loader_ns_per_op;	/* rfbpf's own CPU per traced op,
+					 * measured (0: not yet) */
 	double interval_start;
 	double cpu_s_prev;	/* the job's CPU seconds at interval start */
 	double cpu_rate, op_rate;	/* measured over the last interval */
