@@ -10,7 +10,10 @@ daemon switched on and off every --period seconds, the job's own steps per
 second compared between on and off periods (the first 5 s of each on
 period, where the daemon calibrates, attaches and runs its first interval
 at p = 0.001, left out): steady-state cost with the process-to-process
-noise gone.
+noise gone. Beside the rate, the CPU seconds per step of the job and of
+the daemon over the same stretches: the budget is a share of the job's
+CPU, and CPU per step moves less with this VM's steal and idle time than
+the wall rate does.
 
 Each run is one timed phase of bench/timed_workload.py (the ops only),
 long enough to span several of the daemon's intervals (--interval, 5 s by
@@ -85,38 +88,67 @@ def run_once(workload, steps, daemon, interval):
                 "window_seconds")}
 
 
+def cpu_seconds(pid):
+    """A process's user + system CPU seconds (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rate_on_off(workload, period, cycles, interval):
-    """Median steps/s of one process with the daemon off and on."""
+    """One process with the daemon off and on, cycle after cycle: the
+    median steps/s of each, and the CPU seconds per step the job and the
+    daemon spent in each (CPU per step moves less with this VM's steal
+    and idle time than the wall rate does)."""
     job = subprocess.Popen([PYTHON, os.path.join(ROOT, "bench",
                                                  "rate_workload.py"),
                             "--workload", workload],
                            stdout=subprocess.PIPE, text=True)
     assert job.stdout.readline().strip() == "ready"
-    off, on = [], []
+    res = {k: {"rates": [], "steps": 0.0, "job_cpu": 0.0, "own_cpu": 0.0}
+           for k in ("off", "on")}
 
-    def collect(into, seconds, skip):
+    def collect(into, seconds, skip, daemon):
+        """Per-second rates after `skip` s; steps and CPU over the same
+        stretch."""
         end = time.monotonic() + seconds
+        prev = cpu0 = None
         while time.monotonic() < end:
             t, rate = map(float, job.stdout.readline().split())
-            if t >= end - seconds + skip:
-                into.append(rate)
+            if t < end - seconds + skip:
+                continue
+            if prev is None:
+                cpu0 = (cpu_seconds(job.pid),
+                        cpu_seconds(daemon.pid) if daemon else 0.0)
+            else:
+                into["rates"].append(rate)
+                into["steps"] += rate * (t - prev)
+            prev = t
+        if cpu0:
+            into["job_cpu"] += cpu_seconds(job.pid) - cpu0[0]
+            into["own_cpu"] += (cpu_seconds(daemon.pid) if daemon
+                                else 0.0) - cpu0[1]
     try:
-        collect([], 5, 0)                       # warm-up
+        collect({"rates": [], "steps": 0.0, "job_cpu": 0.0, "own_cpu": 0.0},
+                5, 0, None)                     # warm-up
         for _ in range(cycles):
-            collect(off, period, 1)
+            collect(res["off"], period, 1, None)
             with tempfile.TemporaryDirectory() as tmp:
                 d = subprocess.Popen([RFBPF, "--continuous", "-p",
                                       str(job.pid), "--interval",
                                       str(interval), "--prom-file",
                                       os.path.join(tmp, "m.prom")],
                                      stderr=subprocess.DEVNULL)
-                collect(on, period, 5)
+                collect(res["on"], period, 5, d)
                 d.terminate()
                 d.wait(timeout=60)
     finally:
         job.kill()
         job.wait()
-    return statistics.median(off), statistics.median(on), off, on
+    return res
 
 
 def steps_for(workload, seconds):
@@ -159,15 +191,28 @@ def main():
             f"{1000 * last['window_seconds']:.1f} ms |")
         print(lines[-1], file=sys.stderr, flush=True)
     lines += ["", "One process, the daemon switched on and off every "
-              f"{a.period:g} s ({a.cycles} cycles), steps per second:", "",
-              "| workload | daemon off (median, min-max) | daemon on | "
-              "measured cost |", "|---|---|---|---|"]
+              f"{a.period:g} s ({a.cycles} cycles): steps per second, and "
+              "CPU per step of the job and of the daemon:", "",
+              "| workload | steps/s off (median, min-max) | steps/s on | "
+              "cost in steps/s | job CPU per step off | on | job's extra "
+              "CPU | daemon's CPU (share of the job's) | CPU cost in all |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for workload in ("tiny", "mlp"):
-        m_off, m_on, off, on = rate_on_off(workload, a.period, a.cycles,
-                                           a.interval)
-        lines.append(f"| {workload} | {m_off:.1f} ({min(off):.1f}-"
-                     f"{max(off):.1f}) | {m_on:.1f} ({min(on):.1f}-"
-                     f"{max(on):.1f}) | {100 * (m_off / m_on - 1):+.2f}% |")
+        r = rate_on_off(workload, a.period, a.cycles, a.interval)
+        off, on = r["off"], r["on"]
+        m_off, m_on = (statistics.median(off["rates"]),
+                       statistics.median(on["rates"]))
+        cps_off = off["job_cpu"] / off["steps"]
+        cps_on = on["job_cpu"] / on["steps"]
+        own = on["own_cpu"] / on["steps"] / cps_off
+        extra = cps_on / cps_off - 1
+        lines.append(
+            f"| {workload} | {m_off:.1f} ({min(off['rates']):.1f}-"
+            f"{max(off['rates']):.1f}) | {m_on:.1f} "
+            f"({min(on['rates']):.1f}-{max(on['rates']):.1f}) | "
+            f"{100 * (m_off / m_on - 1):+.2f}% | {1e6 * cps_off:.2f} us | "
+            f"{1e6 * cps_on:.2f} us | {100 * extra:+.2f}% | "
+            f"{100 * own:.2f}% | {100 * (extra + own):+.2f}% |")
         print(lines[-1], file=sys.stderr, flush=True)
     text = "\n".join(lines) + "\n"
     print(text)

@@ -68,6 +68,7 @@ struct session {
 	bool gpu_attached;	/* its probes are attached, lease held */
 	bool gpu_given_up;	/* it failed to attach: do not retry */
 	double gpu_checked_s;	/* last look for it */
+	double gpu_look_s;	/* ...and how long until the next */
 	struct rf_gpu_control gpu_base;	/* its counters when we attached */
 	bool gpu_base_read;
 	bool cupti_watched;	/* the job's libcupti is probed (or could

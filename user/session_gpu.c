@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <math.h>
 #include <bpf/libbpf.h>
 #include "session.h"
 #include "session_gpu.h"
@@ -9,7 +10,12 @@
 #include "attach/probes.h"
 #include "attach/target.h"
 
-#define GPU_LOOK_EVERY_S 0.5
+/* Looking for the agent reads the job's maps (thousands of lines for a
+ * torch process): it was most of a fleet daemon's CPU on a job without
+ * the agent. An agent is preloaded, so mapped at the first look; one
+ * dlopen()ed later is found within GPU_LOOK_MAX_S. */
+#define GPU_LOOK_FIRST_S 0.5
+#define GPU_LOOK_MAX_S 8.0
 /* The agent's thread looks at the control block every 100 ms. */
 #define GPU_FINAL_FLUSH_S 1.0
 
@@ -168,9 +174,11 @@ void session_gpu_poll(struct session *s, double now_s)
 			s->gpu_given_up = true;	/* it exited: nothing to do */
 		return;
 	}
-	if (s->gpu_checked_s && now_s - s->gpu_checked_s < GPU_LOOK_EVERY_S)
+	if (s->gpu_checked_s && now_s - s->gpu_checked_s < s->gpu_look_s)
 		return;
 	s->gpu_checked_s = now_s;
+	s->gpu_look_s = !s->gpu_look_s ? GPU_LOOK_FIRST_S :
+			fmin(2 * s->gpu_look_s, GPU_LOOK_MAX_S);
 	attach_agent(s);
 }
 

@@ -77,6 +77,7 @@ int activation_prepare(struct activation *a, const char *lib, char *err,
 	int n = elf_find_functions(lib, functions, 3, off);
 
 	snprintf(a->lib, sizeof(a->lib), "%s", lib);
+	a->resolved_pid = 0;	/* another library: read maps again */
 	if (n < 0 || torch_symbols_resolve(lib, &s) < 0)
 		return snprintf(err, len, "%s: %s", lib,
 				elf_symbols_strerror(n)), -EINVAL;
@@ -103,10 +104,40 @@ static int seccomp_mode(pid_t pid)
 	       0;
 }
 
+/* Is what was read from maps about this very process? */
+static bool resolved(const struct activation *a)
+{
+	return a->resolved_pid == a->pid &&
+	       a->resolved_start == target_start_time(a->pid);
+}
+
+/* The functions' addresses in the target, from its maps, once. */
+static void resolve(struct activation *a)
+{
+	if (resolved(a))
+		return;
+	if (target_addr_of_offset(a->pid, a->lib, a->add_off, &a->add_addr))
+		a->add_addr = 0;
+	if (target_addr_of_offset(a->pid, a->lib, a->remove_off,
+				  &a->remove_addr))
+		a->remove_addr = 0;
+	if (!a->entry_off || target_addr_of_offset(a->pid, a->lib,
+						   a->entry_off,
+						   &a->entry_addr))
+		a->entry_addr = 0;
+	a->resolved_pid = a->pid;
+	a->resolved_start = target_start_time(a->pid);
+}
+
 int activation_begin(struct activation *a, char *err, size_t len)
 {
-	bool have_page = !stub_page_find(a->pid, &a->page);
+	bool have_page = resolved(a) && stub_page_still_there(a->pid,
+							      &a->page);
 	int ret;
+
+	if (!have_page)
+		have_page = !stub_page_find(a->pid, &a->page);
+	resolve(a);
 
 	/* Mapping the page means system calls the job never made; a filter
 	 * that kills on one of them would kill the job. */
@@ -117,13 +148,8 @@ int activation_begin(struct activation *a, char *err, size_t len)
 				"(memfd_create, mmap, madvise); trace it with "
 				"--no-activate, or start it with rfbpf's CUPTI "
 				"agent and RFBPF_SAMPLE", a->pid), -EPERM;
-	if (a->probe) {
-		a->probe->addr = 0;
-		if (a->entry_off &&
-		    target_addr_of_offset(a->pid, a->lib, a->entry_off,
-					  &a->probe->addr))
-			a->probe->addr = 0;
-	}
+	if (a->probe)
+		a->probe->addr = a->entry_addr;
 	a->find.probe = a->probe && a->probe->addr ? a->probe : NULL;
 	/* The op-entry uprobe traps every op the job runs while it is
 	 * looked for, and the kernel takes tens of ms to remove it: with
@@ -175,13 +201,15 @@ void activation_finish(struct activation *a)
 	safe_point_reap();
 }
 
-static int call(struct activation *a, uint64_t off, uint64_t arg,
+/* Calls fn (a->add_addr or a->remove_addr: 0 when not mapped) on the held
+ * thread. */
+static int call(struct activation *a, uint64_t fn, uint64_t arg,
 		const void *stack, size_t stack_len, uint64_t *ret, char *err,
 		size_t len)
 {
-	uint64_t fn, dummy, args[6] = { arg };
+	uint64_t dummy, args[6] = { arg };
 
-	if (target_addr_of_offset(a->pid, a->lib, off, &fn))
+	if (!fn)
 		return snprintf(err, len, "%s is not mapped in process %d",
 				a->lib, a->pid), -ENOENT;
 	return remote_call_function(&a->held, fn, args, stack, stack_len,
@@ -252,7 +280,7 @@ int activation_register(struct activation *a, double sample_prob,
 		fprintf(stderr, "rfbpf: replacing the callback (handle %llu) a "
 			"killed rfbpf left in process %d\n",
 			(unsigned long long)old, a->pid);
-		ret = call(a, a->remove_off, old, NULL, 0, NULL, err, len);
+		ret = call(a, a->remove_addr, old, NULL, 0, NULL, err, len);
 		if (ret)
 			return ret;
 		clear_state(a);
@@ -262,7 +290,7 @@ int activation_register(struct activation *a, double sample_prob,
 	if ((ret = write_state(a, 0)))
 		fprintf(stderr, "rfbpf: warning: cannot record the callback "
 			"in " ACTIVATION_STATE_DIR ": %s\n", strerror(-ret));
-	ret = call(a, a->add_off, 0, &cb, sizeof(cb), &a->handle, err, len);
+	ret = call(a, a->add_addr, 0, &cb, sizeof(cb), &a->handle, err, len);
 	if (ret)
 		return ret;
 	if (!a->handle)
@@ -299,7 +327,7 @@ int activation_replace(struct activation *a, double sample_prob,
 	/* Removed first, so that a crash in between leaves at most one
 	 * callback, which the state file (handle 0) and the page's result
 	 * slot let --deactivate find. */
-	ret = call(a, a->remove_off, a->handle, NULL, 0, NULL, err, len);
+	ret = call(a, a->remove_addr, a->handle, NULL, 0, NULL, err, len);
 	times->removed = mono_ns();
 	if (!ret) {
 		clear_state(a);
@@ -327,7 +355,7 @@ int activation_stop(struct activation *a, char *err, size_t len)
 	}
 	ret = activation_begin(a, err, len);
 	if (!ret) {
-		ret = call(a, a->remove_off, a->handle, NULL, 0, NULL, err,
+		ret = call(a, a->remove_addr, a->handle, NULL, 0, NULL, err,
 			   len);
 		activation_finish(a);
 	}

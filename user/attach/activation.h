@@ -39,6 +39,14 @@ struct activation {
 	uint64_t handle;	/* CallbackHandle; 0 = none registered */
 	int lock_fd;
 	struct stub_page page;	/* rfbpf's page in the target */
+	/* The process (pid and start time) whose addresses below, and whose
+	 * page above, were read from its maps: a library and the page do not
+	 * move while mapped, and a torch process's maps (thousands of lines)
+	 * took a fleet daemon more CPU to read at every hold than the
+	 * job's events did. */
+	pid_t resolved_pid;
+	unsigned long long resolved_start;
+	uint64_t add_addr, remove_addr, entry_addr;	/* 0: not mapped */
 	struct safe_point_probe *probe;	/* the op-entry probe, or NULL */
 	/* rfbpf's start-callback probe, when its stubs are probed: once
 	 * rfbpf's callback is in, later holds (a new p, the removal) stop a

@@ -30,6 +30,11 @@ static bool has_magic(pid_t pid, uint64_t addr)
 	       !memcmp(magic, STUB_MAGIC_TEXT, sizeof(magic));
 }
 
+bool stub_page_still_there(pid_t pid, const struct stub_page *p)
+{
+	return p->addr && has_magic(pid, p->addr);
+}
+
 int stub_page_find(pid_t pid, struct stub_page *p)
 {
 	unsigned long long lo, hi;

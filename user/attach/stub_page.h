@@ -99,6 +99,9 @@ struct stub_page {
 /* Finds rfbpf's page in pid (left by an earlier rfbpf). Returns 0 and
  * fills p, or -ENOENT. */
 int stub_page_find(pid_t pid, struct stub_page *p);
+/* Is p (found or made earlier in pid) still there? Reads the page's
+ * magic, not maps. */
+bool stub_page_still_there(pid_t pid, const struct stub_page *p);
 /* Maps a new page into h's process through system calls run on h, a
  * thread rfbpf holds at a safe point (safe_point.h), all in that one
  * stop. Returns 0 or -errno with a reason in err. */
