@@ -125,6 +125,17 @@ def test_dataloader_attached_mid_run_gives_the_same_losses(tmp_path):
         p.kill()
 
 
+def busy_loop_left_as_untraced(p, tmp_path):
+    """No callback is left in the BUSY job, and once stopped it has
+    computed what it computes untraced."""
+    assert no_callback_left(p.pid, tmp_path)
+    p.send_signal(signal.SIGUSR1)
+    out, _ = p.communicate(timeout=60)
+    n, value = out.split()
+    ref = run([PYTHON, "-c", BUSY, n], input="")
+    assert ref.stdout.split()[1:] == [n, value]
+
+
 def test_busy_loop_attached_and_detached_20_times(tmp_path):
     """No system call, ops only: the op-entry safe point attaches and
     detaches in milliseconds, every time; the job computes what it
@@ -140,12 +151,7 @@ def test_busy_loop_attached_and_detached_20_times(tmp_path):
             assert r.returncode == 0, r.stderr
             assert "aten::add" in r.stdout, r.stdout
             assert time.monotonic() - t0 < 10
-        assert no_callback_left(p.pid, tmp_path)
-        p.send_signal(signal.SIGUSR1)
-        out, _ = p.communicate(timeout=60)
-        n, value = out.split()
-        ref = run([PYTHON, "-c", BUSY, n], input="")
-        assert ref.stdout.split()[1:] == [n, value]
+        busy_loop_left_as_untraced(p, tmp_path)
     finally:
         p.kill()
 
@@ -168,12 +174,7 @@ def test_detach_stops_a_thread_inside_rfbpfs_own_callback(tmp_path):
             assert set(holds[:-1]) == {"at the op-entry point"}, r.stderr
             assert holds[-1] == "in rfbpf's start callback", r.stderr
             assert "aten::mul" in r.stdout, r.stdout
-        assert no_callback_left(p.pid, tmp_path)
-        p.send_signal(signal.SIGUSR1)
-        out, _ = p.communicate(timeout=60)
-        n, value = out.split()
-        ref = run([PYTHON, "-c", BUSY, n], input="")
-        assert ref.stdout.split()[1:] == [n, value]
+        busy_loop_left_as_untraced(p, tmp_path)
     finally:
         p.kill()
 
