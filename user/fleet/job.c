@@ -77,6 +77,8 @@ static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
 	}
 	aggregate_add(&j->window_agg, c);
 	profile_add_op(&j->window_stacks, t, c);
+	j->window_probe_s += (t->probe_cost.inside_ns +
+			      t->probe_cost.outside_ns) * 1e-9;
 }
 
 /* GPU time launched inside a window goes to its stack. */
@@ -266,6 +268,22 @@ bool job_gone(const struct job *j)
 	       target_start_time(j->proc.pid) != j->proc.start_ticks;
 }
 
+/* How long the job would have taken, untraced, for what it did in the
+ * span's window. Fully traced, it runs slower (a few-us probe cost on ops
+ * of a few us can triple its time), and the window's self times are
+ * without that cost (compensated): scaling them by span/window would then
+ * under-count. The probe time is CPU time, spread over the CPUs the job
+ * ran on. A job traced whole keeps its own time: nothing to scale. */
+static double window_as_untraced(const struct job *j)
+{
+	double cpus = j->cpu_rate > 0.1 ? j->cpu_rate : 1;
+	double l = j->window_time - j->window_probe_s / cpus;
+
+	if (j->whole_interval)
+		return j->window_time;
+	return l > 0.1 * j->window_time ? l : 0.1 * j->window_time;
+}
+
 void job_end_interval(struct job *j, double now)
 {
 	double t = now - j->interval_start;
@@ -288,7 +306,8 @@ void job_end_interval(struct job *j, double now)
 	 * its span is over. */
 	span_done = j->whole_interval ||
 		    (j->window_done && now >= j->span_start + j->span_s - 0.01);
-	k = span_done && j->window_time > 0 ? span_len / j->window_time : 0;
+	k = span_done && j->window_time > 0 ?
+	    span_len / window_as_untraced(j) : 0;
 	for (size_t i = 0; k && i < j->window_agg.nr; i++) {
 		const struct op_stats *r = &j->window_agg.rows[i];
 		struct job_op *o = r->calls ? job_op_row(j, r->name) : NULL;
@@ -340,6 +359,7 @@ static void new_span(struct job *j, const struct budget_plan *plan,
 	stack_profile_reset(&j->window_stacks);
 	aggregate_reset(&j->window_agg);
 	j->window_time = 0;
+	j->window_probe_s = 0;
 	j->window_done = false;
 	j->span_start = now;
 	j->span_s = plan->span * interval_s;

@@ -18,8 +18,11 @@
  *   length L, and scaling the window's sums by T/L is unbiased. When the
  *   budget cannot pay for a window every interval, a window stands for a
  *   span of several, placed at random in the span and scaled by span/L.
- *   Windows are switched on and off by re-registering the callback at
- *   p = 1 and back.
+ *   L is the job's time, not the window's: traced fully, the job runs
+ *   slower, and its self times are without the probe cost, so L is the
+ *   window's length less the probe time its ops spent (spread over the
+ *   CPUs the job ran on). Windows are switched on and off by
+ *   re-registering the callback at p = 1 and back.
  */
 #ifndef RFBPF_FLEET_JOB_H
 #define RFBPF_FLEET_JOB_H
@@ -60,6 +63,8 @@ struct job {
 				 * first stop */
 	uint64_t cut_ns;	/* an open window was counted up to here */
 	double window_time;	/* seconds of window in this span */
+	double window_probe_s;	/* ...of which its ops spent in probes
+				 * (calibrated cost, CPU seconds) */
 	double window_in_interval;	/* ...and in this interval */
 	double window_scale;	/* what the stacks of the interval that
 				 * just ended are scaled by (0: none yet) */
