@@ -111,11 +111,9 @@ static bool resolved(const struct activation *a)
 	       a->resolved_start == target_start_time(a->pid);
 }
 
-/* The functions' addresses in the target, from its maps, once. */
+/* The functions' addresses in the target, from its maps. */
 static void resolve(struct activation *a)
 {
-	if (resolved(a))
-		return;
 	if (target_addr_of_offset(a->pid, a->lib, a->add_off, &a->add_addr))
 		a->add_addr = 0;
 	if (target_addr_of_offset(a->pid, a->lib, a->remove_off,
@@ -131,13 +129,14 @@ static void resolve(struct activation *a)
 
 int activation_begin(struct activation *a, char *err, size_t len)
 {
-	bool have_page = resolved(a) && stub_page_still_there(a->pid,
-							      &a->page);
+	bool known = resolved(a);
+	bool have_page = known && stub_page_still_there(a->pid, &a->page);
 	int ret;
 
 	if (!have_page)
 		have_page = !stub_page_find(a->pid, &a->page);
-	resolve(a);
+	if (!known)
+		resolve(a);
 
 	/* Mapping the page means system calls the job never made; a filter
 	 * that kills on one of them would kill the job. */

@@ -316,7 +316,7 @@ bool target_addr_in_mapping(pid_t pid, uint64_t addr, const char *name)
 	f = fopen(path, "re");
 	if (!f)
 		return false;
-	while (!found && getline(&line, &cap, f) > 0) {
+	while (getline(&line, &cap, f) > 0) {
 		unsigned long long start, end;
 		int at = 0;
 
@@ -325,10 +325,10 @@ bool target_addr_in_mapping(pid_t pid, uint64_t addr, const char *name)
 		if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &start, &end,
 			   &at) < 2 || !at)
 			continue;
-		found = addr >= start && addr < end &&
-			!strcmp(line + at, name);
-		if (addr >= start && addr < end)
+		if (addr >= start && addr < end) {
+			found = !strcmp(line + at, name);
 			break;
+		}
 	}
 	free(line);
 	fclose(f);

@@ -281,6 +281,7 @@ static double window_as_untraced(const struct job *j)
 
 	if (j->whole_interval)
 		return j->window_time;
+	/* Never below a tenth of the window: the calibration is an estimate. */
 	return l > 0.1 * j->window_time ? l : 0.1 * j->window_time;
 }
 
