@@ -69,10 +69,13 @@ static int failed(const char *path)
 int outputs_finish(struct outputs *o, const struct trace *t,
 		   const struct options *opt)
 {
+	char bias[512];
 	int ret = 0;
 
 	if (opt->table)
 		print_table(stdout, t, &o->agg, opt->sort, opt->top);
+	else if (trace_sampler_bias_note(t, bias, sizeof(bias)))
+		fprintf(stderr, "rfbpf: warning: %s\n", bias);
 	if (o->chrome_open && chrome_finish(&o->chrome, t, &o->agg))
 		ret = failed(opt->trace_path);
 	o->chrome_open = false;

@@ -236,6 +236,16 @@ static unsigned long long boot_ticks(void)
 	       1000000000ull;
 }
 
+/* Which threads were there before the callback: the ones that start
+ * later begin with PyTorch's sampler in its initial state. */
+static void note_threads_alive(struct session *s)
+{
+	uint32_t tids[4096];
+	int n = target_threads(s->pid, tids, 4096);
+
+	trace_threads_alive(&s->trace, tids, n);
+}
+
 int session_activate(struct session *s, const char *lib, char *err,
 		     size_t len)
 {
@@ -272,6 +282,7 @@ int session_activate(struct session *s, const char *lib, char *err,
 	}
 	s->trace.sample_prob = s->opt->sample_prob;
 	s->trace.activated = true;
+	note_threads_alive(s);
 	return 0;
 }
 

@@ -66,3 +66,35 @@ def test_sampled_table_says_so(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "SAMPLED" in r.stdout and "p=0.05" in r.stdout
     assert "Est. calls" in r.stdout and "+- calls" in r.stdout
+
+
+def test_threads_started_while_sampled_are_reported_as_biased(tmp_path):
+    """PyTorch's sampler starts every thread from the same unseeded state:
+    a thread per call samples the same ops each call. rfbpf cannot undo
+    that, so it says so in the table and the trace, with the counts."""
+    calls, p = 3000, 0.01
+    out = tmp_path / "t.json"
+    r = run([RFBPF, "-q", "--sample", str(p), "-o", str(out), "--", PYTHON,
+             os.path.join(ROOT, "tests", "workloads", "thread_per_call.py"),
+             "--calls", str(calls)])
+    assert r.returncode == 0, r.stderr
+    assert "BIASED:" in r.stdout and "threads started while traced" in \
+        r.stdout, r.stdout
+    other = load_trace(out)["otherData"]
+    assert other["threads_started"] >= calls
+    assert other["ops_on_started_threads"] * 20 >= other["ops"]
+    assert "unseeded" in other["sampler_bias"]
+    # What the line warns of: the estimates are off by far more than
+    # their standard errors (each op ran 50 times a call).
+    rows = {row["name"]: row for row in other["op_stats"]}
+    worst = max(abs(float(rows[n]["est_calls"]) - 50 * calls) /
+                max(float(rows[n]["est_calls_se"]), 1.0)
+                for n in ("aten::add", "aten::mul") if n in rows)
+    assert worst > 6, rows
+
+
+def test_long_lived_threads_are_not_reported_as_biased():
+    r = run([RFBPF, "-q", "--sample", "0.05", "--", PYTHON, TINY, "--steps",
+             "2000"], input="go\n")
+    assert r.returncode == 0, r.stderr
+    assert "SAMPLED" in r.stdout and "BIASED" not in r.stdout

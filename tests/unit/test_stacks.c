@@ -632,3 +632,47 @@ TEST(self_time_subtracts_weighed_children)
 	CHECK_EQ_U64(L.self[0], 9500);
 	trace_free(&t);
 }
+
+/* Threads that start while traced are told from the ones alive at the
+ * start, and under sampling a large share of ops on them is reported. */
+TEST(threads_started_while_traced_are_counted_and_flagged)
+{
+	static const uint32_t alive[] = { 1, 2 };
+	struct trace t;
+	char note[512];
+
+	trace_init(&t, 1);
+	t.sample_prob = 0.01;
+	trace_threads_alive(&t, alive, 2);
+	for (uint32_t i = 0; i < 40; i++) {	/* 40 ops on the old threads */
+		before(&t, 1 + i % 2, 0x10, 10 * i, "old");
+		end(&t, 1 + i % 2, 0x10, 10 * i + 5);
+	}
+	before(&t, 7, 0x10, 1000, "new");	/* one op on a new thread */
+	end(&t, 7, 0x10, 1005);
+	CHECK_EQ_U64(t.counts.threads_seen, 3);
+	CHECK_EQ_U64(t.counts.threads_started, 1);
+	CHECK_EQ_U64(t.counts.ops_on_started_threads, 1);
+	CHECK(!trace_sampler_bias_note(&t, note, sizeof(note)));
+	/* A second new thread: 2 of 42 ops is still under a twentieth... */
+	before(&t, 8, 0x10, 1100, "new");
+	end(&t, 8, 0x10, 1105);
+	CHECK(!trace_sampler_bias_note(&t, note, sizeof(note)));
+	/* ...a third makes 3 of 43, over it. */
+	before(&t, 9, 0x10, 1200, "new");
+	end(&t, 9, 0x10, 1205);
+	CHECK_EQ_U64(t.counts.threads_started, 3);
+	CHECK(trace_sampler_bias_note(&t, note, sizeof(note)));
+	CHECK(strstr(note, "3 of 43 sampled ops came from 3 threads") != NULL);
+	/* Unsampled, nothing is biased. */
+	t.sample_prob = 1.0;
+	CHECK(!trace_sampler_bias_note(&t, note, sizeof(note)));
+	trace_free(&t);
+
+	/* Threads never listed (unit use, or listing failed): none counted. */
+	trace_init(&t, 1);
+	t.sample_prob = 0.01;
+	before(&t, 5, 0x10, 0, "op");
+	CHECK_EQ_U64(t.counts.threads_started, 0);
+	trace_free(&t);
+}

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <limits.h>
@@ -46,6 +47,23 @@ int target_read_file_at(const char *proc_root, pid_t pid, const char *name,
 bool target_alive(pid_t pid)
 {
 	return target_alive_at("/proc", pid);
+}
+
+int target_threads(pid_t pid, uint32_t *out, int max)
+{
+	char path[64];
+	struct dirent *d;
+	DIR *dir;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	if (!(dir = opendir(path)))
+		return 0;
+	while (n < max && (d = readdir(dir)))
+		if (d->d_name[0] != '.')
+			out[n++] = (uint32_t)strtoul(d->d_name, NULL, 10);
+	closedir(dir);
+	return n;
 }
 
 bool target_alive_at(const char *proc_root, pid_t pid)

@@ -303,6 +303,7 @@ static void write_other_data(const struct chrome_writer *w,
 {
 	const struct counts *c = &t->counts;
 	FILE *f = w->f;
+	char note[512];
 
 	fputs("\"otherData\":{\"tracer\":\"rfbpf " RFBPF_VERSION
 	      "\",\"library\":", f);
@@ -347,6 +348,12 @@ static void write_other_data(const struct chrome_writer *w,
 	COUNT("tree_too_deep", c->tree_too_deep);
 	COUNT("ops", c->ops);
 	COUNT("threads_seen", c->threads_seen);
+	COUNT("threads_started", c->threads_started);
+	COUNT("ops_on_started_threads", c->ops_on_started_threads);
+	if (trace_sampler_bias_note(t, note, sizeof(note))) {
+		fputs(",\"sampler_bias\":", f);
+		json_string(f, note);
+	}
 	/* The X events keep raw times (they nest); op_stats, the table and
 	 * stacks are less this. */
 	COUNT("probe_cost_inside_op_ns", t->probe_cost.inside_ns);

@@ -207,6 +207,8 @@ static void print_footer(FILE *f, const struct trace *t,
 		fprintf(f, "SAMPLED: RecordFunction kept each op with p=%g; "
 			"Est. columns are the sampled values scaled by 1/p, "
 			"+- is one standard error\n", t->sample_prob);
+	if (trace_sampler_bias_note(t, losses, sizeof(losses)))
+		fprintf(f, "BIASED: %s\n", losses);
 	if (t->gpu.counts.agent_seen) {
 		format_duration(a->gpu_self_ns, total, sizeof(total));
 		gpu_format_losses(&t->gpu.counts, c->gpu_bad_records, losses,

@@ -41,6 +41,14 @@ static double v_loader_cost(const struct job *j)
 static double v_rereg(const struct job *j) { return j->reregistrations; }
 static double v_drops(const struct job *j) { return j->drops_prev; }
 static double v_windows(const struct job *j) { return j->windows; }
+static double v_threads_started(const struct job *j)
+{
+	return j->s.trace.counts.threads_started;
+}
+static double v_ops_on_started(const struct job *j)
+{
+	return j->s.trace.counts.ops_on_started_threads;
+}
 static double v_events(const struct job *j)
 {
 	return j->s.trace.counts.events;
@@ -284,6 +292,13 @@ void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 		"Events read from the job's ring buffer", v_events);
 	per_job(b, jobs, nr, "rfbpf_job_events_dropped_total", "counter",
 		"Events the ring buffer had no room for", v_drops);
+	per_job(b, jobs, nr, "rfbpf_job_threads_started_total", "counter",
+		"Threads of the job first seen after it was switched on",
+		v_threads_started);
+	per_job(b, jobs, nr, "rfbpf_job_ops_on_started_threads_total",
+		"counter", "Ops recorded on those threads: PyTorch's sampler "
+		"starts each new thread from the same random state, so a large "
+		"share biases the sampled estimates", v_ops_on_started);
 	unpaired(b, jobs, nr);
 	cupti_state(b, jobs, nr);
 	gpu_losses(b, jobs, nr);

@@ -25,6 +25,7 @@ void trace_free(struct trace *t)
 	free(t->frames);
 	names_free(&t->names);
 	u64map_free(&t->thread_index);
+	u64map_free(&t->alive_at_start);
 	u64map_free(&t->open);
 	gpu_free(&t->gpu);
 	memset(t, 0, sizeof(*t));
@@ -125,9 +126,46 @@ struct thread *trace_thread(struct trace *t, uint32_t tid, bool *created)
 	th->tid = tid;
 	th->comm_name = names_intern(&t->names, "thread", 6);
 	t->counts.threads_seen++;
+	if (t->threads_listed && !u64map_get(&t->alive_at_start, tid)) {
+		th->started_traced = true;
+		t->counts.threads_started++;
+	}
 	if (created)
 		*created = true;
 	return th;
+}
+
+void trace_threads_alive(struct trace *t, const uint32_t *tids, int n)
+{
+	for (int i = 0; i < n; i++)
+		u64map_put(&t->alive_at_start, tids[i], 1);
+	t->threads_listed = true;
+}
+
+/* PyTorch draws each sampled callback's skip from a thread-local
+ * std::mt19937 that is never seeded (record_function.cpp), so every
+ * thread starts from the same state: a new thread running the same code
+ * as the last one is sampled at the same ops. Threads that live long
+ * drift apart; short ones (a thread per request or per call) all sample
+ * the same few ops, whose counts come out too high and the others' too
+ * low, and no 1/p scaling undoes it. Worth a line once they hold a
+ * twentieth of what was recorded. */
+bool trace_sampler_bias_note(const struct trace *t, char *buf, size_t len)
+{
+	const struct counts *c = &t->counts;
+
+	if (t->sample_prob >= 1.0 || c->threads_started < 2 ||
+	    c->ops_on_started_threads * 20 < c->ops)
+		return false;
+	snprintf(buf, len, "%llu of %llu sampled ops came from %llu threads "
+		 "started while traced: PyTorch's sampler starts every thread "
+		 "from the same unseeded random state, so threads that run "
+		 "the same code sample the same ops and these estimates are "
+		 "biased (use --tree-sample, or full tracing, for such jobs)",
+		 (unsigned long long)c->ops_on_started_threads,
+		 (unsigned long long)c->ops,
+		 (unsigned long long)c->threads_started);
+	return true;
 }
 
 const char trace_self_unknown_why[] =

@@ -76,6 +76,7 @@ struct thread {
 	uint64_t recent_ends[RECENT_ENDS]; /* to tell a repeated end() */
 	uint32_t recent_next;
 	bool exited;
+	bool started_traced;	/* not alive when tracing began */
 };
 
 struct counts {
@@ -103,6 +104,10 @@ struct counts {
 	uint64_t gpu_launch_hits, gpu_record_hits, gpu_bad_records;
 	uint64_t ops;			/* ops opened */
 	uint64_t threads_seen;
+	/* Threads that started while traced, and the ops recorded on them:
+	 * under --sample, PyTorch's sampler starts every new thread from the
+	 * same random state (see trace_sampler_bias_note). */
+	uint64_t threads_started, ops_on_started_threads;
 	uint64_t child_processes_seen;	/* --children */
 };
 
@@ -167,6 +172,8 @@ struct trace {
 	struct thread *threads;
 	size_t nr_threads, cap_threads;
 	struct u64map thread_index;	/* tid -> index in threads */
+	struct u64map alive_at_start;	/* tids alive when tracing began */
+	bool threads_listed;		/* alive_at_start was filled */
 	struct u64map open;		/* rf_addr -> slot in ops */
 	struct trace_sink sinks[TRACE_MAX_SINKS];
 	int nr_sinks;
@@ -207,6 +214,13 @@ struct thread *trace_thread(struct trace *t, uint32_t tid, bool *created);
 long trace_thread_index(const struct trace *t, uint32_t tid);
 /* Drops an exited thread whose stack is empty (indexes of others move). */
 void trace_forget_thread(struct trace *t, uint32_t tid);
+/* The threads alive as tracing begins: a thread first seen later and
+ * not among them counts as started while traced. */
+void trace_threads_alive(struct trace *t, const uint32_t *tids, int n);
+/* Under sampling, when enough of the recorded ops come from threads that
+ * started while traced that PyTorch's per-thread sampler skews the
+ * estimates: a line saying so in buf, and true. */
+bool trace_sampler_bias_note(const struct trace *t, char *buf, size_t len);
 /* Sets a thread's comm (and its id in names). */
 void trace_name_thread(struct trace *t, struct thread *th, const char *comm);
 
