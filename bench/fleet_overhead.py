@@ -27,12 +27,16 @@ the measured cost.
   sudo bench/fleet_overhead.py [--seconds 30] [--reps 3] [--markdown FILE]
 """
 import argparse
+import math
 import os
 import re
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -151,6 +155,73 @@ def rate_on_off(workload, period, cycles, interval):
     return res
 
 
+class RateJob:
+    """bench/rate_workload.py in the background, its per-second lines
+    kept as (monotonic time, steps/s) by a reader thread."""
+
+    def __init__(self, workload):
+        self.p = subprocess.Popen([PYTHON, os.path.join(ROOT, "bench",
+                                                        "rate_workload.py"),
+                                   "--workload", workload],
+                                  stdout=subprocess.PIPE, text=True)
+        assert self.p.stdout.readline().strip() == "ready"
+        self.pid, self.lines = self.p.pid, []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            t, rate = map(float, line.split())
+            self.lines.append((t, rate))
+
+    def steps(self, t0, t1):
+        """Steps done between t0 and t1 (each line covers about 1 s)."""
+        return sum(r for t, r in self.lines if t0 < t <= t1)
+
+    def kill(self):
+        self.p.kill()
+        self.p.wait()
+
+
+def paired(workload, period, cycles, tracer):
+    """Two identical jobs at once, the tracer on one of them, swapped
+    every period. In each period the traced job's CPU per step over the
+    untraced one's: the host's swings (steal, a busy neighbour: 2x within
+    a minute here) hit both jobs alike and cancel. Two periods with the
+    roles swapped make a pair, whose geometric mean also cancels what
+    differs between the two processes (one may run a few % slower all
+    along). Returns the pairs' costs, each a ratio less 1."""
+    jobs = [RateJob(workload), RateJob(workload)]
+    costs = []
+    try:
+        time.sleep(5)                           # warm-up
+        for _ in range(cycles):
+            ratios = []
+            for k in (0, 1):
+                traced, other = jobs[k], jobs[1 - k]
+                t = subprocess.Popen([RFBPF] + [str(traced.pid) if x ==
+                                                "{pid}" else x
+                                                for x in tracer],
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+                time.sleep(5)       # attach, calibration, first interval
+                t0 = time.monotonic()
+                c0 = cpu_seconds(traced.pid), cpu_seconds(other.pid)
+                time.sleep(period)
+                t1 = time.monotonic()
+                c1 = cpu_seconds(traced.pid), cpu_seconds(other.pid)
+                time.sleep(1.2)     # the last second's line comes
+                t.send_signal(signal.SIGINT)
+                t.wait(timeout=60)
+                time.sleep(2)       # the job back to untraced
+                ratios.append((c1[0] - c0[0]) / traced.steps(t0, t1) /
+                              ((c1[1] - c0[1]) / other.steps(t0, t1)))
+            costs.append(math.sqrt(ratios[0] * ratios[1]) - 1)
+    finally:
+        for j in jobs:
+            j.kill()
+    return costs
+
+
 def steps_for(workload, seconds):
     """Steps that make a phase of about `seconds`, untraced."""
     probe = 2000 if workload == "tiny" else 40
@@ -166,13 +237,21 @@ def main():
     ap.add_argument("--period", type=float, default=20)
     ap.add_argument("--only-rates", action="store_true",
                     help="skip the separate-process phases")
+    ap.add_argument("--only-paired", action="store_true",
+                    help="only the two-jobs-at-once measure")
+    ap.add_argument("--paired-period", type=float, default=12)
+    ap.add_argument("--pairs", type=int, default=4)
+    ap.add_argument("--one-shot-samples", default="0.000001,0.005",
+                    help="plain rfbpf -p --sample P runs to set beside "
+                    "the daemon in the paired measure (empty: none)")
     ap.add_argument("--cycles", type=int, default=4)
     ap.add_argument("--markdown")
     a = ap.parse_args()
     lines = ["| workload | phase, no daemon (median, min-max) | phase under "
              "the daemon | measured cost | budget's estimate | p chosen | "
              "window per interval |", "|---|---|---|---|---|---|---|"]
-    for workload in () if a.only_rates else ("tiny", "mlp"):
+    for workload in () if a.only_rates or a.only_paired else ("tiny",
+                                                               "mlp"):
         steps = steps_for(workload, a.seconds)
         base, under, est = [], [], []
         for _ in range(a.reps):
@@ -197,7 +276,7 @@ def main():
               "cost in steps/s | job CPU per step off | on | job's extra "
               "CPU | daemon's CPU (share of the job's) | CPU cost in all |",
               "|---|---|---|---|---|---|---|---|---|"]
-    for workload in ("tiny", "mlp"):
+    for workload in () if a.only_paired else ("tiny", "mlp"):
         r = rate_on_off(workload, a.period, a.cycles, a.interval)
         off, on = r["off"], r["on"]
         m_off, m_on = (statistics.median(off["rates"]),
@@ -214,6 +293,28 @@ def main():
             f"{1e6 * cps_on:.2f} us | {100 * extra:+.2f}% | "
             f"{100 * own:.2f}% | {100 * (extra + own):+.2f}% |")
         print(lines[-1], file=sys.stderr, flush=True)
+    prom_dir = tempfile.mkdtemp()
+    tracers = [("daemon, default budget",
+                ["--continuous", "-p", "{pid}", "--interval",
+                 str(a.interval), "--prom-file",
+                 os.path.join(prom_dir, "m.prom")])]
+    tracers += [(f"rfbpf -p --sample {p}", ["-p", "{pid}", "--no-table",
+                                            "--sample", p])
+                for p in a.one_shot_samples.split(",") if p]
+    lines += ["", "Two identical jobs at once, the tracer on one, swapped "
+              f"every {a.paired_period:g} s; a pair of periods gives the "
+              "geometric mean of traced over untraced CPU per step "
+              f"({a.pairs} pairs):", "",
+              "| workload | tracer | CPU cost per step (median of pairs) "
+              "| pairs (min-max) |", "|---|---|---|---|"]
+    for workload in ("tiny", "mlp"):
+        for name, args in tracers:
+            c = paired(workload, a.paired_period, a.pairs, args)
+            lines.append(f"| {workload} | {name} | "
+                         f"{100 * statistics.median(c):+.2f}% | "
+                         f"{100 * min(c):+.2f}% to {100 * max(c):+.2f}% |")
+            print(lines[-1], file=sys.stderr, flush=True)
+    shutil.rmtree(prom_dir)
     text = "\n".join(lines) + "\n"
     print(text)
     if a.markdown:
