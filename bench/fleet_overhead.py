@@ -297,7 +297,15 @@ def main():
     tracers = [("daemon, default budget",
                 ["--continuous", "-p", "{pid}", "--interval",
                  str(a.interval), "--prom-file",
-                 os.path.join(prom_dir, "m.prom")])]
+                 os.path.join(prom_dir, "m.prom")]),
+               # PyTorch redraws a sampled callback's skip in every scope
+               # it covers each time a thread's state is set (autograd
+               # does it around each node): fewer scopes, less of that.
+               ("daemon, default budget, 3 scopes",
+                ["--continuous", "-p", "{pid}", "--interval",
+                 str(a.interval), "--prom-file",
+                 os.path.join(prom_dir, "m.prom"), "--scopes",
+                 "function,backward_function,user_scope"])]
     tracers += [(f"rfbpf -p --sample {p}", ["-p", "{pid}", "--no-table",
                                             "--sample", p])
                 for p in a.one_shot_samples.split(",") if p]
