@@ -513,3 +513,37 @@ def test_job_in_other_namespaces_is_traced_by_its_host_pid(tmp_path):
             d.kill()
         outer.kill()
         outer.wait()
+
+
+def test_job_that_starts_threads_is_logged_and_counted_as_biased(tmp_path):
+    """A job that starts a thread per call: PyTorch's sampler starts each
+    one from the same state, so the daemon logs the bias once and exports
+    the threads and their ops. Each thread runs 4000 ops: at the daemon's
+    first p (0.001) a thread's first skip is the same ~150 ops every time,
+    and a thread of 100 ops would never be sampled at all."""
+    job = subprocess.Popen([PYTHON, os.path.join(ROOT, "tests", "workloads",
+                                                 "thread_per_call.py"),
+                            "--calls", "1000000", "--ops", "2000"],
+                           stdout=subprocess.DEVNULL)
+    prom = tmp_path / "m.prom"
+    d = Daemon(["-p", str(job.pid), "--interval", "1", "--prom-file",
+                str(prom)])
+    try:
+        d.wait_for(rf"pid {job.pid} \(python3\): .*threads started while "
+                   r"traced: PyTorch's sampler", timeout=60)
+        time.sleep(1.5)                 # a later interval's metrics
+        text = prom.read_text()
+        started = metric(text, "rfbpf_job_threads_started_total",
+                         pid=job.pid)
+        on_them = metric(text, "rfbpf_job_ops_on_started_threads_total",
+                         pid=job.pid)
+        assert started and started >= 2, text
+        assert on_them and on_them > 0, text
+        assert d.finish() == 0, d.log()
+    finally:
+        if d.poll() is None:
+            d.kill()
+        job.kill()
+        job.wait()
+    assert len(re.findall("threads started while traced", d.log())) == 1, \
+        d.log()

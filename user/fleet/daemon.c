@@ -385,6 +385,19 @@ static void publish_metrics(struct daemon *d)
 		http_set_metrics(d->http, d->prom.data, d->prom.len);
 }
 
+/* Once per job: its sampled figures are skewed by threads it starts
+ * (trace_sampler_bias_note); the metrics carry the counts. */
+static void log_sampler_bias(struct job *j)
+{
+	char why[512];
+
+	if (j->bias_logged ||
+	    !trace_sampler_bias_note(&j->s.trace, why, sizeof(why)))
+		return;
+	j->bias_logged = true;
+	logf_("pid %d (%s): %s", j->proc.pid, j->proc.comm, why);
+}
+
 static void end_interval(struct daemon *d, double now)
 {
 	struct budget_input in = {
@@ -401,6 +414,7 @@ static void end_interval(struct daemon *d, double now)
 		struct budget_plan plan;
 
 		job_end_interval(j, now);
+		log_sampler_bias(j);
 		probes_read_counters(&j->s.probes, &c);
 		j->drops_prev = c.drops;
 		merge_stacks(d, &d->profile, j);

@@ -93,6 +93,7 @@ struct job {
 	double est_overhead;	/* share of its CPU tracing costs, planned */
 	uint64_t reregistrations, windows;
 	uint64_t drops_prev;
+	bool bias_logged;	/* the sampler-bias line was logged */
 	int setup_err;		/* job_start: -errno of a failed activation */
 };
 
