@@ -4,6 +4,7 @@
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -240,10 +241,11 @@ static unsigned long long boot_ticks(void)
  * later begin with PyTorch's sampler in its initial state. */
 static void note_threads_alive(struct session *s)
 {
-	uint32_t tids[4096];
-	int n = target_threads(s->pid, tids, 4096);
+	uint32_t *tids;
+	size_t n = target_threads(s->pid, &tids);
 
 	trace_threads_alive(&s->trace, tids, n);
+	free(tids);
 }
 
 int session_activate(struct session *s, const char *lib, char *err,

@@ -49,19 +49,30 @@ bool target_alive(pid_t pid)
 	return target_alive_at("/proc", pid);
 }
 
-int target_threads(pid_t pid, uint32_t *out, int max)
+size_t target_threads(pid_t pid, uint32_t **out)
 {
 	char path[64];
 	struct dirent *d;
+	size_t n = 0, cap = 0;
 	DIR *dir;
-	int n = 0;
 
+	*out = NULL;
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
 	if (!(dir = opendir(path)))
 		return 0;
-	while (n < max && (d = readdir(dir)))
-		if (d->d_name[0] != '.')
-			out[n++] = (uint32_t)strtoul(d->d_name, NULL, 10);
+	while ((d = readdir(dir))) {
+		if (d->d_name[0] == '.')
+			continue;
+		if (n == cap) {
+			uint32_t *more = realloc(*out, (cap = cap ? 2 * cap : 64) *
+						 sizeof(**out));
+
+			if (!more)
+				break;
+			*out = more;
+		}
+		(*out)[n++] = (uint32_t)strtoul(d->d_name, NULL, 10);
+	}
 	closedir(dir);
 	return n;
 }

@@ -14,9 +14,9 @@
 
 /* Does the process exist (zombies count as gone)? */
 bool target_alive(pid_t pid);
-/* The ids of pid's threads alive now, at most max: how many (0 if none
- * could be read). */
-int target_threads(pid_t pid, uint32_t *out, int max);
+/* The ids of pid's threads alive now, in *out (malloc'd, the caller
+ * frees it): how many, 0 if none could be read. */
+size_t target_threads(pid_t pid, uint32_t **out);
 /* The process's comm, or "?" */
 void target_comm(pid_t pid, char *buf, size_t len);
 /* A thread's comm, or "" when it is gone. */

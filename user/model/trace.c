@@ -135,9 +135,9 @@ struct thread *trace_thread(struct trace *t, uint32_t tid, bool *created)
 	return th;
 }
 
-void trace_threads_alive(struct trace *t, const uint32_t *tids, int n)
+void trace_threads_alive(struct trace *t, const uint32_t *tids, size_t n)
 {
-	for (int i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++)
 		u64map_put(&t->alive_at_start, tids[i], 1);
 	t->threads_listed = true;
 }

@@ -216,7 +216,7 @@ long trace_thread_index(const struct trace *t, uint32_t tid);
 void trace_forget_thread(struct trace *t, uint32_t tid);
 /* The threads alive as tracing begins: a thread first seen later and
  * not among them counts as started while traced. */
-void trace_threads_alive(struct trace *t, const uint32_t *tids, int n);
+void trace_threads_alive(struct trace *t, const uint32_t *tids, size_t n);
 /* Under sampling, when enough of the recorded ops come from threads that
  * started while traced that PyTorch's per-thread sampler skews the
  * estimates: a line saying so in buf, and true. */
