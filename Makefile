@@ -218,7 +218,7 @@ demo: deps
 # (bench/probe_target.S) with an empty program (bench/empty.bpf.c, its own
 # skeleton) and with rfbpf's programs, loaded by user/probes.c.
 BENCH_BINS := $(addprefix $(OUT)/bench/,loader_throughput uprobe_cost \
-	ring_throughput ring_rate callback_only)
+	uprobe_fanout ring_throughput ring_rate callback_only)
 bench: rfbpf $(BENCH_BINS)
 	$(Q)$(MAKE) -s --no-print-directory cupti
 	$(Q)bench/run.sh
@@ -242,7 +242,8 @@ $(OUT)/bench/ring_rate: bench/ring_rate.c $(LOGIC_SRCS) $(USER_HDRS) \
 
 BENCH_PROBE_SRCS := bench/producer.c bench/bench_probes.c \
 	bench/probe_target.S user/attach/probes.c $(LOGIC_SRCS)
-$(OUT)/bench/uprobe_cost $(OUT)/bench/ring_throughput: $(OUT)/bench/%: \
+$(OUT)/bench/uprobe_cost $(OUT)/bench/uprobe_fanout \
+		$(OUT)/bench/ring_throughput: $(OUT)/bench/%: \
 		bench/%.c $(BENCH_PROBE_SRCS) $(wildcard bench/*.h) \
 		$(USER_HDRS) $(OUT)/bench/empty.skel.h \
 		$(OUT)/rfbpf.skel.h

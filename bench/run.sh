@@ -41,6 +41,8 @@ different runs mean little on a shared VM.
 EOS
 cat bench/doc/per_event.md >> "$out"
 $b/uprobe_cost $uc >> "$out"
+cat bench/doc/fanout.md >> "$out"
+$b/uprobe_fanout $([ $q = 1 ] && echo --reps 1 --iters 5000) >> "$out"
 sed '/^RING_RATE_TABLE$/,$d' bench/doc/ring.md >> "$out"
 $b/ring_rate $rr >> "$out"
 sed '1,/^RING_RATE_TABLE$/d' bench/doc/ring.md >> "$out"
