@@ -33,7 +33,7 @@ BPF_CFLAGS := -g -O2 $(WARN) -Wno-unused-parameter -target bpf -D__TARGET_ARCH_$
 # outside: issue 13, in progress), with the session and main.c on top.
 LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 		trace_gpu.c aggregate.c gpu_activity.c demangle.c \
-		profile_sink.c) \
+		profile_sink.c py_frames.c) \
 	$(addprefix user/attach/,elf_symbols.c torch_symbols.c target.c) \
 	$(addprefix user/export/,table.c chrome.c chrome_gpu.c chrome_fwdbwd.c \
 		folded.c json_writer.c utf8.c atomic_file.c text_cell.c) \
@@ -42,7 +42,7 @@ LOADER_SRCS := $(LOGIC_SRCS) user/cli.c \
 	$(addprefix user/attach/,privileges.c probes.c launch.c remote_call.c \
 		safe_point.c sigframe.c stub_page.c activation.c) \
 	user/gpu/agent.c user/status.c user/outputs.c user/session.c \
-	user/session_gpu.c \
+	user/session_gpu.c user/session_python.c \
 	user/session_setup.c user/session_children.c user/main.c
 # Fleet mode's parts (each list owned by one part, so they grow apart).
 STACK_PROFILE_SRCS := user/model/stack_profile.c

@@ -66,6 +66,9 @@ enum rf_event_kind {
 				 * called a CUPTI function the agent relies
 				 * on (header only: rf_addr is its index in
 				 * RF_CUPTI_WATCHED) */
+	RF_EV_PY_STACK = 8,	/* --python-stacks: the Python stack of the
+				 * op whose before event came just before on
+				 * the same thread (struct rf_py_stack_event) */
 };
 
 /*
@@ -95,6 +98,11 @@ enum rf_counter {
 	RF_CNT_GPU_LAUNCHES,		/* agent launch probe hits */
 	RF_CNT_GPU_RECORDS,		/* agent activity probe hits */
 	RF_CNT_GPU_BAD_RECORD,		/* unknown ABI version: not decoded */
+	RF_CNT_PY_STACKS,		/* --python-stacks: stacks sent */
+	RF_CNT_PY_NO_THREAD,		/* ops on threads with no Python
+					 * thread state (none sent) */
+	RF_CNT_PY_FAULTS,		/* stacks cut by an unreadable frame */
+	RF_CNT_PY_TRUNCATED,		/* stacks deeper than the cap */
 	RF_CNT_NR,
 };
 
@@ -168,5 +176,68 @@ struct rf_thread_exit_event {
 	struct rf_event_hdr hdr;
 	char comm[16];
 };
+
+/*
+ * --python-stacks: at each recorded op's start, the Python stack of its
+ * thread, walked in BPF from the thread's PyThreadState. The loader fills
+ * rf_py_config once it has found the interpreter (runtime = 0: off) with
+ * where the interpreter keeps what the walk reads, for its version.
+ *
+ * The thread state is found without the GIL (torch releases it inside
+ * most ops): each thread caches its own (task storage); on a miss BPF
+ * walks the interpreter's thread list for the one whose native_thread_id
+ * is the thread's id in its own PID namespace. The list is not walked
+ * again for a thread that has none until its head changes (CPython puts
+ * new thread states at the head).
+ *
+ * Per frame, BPF sends the code object's address and the code unit the
+ * frame is at; the loader names them (user/python/). A stack the same as
+ * the previous one its thread sent (nested ops of one Python call) goes
+ * as a header with RF_PY_F_SAME.
+ */
+#define RF_PY_MAX_FRAMES 128
+/* Bytes of a frame read at once: every field the walk needs is in it. */
+#define RF_PY_FRAME_WINDOW 72
+/* No such field in this version. */
+#define RF_PY_NO_FIELD 0xffffffffu
+
+struct rf_py_config {
+	__u64 runtime;			/* &_PyRuntime in the target */
+	__u32 depth;			/* frames kept, <= RF_PY_MAX_FRAMES */
+	__u32 runtime_interpreters_head;	/* _PyRuntimeState */
+	__u32 interp_threads_head;	/* PyInterpreterState */
+	__u32 tstate_next, tstate_native_thread_id;	/* PyThreadState */
+	__u32 tstate_cframe;		/* 3.11: its _PyCFrame */
+	__u32 cframe_current_frame;	/* ... and the frame in it */
+	/* _PyInterpreterFrame, each below RF_PY_FRAME_WINDOW */
+	__u32 frame_code, frame_previous, frame_prev_instr;
+	__u32 frame_owner;		/* RF_PY_NO_FIELD: not checked */
+	__u32 owner_cstack;		/* owner value of a C-stack shim
+					 * frame (skipped) */
+	__u32 code_code_adaptive;	/* PyCodeObject: first code unit */
+};
+
+#define RF_PY_F_SAME		(1u << 0)	/* as the thread's last one */
+#define RF_PY_F_TRUNCATED	(1u << 1)	/* deeper than depth: the
+						 * innermost frames kept */
+#define RF_PY_F_FAULT		(1u << 2)	/* a frame could not be read:
+						 * the stack stops there */
+
+struct rf_py_frame {
+	__u64 code;		/* PyCodeObject * in the target */
+	__s32 unit;		/* code unit it is at, -1 before the first */
+	__u32 pad;
+};
+
+struct rf_py_stack_event {
+	struct rf_event_hdr hdr;	/* rf_addr: the op's RecordFunction */
+	__u32 nr_frames;		/* innermost first */
+	__u32 py_flags;			/* RF_PY_F_* */
+	struct rf_py_frame frames[RF_PY_MAX_FRAMES];
+};
+/* The bytes of a record with n frames. */
+#define RF_PY_STACK_SIZE(n) \
+	(sizeof(struct rf_py_stack_event) - \
+	 (RF_PY_MAX_FRAMES - (n)) * sizeof(struct rf_py_frame))
 
 #endif /* RFBPF_H */

@@ -28,6 +28,7 @@ static const char doc[] =
 "  sudo rfbpf -p 1234 --scopes function,user_scope\n"
 "  sudo rfbpf -p 1234 -o t.json --gpu-folded g.txt  # with CUPTI agent\n"
 "  sudo rfbpf --children -o t.json -- python3 train.py  # + DataLoader workers\n"
+"  sudo rfbpf -p 1234 --python-stacks --folded f.txt  # model code over ops\n"
 "  sudo rfbpf --deactivate -p 1234     # remove what a killed rfbpf left\n"
 "  sudo rfbpf --sort total --top 20 -- python3 train.py\n"
 "  sudo rfbpf --lib /opt/venv/lib/python3.11/site-packages/torch/lib/"
@@ -48,7 +49,7 @@ enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_TREE_SAMPLE, OPT_PROBES, OPT_GPU_FOLDED, OPT_NO_GPU,
        OPT_CHILDREN, OPT_CONTINUOUS, OPT_ALL, OPT_INTERVAL, OPT_BUDGET,
        OPT_PPROF_DIR, OPT_PPROF_KEEP, OPT_PROM_FILE, OPT_LISTEN, OPT_MAX_OPS,
-       OPT_CONFIG, OPT_RAW_TIMES };
+       OPT_CONFIG, OPT_RAW_TIMES, OPT_PYTHON_STACKS, OPT_PYTHON_DEPTH };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -105,6 +106,13 @@ static const struct argp_option options[] = {
 	  "Also trace the target's child processes (forked DataLoader "
 	  "workers), each from the moment rfbpf finds it, milliseconds after "
 	  "its fork", 0 },
+	{ "python-stacks", OPT_PYTHON_STACKS, NULL, 0,
+	  "Record the Python stack of each op's thread at its start "
+	  "(CPython 3.11): folded stacks and pprof show the model code "
+	  "above the ops", 0 },
+	{ "python-depth", OPT_PYTHON_DEPTH, "N", 0,
+	  "With --python-stacks: keep the N innermost Python frames "
+	  "(default 64, at most 128); deeper stacks are marked truncated", 0 },
 	{ "no-activate", OPT_NO_ACTIVATE, NULL, 0,
 	  "Do not switch RecordFunction on: see only what the target's own "
 	  "callbacks (e.g. torch.profiler) make it record", 0 },
@@ -375,6 +383,12 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_NO_ACTIVATE: opt->activate = false; break;
 	case OPT_CHILDREN: opt->children = true; break;
+	case OPT_PYTHON_STACKS: opt->python_stacks = true; break;
+	case OPT_PYTHON_DEPTH:
+		opt->python_depth = parse_long(arg, 1, RF_PY_MAX_FRAMES,
+					       "invalid --python-depth '%s': "
+					       "expected a count from 1 to 128");
+		break;
 	case OPT_DEACTIVATE: opt->deactivate = true; break;
 	case 'q': opt->quiet = true; break;
 	case 'v': opt->verbose = true; break;
@@ -414,6 +428,8 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		if (!opt->activate && opt->sample_prob != 1.0)
 			bad("%s--sample needs activation (drop --no-activate)",
 			    "");
+		if (opt->python_depth != 64 && !opt->python_stacks)
+			bad("%s--python-depth needs --python-stacks", "");
 		if (!opt->gpu && opt->gpu_folded_path)
 			bad("%s--gpu-folded needs GPU tracing (drop --no-gpu)",
 			    "");
@@ -451,6 +467,7 @@ static void set_defaults(struct options *opt)
 	opt->budget_pct = 1;
 	opt->pprof_keep = 10;
 	opt->max_ops = 2000;
+	opt->python_depth = 64;
 }
 
 static bool known_option(const char *name)

@@ -35,6 +35,8 @@ struct options {
 	enum probe_path probes;	/* --probes */
 	bool quiet;		/* -q: no live status line */
 	bool children;		/* --children: trace child processes too */
+	bool python_stacks;	/* --python-stacks */
+	unsigned python_depth;	/* --python-depth, frames kept (64) */
 	/* Fleet mode (--continuous): a daemon for every PyTorch job. */
 	bool continuous;	/* --continuous */
 	bool all;		/* --all: every process mapping libtorch_cpu */

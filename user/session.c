@@ -13,6 +13,7 @@
 #include "session.h"
 #include "session_children.h"
 #include "session_gpu.h"
+#include "session_python.h"
 #include "attach/target.h"
 
 volatile sig_atomic_t stop_signals;
@@ -105,6 +106,11 @@ static int handle_event(void *ctx, void *data, size_t size)
 		if (size < sizeof(struct rf_gpu_activity_event))
 			return 0;
 		trace_gpu_activity(&s->trace, data);
+		break;
+	case RF_EV_PY_STACK:
+		if (size < RF_PY_STACK_SIZE(0))
+			return 0;
+		session_python_event(s, data, size);
 		break;
 	}
 	return 0;
@@ -253,7 +259,10 @@ int session_activate(struct session *s, const char *lib, char *err,
 {
 	uint64_t start = 0, end = 0;
 	bool probed = false;
-	int ret = activation_prepare(&s->act, lib, err, len);
+	int ret;
+
+	session_python_start(s);	/* the first op has its stack */
+	ret = activation_prepare(&s->act, lib, err, len);
 
 	/* Attaching uprobes takes milliseconds (tens on a loaded machine):
 	 * not while a thread of the job is held. A first attach maps the page
@@ -325,6 +334,7 @@ void session_free(struct session *s)
 	s->pidfd = -1;
 	outputs_free(&s->out);
 	trace_free(&s->trace);
+	session_python_free(s);
 }
 
 void session_abort(struct session *s)
@@ -415,6 +425,7 @@ void session_check_launched_lib(struct session *s)
 	if (!s->lib_checked && !s->use_stubs)
 		probe_late_library(s, path);
 	s->lib_checked = true;
+	session_python_start(s);	/* --no-activate: no activation */
 	if (s->activation_pending) {
 		char err[512];
 

@@ -22,6 +22,7 @@
 
 struct ring_buffer;
 struct bpf_link;
+struct py_reader;
 
 #define SESSION_MAX_CHILDREN 256
 
@@ -73,6 +74,12 @@ struct session {
 	bool gpu_base_read;
 	bool cupti_watched;	/* the job's libcupti is probed (or could
 				 * not be: tried once) */
+	/* --python-stacks: a reader of each traced process's interpreter
+	 * (session_python.h) */
+	struct py_reader *py;
+	int nr_py, cap_py;
+	bool py_started;
+	double py_epoch_s;	/* when code objects were last re-checked */
 	char error[768];	/* why session_setup() failed, one line */
 	int activation_err;	/* ...and -errno if activation failed */
 	int attach_find_ms;	/* how long to look for a safe point (0:

@@ -23,6 +23,7 @@
 #include "session.h"
 #include "session_children.h"
 #include "session_gpu.h"
+#include "session_python.h"
 
 static int setup_error(struct session *s, const char *fmt, ...)
 {
@@ -314,6 +315,8 @@ int session_setup(struct session *s, struct options *opt)
 			  strerror(errno));
 	if (opt->children)
 		session_children_start(s);
+	if (!s->launched)	/* before the first op it should see */
+		session_python_start(s);
 	if (!s->launched && opt->activate && session_gpu_agent_activation(s))
 		fprintf(stderr, "rfbpf: the job's CUPTI agent switched "
 			"RecordFunction on (RFBPF_SAMPLE): no ptrace needed\n");

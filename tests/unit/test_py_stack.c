@@ -32,7 +32,8 @@ TEST(offsets_are_the_interpreters_own)
 		F(runtime_interpreters_head), F(interp_threads_head),
 		F(tstate_next), F(tstate_native_thread_id), F(tstate_cframe),
 		F(cframe_current_frame), F(frame_code), F(frame_previous),
-		F(frame_prev_instr), F(code_filename), F(code_qualname),
+		F(frame_prev_instr), F(frame_owner), F(code_filename),
+		F(code_qualname),
 		F(code_firstlineno), F(code_linetable),
 		F(code_code_adaptive), F(unicode_length), F(unicode_state),
 		F(unicode_ascii_data), F(unicode_compact_data),
@@ -202,6 +203,77 @@ TEST(a_live_interpreters_threads_as_it_sees_them)
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 	}
+}
+
+/* A compact ASCII str as CPython 3.11 lays it out, in our own memory. */
+static void fake_str(uint8_t *obj, const char *text)
+{
+	const struct py_offsets *o = &py_offsets_311;
+	uint64_t len = strlen(text);
+	/* interned:2 kind:3 compact:1 ascii:1 ready:1: kind 1, compact,
+	 * ascii, ready */
+	uint32_t state = 1u << 2 | 1u << 5 | 1u << 6 | 1u << 7;
+
+	memcpy(obj + o->unicode_length, &len, sizeof(len));
+	memcpy(obj + o->unicode_state, &state, sizeof(state));
+	memcpy(obj + o->unicode_ascii_data, text, len + 1);
+}
+
+static void fake_code(uint8_t *code, const uint8_t *qualname,
+		      const uint8_t *filename, const uint8_t *linetable,
+		      int32_t first)
+{
+	const struct py_offsets *o = &py_offsets_311;
+	uint64_t q = (uintptr_t)qualname, f = (uintptr_t)filename,
+		 l = (uintptr_t)linetable;
+
+	memcpy(code + o->code_qualname, &q, 8);
+	memcpy(code + o->code_filename, &f, 8);
+	memcpy(code + o->code_linetable, &l, 8);
+	memcpy(code + o->code_firstlineno, &first, 4);
+}
+
+/* A code object freed and another made at its address: the cache names
+ * the new one from the next epoch on, and its generation moves, so a
+ * cache keyed by (address, generation) does not mix them up. */
+TEST(a_reused_code_address_is_read_anew_at_the_next_epoch)
+{
+	static uint8_t code[256], name_a[128], name_b[128], file[128],
+		       table[64];
+	struct py_reader r = { .pid = getpid(), .off = &py_offsets_311 };
+	struct py_frame f = { .code = (uintptr_t)code, .unit = -1 };
+	struct py_location loc;
+	uint32_t gen = 0;
+
+	fake_str(name_a, "Model.forward");
+	fake_str(name_b, "train_step");
+	fake_str(file, "/srv/model.py");
+	fake_code(code, name_a, file, table, 12);
+	CHECK_EQ_U64(py_locate(&r, &f, &loc), 0);
+	CHECK_STR(loc.qualname, "Model.forward");
+	CHECK_STR(loc.filename, "/srv/model.py");
+	CHECK_EQ_U64(loc.line, 12);
+	CHECK_EQ_U64(py_code_gen(&r, f.code, &gen), 0);
+	CHECK_EQ_U64(gen, 1);
+	/* Freed, and another code object made at the same address. */
+	fake_code(code, name_b, file, table, 40);
+	CHECK_EQ_U64(py_locate(&r, &f, &loc), 0);
+	CHECK_STR(loc.qualname, "Model.forward");	/* same epoch */
+	py_reader_next_epoch(&r);
+	CHECK_EQ_U64(py_locate(&r, &f, &loc), 0);
+	CHECK_STR(loc.qualname, "train_step");
+	CHECK_EQ_U64(loc.line, 40);
+	CHECK_EQ_U64(py_code_gen(&r, f.code, &gen), 0);
+	CHECK_EQ_U64(gen, 2);
+	CHECK_EQ_U64(r.code_misses, 2);
+	/* Unchanged across epochs: checked, not read anew. */
+	py_reader_next_epoch(&r);
+	CHECK_EQ_U64(py_locate(&r, &f, &loc), 0);
+	CHECK_EQ_U64(r.code_misses, 2);
+	/* Unreadable memory. */
+	f.code = 8;
+	CHECK(py_locate(&r, &f, &loc) != 0);
+	py_reader_close(&r);
 }
 
 TEST(a_process_without_python_is_refused)

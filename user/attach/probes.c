@@ -429,6 +429,16 @@ int probes_events_fd(const struct probes *p)
 	return bpf_map__fd(p->skel->maps.events);
 }
 
+void probes_set_python(struct probes *p, const struct rf_py_config *cfg)
+{
+	/* The walk reads a frame's fields from one window of it. */
+	if (cfg->frame_code > RF_PY_FRAME_WINDOW - 8 ||
+	    cfg->frame_previous > RF_PY_FRAME_WINDOW - 8 ||
+	    cfg->frame_prev_instr > RF_PY_FRAME_WINDOW - 8)
+		return;
+	memcpy((void *)&p->skel->bss->py_cfg, cfg, sizeof(*cfg));
+}
+
 void probes_read_counters(const struct probes *p, struct counts *c)
 {
 	int ncpu = libbpf_num_possible_cpus();
@@ -460,6 +470,12 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 			c->gpu_record_hits = sum;
 		else if (slot == RF_CNT_GPU_BAD_RECORD)
 			c->gpu_bad_records = sum;
+		else if (slot == RF_CNT_PY_NO_THREAD)
+			c->py_no_thread = sum;
+		else if (slot == RF_CNT_PY_FAULTS)
+			c->py_faults = sum;
+		else if (slot == RF_CNT_PY_TRUNCATED)
+			c->py_truncated = sum;
 	}
 	free(vals);
 }

@@ -75,6 +75,10 @@ int probes_arm_safe_point(struct probes *p, pid_t pid, const char *lib,
  * sampled ops pay for the search. */
 int probes_arm_callback_stop(struct probes *p, int sig, const pid_t *tids,
 			     int nr);
+/* --python-stacks: the target's interpreter as the BPF walk needs it
+ * (runtime 0 turns it off). */
+struct rf_py_config;
+void probes_set_python(struct probes *p, const struct rf_py_config *cfg);
 int probes_allow_stop(struct probes *p, pid_t tid);
 void probes_stop_every_thread(struct probes *p);
 void probes_disarm_safe_point(struct probes *p);

@@ -350,6 +350,15 @@ static void write_other_data(const struct chrome_writer *w,
 	COUNT("threads_seen", c->threads_seen);
 	COUNT("threads_started", c->threads_started);
 	COUNT("ops_on_started_threads", c->ops_on_started_threads);
+	if (t->py_resolver.gen) {
+		COUNT("python_stacks", c->py_stacks);
+		COUNT("python_stacks_same_as_last", c->py_same);
+		COUNT("python_ops_without_thread_state", c->py_no_thread);
+		COUNT("python_stacks_without_op", c->py_orphans);
+		COUNT("python_stacks_truncated", c->py_truncated);
+		COUNT("python_stacks_cut_unreadable", c->py_faults);
+		COUNT("python_frames_unnamed", c->py_unresolved);
+	}
 	if (trace_sampler_bias_note(t, note, sizeof(note))) {
 		fputs(",\"sampler_bias\":", f);
 		json_string(f, note);

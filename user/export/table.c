@@ -203,6 +203,8 @@ static void print_footer(FILE *f, const struct trace *t,
 		(unsigned long long)c->thread_exits);
 	format_losses(c, losses, sizeof(losses));
 	fprintf(f, "Lost or unpaired: %s\n", losses);
+	if (trace_python_note(t, losses, sizeof(losses)))
+		fprintf(f, "Python stacks: %s\n", losses);
 	if (t->sample_prob < 1.0)
 		fprintf(f, "SAMPLED: RecordFunction kept each op with p=%g; "
 			"Est. columns are the sampled values scaled by 1/p, "

@@ -177,7 +177,6 @@ static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 	uint64_t d = gpu_duration(g->act);
 	struct op_stats *r;
 
-	(void)t;
 	if (!l || !l->depth)
 		return;
 	r = row(a, l->op_name);
@@ -186,8 +185,9 @@ static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 	r->gpu_self_ns += d;
 	r->kernels += g->act->kind == RF_GPU_ACT_KERNEL;
 	a->gpu_self_ns += d;
-	for (uint32_t i = 0; i < l->depth; i++)
-		if ((r = row(a, l->frames[i])))
+	for (uint32_t i = 0; i < l->depth; i++)	/* ops, not Python frames */
+		if (!py_frames_loc(&t->py, l->frames[i]) &&
+		    (r = row(a, l->frames[i])))
 			r->gpu_total_ns += d;
 }
 

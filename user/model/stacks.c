@@ -237,6 +237,36 @@ void stacks_before_event(struct trace *t, const struct rf_event_hdr *h,
 	}
 }
 
+void stacks_py_stack(struct trace *t, const struct rf_py_stack_event *e,
+		     size_t size)
+{
+	struct thread *th = trace_thread(t, e->hdr.tid, NULL);
+	int32_t slot = stacks_open_op(t, e->hdr.tid, e->hdr.rf_addr);
+	uint32_t n = e->nr_frames, id;
+
+	t->counts.events++;
+	if (!th) {
+		t->counts.oom++;
+		return;
+	}
+	if (e->py_flags & RF_PY_F_SAME) {
+		t->counts.py_same++;
+		id = th->py_last;
+	} else {
+		if (n > RF_PY_MAX_FRAMES || size < RF_PY_STACK_SIZE(n))
+			return;
+		t->counts.py_stacks++;
+		id = py_frames_stack(&t->py, &t->names, &t->py_resolver,
+				     e->hdr.pid, e->frames, n, e->py_flags);
+		t->counts.py_unresolved = t->py.unresolved;
+		th->py_last = id;
+	}
+	if (slot < 0)
+		t->counts.py_orphans++;
+	else
+		t->ops[slot].py_stack = id;
+}
+
 static bool ended_recently(const struct thread *th, uint64_t addr)
 {
 	for (int i = 0; i < RECENT_ENDS; i++)

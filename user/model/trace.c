@@ -23,6 +23,8 @@ void trace_free(struct trace *t)
 	free(t->threads);
 	free(t->ops);
 	free(t->frames);
+	free(t->chain);
+	py_frames_free(&t->py);
 	names_free(&t->names);
 	u64map_free(&t->thread_index);
 	u64map_free(&t->alive_at_start);
@@ -39,25 +41,72 @@ bool trace_add_sink(struct trace *t, const struct trace_sink *sink)
 	return true;
 }
 
+/* Makes room for n frames in t->frames; false if it cannot. */
+static bool fit(uint32_t **a, uint32_t *cap, uint32_t n)
+{
+	uint32_t *f;
+
+	if (n <= *cap)
+		return true;
+	f = realloc(*a, n * 2 * sizeof(*f));
+	if (!f)
+		return false;
+	*a = f;
+	*cap = n * 2;
+	return true;
+}
+
+/* How many of a's first frames b starts with. */
+static uint32_t common_prefix(const uint32_t *a, uint32_t na,
+			      const uint32_t *b, uint32_t nb)
+{
+	uint32_t i = 0;
+
+	while (i < na && i < nb && a[i] == b[i])
+		i++;
+	return i;
+}
+
 const uint32_t *trace_frames(struct trace *t, uint32_t slot, uint32_t *depth)
 {
-	uint32_t n = 0;
+	const uint32_t *shown = NULL, *py;
+	uint32_t n = 0, nr_shown = 0, np, total = 0, at = 0;
 
 	for (int32_t k = slot; k >= 0; k = t->ops[k].parent)
 		n++;
-	if (n > t->cap_frames) {
-		uint32_t *f = realloc(t->frames, n * 2 * sizeof(*f));
-
-		if (!f) {	/* keep the innermost frames that fit */
-			n = t->cap_frames;
-		} else {
-			t->frames = f;
-			t->cap_frames = n * 2;
-		}
+	if (!fit(&t->chain, &t->cap_chain, n)) {
+		*depth = 0;
+		return t->frames;
 	}
-	*depth = n;
-	for (int32_t k = slot; k >= 0 && n; k = t->ops[k].parent)
-		t->frames[--n] = t->ops[k].name;
+	for (int32_t k = slot, i = (int32_t)n; k >= 0; k = t->ops[k].parent)
+		t->chain[--i] = k;
+	/* Each op's Python frames past those of the ops around it. */
+	for (uint32_t i = 0; i < n; i++) {
+		py = py_frames_get(&t->py, t->ops[t->chain[i]].py_stack, &np);
+		if (py) {
+			total += np - common_prefix(shown, nr_shown, py, np);
+			shown = py, nr_shown = np;
+		}
+		total++;
+	}
+	if (!fit(&t->frames, &t->cap_frames, total)) {
+		*depth = 0;
+		return t->frames;
+	}
+	shown = NULL, nr_shown = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct op *o = &t->ops[t->chain[i]];
+
+		py = py_frames_get(&t->py, o->py_stack, &np);
+		if (py) {
+			for (uint32_t j = common_prefix(shown, nr_shown, py,
+							np); j < np; j++)
+				t->frames[at++] = py[j];
+			shown = py, nr_shown = np;
+		}
+		t->frames[at++] = o->name;
+	}
+	*depth = at;
 	return t->frames;
 }
 
@@ -238,4 +287,24 @@ void format_losses(const struct counts *c, char *buf, size_t len)
 		 (unsigned long long)c->names_truncated,
 		 (unsigned long long)c->name_faults,
 		 c->oom ? "; EVENTS LOST TO OUT-OF-MEMORY" : "");
+}
+
+bool trace_python_note(const struct trace *t, char *buf, size_t len)
+{
+	const struct counts *c = &t->counts;
+
+	if (!t->py_resolver.gen)
+		return false;
+	snprintf(buf, len, "%llu read whole, %llu as their thread's last; "
+		 "ops without one: %llu on threads with no Python state, %llu "
+		 "stacks with no op open; cut: %llu deeper than the depth "
+		 "cap, %llu at an unreadable frame; %llu frames unnamed",
+		 (unsigned long long)c->py_stacks,
+		 (unsigned long long)c->py_same,
+		 (unsigned long long)c->py_no_thread,
+		 (unsigned long long)c->py_orphans,
+		 (unsigned long long)c->py_truncated,
+		 (unsigned long long)c->py_faults,
+		 (unsigned long long)c->py_unresolved);
+	return true;
 }

@@ -18,6 +18,7 @@
 #include "rfbpf.h"
 #include "gpu_activity.h"
 #include "names.h"
+#include "py_frames.h"
 #include "u64map.h"
 
 /* Why an op's interval is not a clean before..end pair. */
@@ -61,6 +62,8 @@ struct op {
 	uint8_t scope;		/* at::RecordScope */
 	uint8_t variant;	/* enum rf_variant of its before() */
 	uint32_t flags;		/* enum op_flag */
+	uint32_t py_stack;	/* --python-stacks: its Python stack (an id
+				 * in trace.py), 0 if none */
 };
 
 #define RECENT_ENDS 8
@@ -77,6 +80,7 @@ struct thread {
 	uint32_t recent_next;
 	bool exited;
 	bool started_traced;	/* not alive when tracing began */
+	uint32_t py_last;	/* the Python stack it sent last */
 };
 
 struct counts {
@@ -109,6 +113,13 @@ struct counts {
 	 * same random state (see trace_sampler_bias_note). */
 	uint64_t threads_started, ops_on_started_threads;
 	uint64_t child_processes_seen;	/* --children */
+	/* --python-stacks: stacks read (whole or as the thread's last),
+	 * and those that found no op open; from BPF's counters, ops on
+	 * threads with no Python thread state, and stacks cut by an
+	 * unreadable frame or by the depth cap; frames no code object
+	 * could be read for. */
+	uint64_t py_stacks, py_same, py_orphans;
+	uint64_t py_no_thread, py_faults, py_truncated, py_unresolved;
 };
 
 /* An op that has just closed, as the consumers see it; valid only during
@@ -196,13 +207,21 @@ struct trace {
 	 * unsampled children's time. */
 	double (*child_weight)(void *ctx, const struct op *child);
 	void *child_weight_ctx;
+	/* --python-stacks: the places and stacks seen, and what names the
+	 * frames BPF sends (py_resolver.gen NULL: stacks are off). */
+	struct py_frames py;
+	struct py_resolver py_resolver;
+	uint32_t *chain;		/* scratch for trace_frames */
+	uint32_t cap_chain;
 };
 
 void trace_init(struct trace *t, uint32_t pid);
 /* Registers a consumer; false if there are TRACE_MAX_SINKS already. */
 bool trace_add_sink(struct trace *t, const struct trace_sink *sink);
 /* The stack of the open op in slot, as name ids outermost first (it is
- * the last); the array is scratch, valid until the next call. */
+ * the last); the array is scratch, valid until the next call. With
+ * Python stacks, each op's Python frames come before it, those it shares
+ * with the op around it once (py_frames_loc tells them apart). */
 const uint32_t *trace_frames(struct trace *t, uint32_t slot,
 			     uint32_t *depth);
 /* The process a thread belongs to (the target's pid if unknown). */
@@ -242,6 +261,10 @@ void stacks_pause(struct trace *t, uint32_t tid, uint64_t from_ns,
 int32_t stacks_open_op(const struct trace *t, uint32_t tid, uint64_t rf_addr);
 /* The innermost op open on thread tid, or -1. */
 int32_t stacks_innermost_op(const struct trace *t, uint32_t tid);
+/* --python-stacks: the Python stack of the op just opened on its
+ * thread (size: the record's bytes). */
+void stacks_py_stack(struct trace *t, const struct rf_py_stack_event *e,
+		     size_t size);
 /* Tracing stopped: close every op still open at ts_ns. */
 void stacks_detach(struct trace *t, uint64_t ts_ns);
 /* A CUDA API call (a launch or a sync): tagged with the op open on its
@@ -287,6 +310,9 @@ const char *variant_name(unsigned variant);
 /* One line listing every counter of things that did not pair cleanly or
  * were lost: the same wording in every output. */
 void format_losses(const struct counts *c, char *buf, size_t len);
+/* --python-stacks: a line of what was read and what could not be, with
+ * the same wording in every output; false when stacks were off. */
+bool trace_python_note(const struct trace *t, char *buf, size_t len);
 /* Ops whose end was not their own end() call. */
 uint64_t counts_truncated(const struct counts *c);
 #endif

@@ -8,6 +8,7 @@
 #include "line_table.h"
 #include "attach/elf_symbols.h"
 #include "attach/target.h"
+#include "rfbpf.h"
 
 /* CPython 3.11 on x86-64 (Include/internal/pycore_*.h): what offsetof()
  * gives against Debian's python3.11-dev headers, which the unit test
@@ -21,6 +22,8 @@ const struct py_offsets py_offsets_311 = {
 	.frame_code = 32, .frame_previous = 48, .frame_prev_instr = 56,
 	.code_filename = 112, .code_qualname = 128, .code_firstlineno = 72,
 	.code_linetable = 136, .code_code_adaptive = 184,
+	/* 3.11 has no C-stack shim frames: no owner value names one. */
+	.frame_owner = 69, .owner_cstack = 0xff,
 	.unicode_length = 16, .unicode_state = 32,
 	.unicode_ascii_data = 48, .unicode_compact_data = 72,
 	.bytes_size = 16, .bytes_data = 32,
@@ -33,13 +36,19 @@ const struct py_offsets py_offsets_311 = {
 
 struct py_code_entry {
 	uint64_t addr;
-	/* What identifies the code object at addr: read again on each use,
-	 * so a code object freed and another allocated there is noticed. */
+	/* What identifies the code object at addr: read again once per
+	 * epoch (py_reader_next_epoch), so a code object freed and another
+	 * allocated there is noticed. */
 	uint64_t qualname, filename, linetable;
 	int firstlineno;
+	uint64_t checked_epoch;
+	uint32_t gen;		/* how many objects were read at addr */
 	char name[PY_NAME_MAX], file[PY_FILE_MAX];
 	uint8_t *table;
 	size_t table_len;
+	/* Lines already looked up: unit -> line + 2 (0: not yet). */
+	int32_t *lines;
+	size_t nr_lines;
 };
 
 static int rd(const struct py_reader *r, uint64_t addr, void *buf, size_t n)
@@ -278,49 +287,93 @@ static void read_str(const struct py_reader *r, uint64_t obj, char *buf,
 static void drop_entry(struct py_code_entry *e)
 {
 	free(e->table);
-	memset(e, 0, sizeof(*e));
+	free(e->lines);
+	e->table = NULL;
+	e->lines = NULL;
+	e->table_len = e->nr_lines = 0;
 }
 
-/* The code object at addr, as it is now: from the cache if what names it
- * is unchanged, else read anew. */
+/* The fields that identify a code object, read in one go. */
+static int read_identity(const struct py_reader *r, uint64_t addr,
+			 uint64_t *qualname, uint64_t *filename,
+			 uint64_t *linetable, int32_t *first)
+{
+	const struct py_offsets *o = r->off;
+	uint32_t lo = o->code_firstlineno, hi = o->code_firstlineno + 4;
+	uint8_t buf[512];
+	int ret;
+
+	lo = lo < o->code_qualname ? lo : o->code_qualname;
+	lo = lo < o->code_filename ? lo : o->code_filename;
+	lo = lo < o->code_linetable ? lo : o->code_linetable;
+	hi = hi > o->code_qualname + 8 ? hi : o->code_qualname + 8;
+	hi = hi > o->code_filename + 8 ? hi : o->code_filename + 8;
+	hi = hi > o->code_linetable + 8 ? hi : o->code_linetable + 8;
+	if (hi - lo > sizeof(buf))
+		return -EINVAL;
+	if ((ret = rd(r, addr + lo, buf, hi - lo)))
+		return ret;
+	memcpy(qualname, buf + o->code_qualname - lo, 8);
+	memcpy(filename, buf + o->code_filename - lo, 8);
+	memcpy(linetable, buf + o->code_linetable - lo, 8);
+	memcpy(first, buf + o->code_firstlineno - lo, 4);
+	return 0;
+}
+
+static struct py_code_entry *new_entry(struct py_reader *r, uint64_t addr)
+{
+	struct py_code_entry *e;
+
+	if (r->nr_codes == r->cap_codes) {
+		size_t cap = r->cap_codes ? 2 * r->cap_codes : 64;
+		void *p = realloc(r->codes, cap * sizeof(*r->codes));
+
+		if (!p)
+			return NULL;
+		r->codes = p;
+		r->cap_codes = cap;
+	}
+	if (!u64map_put(&r->code_index, addr, r->nr_codes))
+		return NULL;
+	e = &r->codes[r->nr_codes++];
+	memset(e, 0, sizeof(*e));
+	e->addr = addr;
+	return e;
+}
+
+/* The code object at addr, as it is in this epoch: from the cache if
+ * what names it is unchanged, else read anew. Valid until the next
+ * lookup. */
 static struct py_code_entry *code_entry(struct py_reader *r, uint64_t addr)
 {
 	const struct py_offsets *o = r->off;
-	uint64_t qualname, filename, linetable, size;
-	struct py_code_entry *e = NULL;
+	uint64_t qualname, filename, linetable, size, *at;
+	struct py_code_entry *e;
 	int32_t first;
 
 	r->code_lookups++;
-	if (rd_ptr(r, addr + o->code_qualname, &qualname) ||
-	    rd_ptr(r, addr + o->code_filename, &filename) ||
-	    rd_ptr(r, addr + o->code_linetable, &linetable) ||
-	    rd(r, addr + o->code_firstlineno, &first, sizeof(first)))
-		return NULL;
-	for (size_t i = 0; i < r->nr_codes; i++)
-		if (r->codes[i].addr == addr) {
-			e = &r->codes[i];
-			break;
-		}
-	if (e && e->qualname == qualname && e->filename == filename &&
-	    e->linetable == linetable && e->firstlineno == first)
+	at = addr ? u64map_get(&r->code_index, addr) : NULL;
+	e = at ? &r->codes[*at] : NULL;
+	if (e && e->checked_epoch == r->epoch)
 		return e;
-	r->code_misses++;
-	if (e) {
-		drop_entry(e);		/* reused address: another object */
-	} else {
-		if (r->nr_codes == r->cap_codes) {
-			size_t cap = r->cap_codes ? 2 * r->cap_codes : 64;
-			void *p = realloc(r->codes, cap * sizeof(*r->codes));
-
-			if (!p)
-				return NULL;
-			r->codes = p;
-			r->cap_codes = cap;
-		}
-		e = &r->codes[r->nr_codes++];
-		memset(e, 0, sizeof(*e));
+	if (!addr)
+		return NULL;
+	/* Unreadable now (the job has exited, its events still being
+	 * read): the object last seen there is the best answer. */
+	if (read_identity(r, addr, &qualname, &filename, &linetable, &first))
+		return e;
+	if (e && e->qualname == qualname && e->filename == filename &&
+	    e->linetable == linetable && e->firstlineno == first) {
+		e->checked_epoch = r->epoch;
+		return e;
 	}
-	e->addr = addr;
+	r->code_misses++;
+	if (e)
+		drop_entry(e);		/* reused address: another object */
+	else if (!(e = new_entry(r, addr)))
+		return NULL;
+	e->gen++;
+	e->checked_epoch = r->epoch;
 	e->qualname = qualname;
 	e->filename = filename;
 	e->linetable = linetable;
@@ -334,6 +387,48 @@ static struct py_code_entry *code_entry(struct py_reader *r, uint64_t addr)
 	return e;
 }
 
+int py_code_gen(struct py_reader *r, uint64_t code, uint32_t *gen)
+{
+	struct py_code_entry *e = code_entry(r, code);
+
+	if (!e)
+		return -EFAULT;
+	*gen = e->gen;
+	return 0;
+}
+
+/* The line of a unit, from the entry's cache or its table. */
+static int line_at(struct py_code_entry *e, int32_t unit)
+{
+	int line;
+
+	/* Before its first unit a frame is at its first line, as
+	 * PyCode_Addr2Line answers for a negative offset. */
+	if (unit < 0)
+		return e->firstlineno;
+	if ((size_t)unit < e->nr_lines && e->lines[unit])
+		return e->lines[unit] - 2;
+	line = py_line_of(e->table, e->table_len, e->firstlineno,
+			  (uint32_t)unit);
+	if (line < 0)
+		line = -1;
+	if ((size_t)unit >= e->nr_lines && unit < (1 << 20)) {
+		size_t n = (size_t)unit + 1 > 2 * e->nr_lines ?
+			   (size_t)unit + 1 : 2 * e->nr_lines;
+		int32_t *l = realloc(e->lines, n * sizeof(*l));
+
+		if (l) {
+			memset(l + e->nr_lines, 0,
+			       (n - e->nr_lines) * sizeof(*l));
+			e->lines = l;
+			e->nr_lines = n;
+		}
+	}
+	if ((size_t)unit < e->nr_lines)
+		e->lines[unit] = line + 2;
+	return line;
+}
+
 int py_locate(struct py_reader *r, const struct py_frame *f,
 	      struct py_location *loc)
 {
@@ -343,20 +438,42 @@ int py_locate(struct py_reader *r, const struct py_frame *f,
 		return -EFAULT;
 	snprintf(loc->qualname, sizeof(loc->qualname), "%s", e->name);
 	snprintf(loc->filename, sizeof(loc->filename), "%s", e->file);
-	/* Before its first unit a frame is at its first line, as
-	 * PyCode_Addr2Line answers for a negative offset. */
-	loc->line = f->unit < 0 ? e->firstlineno :
-		    py_line_of(e->table, e->table_len, e->firstlineno,
-			       (uint32_t)f->unit);
-	if (loc->line < 0)
-		loc->line = -1;
+	loc->line = line_at(e, f->unit);
 	return 0;
+}
+
+void py_reader_next_epoch(struct py_reader *r)
+{
+	r->epoch++;
+}
+
+void py_bpf_config(const struct py_reader *r, unsigned depth,
+		   struct rf_py_config *c)
+{
+	const struct py_offsets *o = r->off;
+
+	memset(c, 0, sizeof(*c));
+	c->runtime = r->runtime;
+	c->depth = depth < RF_PY_MAX_FRAMES ? depth : RF_PY_MAX_FRAMES;
+	c->runtime_interpreters_head = o->runtime_interpreters_head;
+	c->interp_threads_head = o->interp_threads_head;
+	c->tstate_next = o->tstate_next;
+	c->tstate_native_thread_id = o->tstate_native_thread_id;
+	c->tstate_cframe = o->tstate_cframe;
+	c->cframe_current_frame = o->cframe_current_frame;
+	c->frame_code = o->frame_code;
+	c->frame_previous = o->frame_previous;
+	c->frame_prev_instr = o->frame_prev_instr;
+	c->frame_owner = o->frame_owner;
+	c->owner_cstack = o->owner_cstack;
+	c->code_code_adaptive = o->code_code_adaptive;
 }
 
 void py_reader_close(struct py_reader *r)
 {
 	for (size_t i = 0; i < r->nr_codes; i++)
-		free(r->codes[i].table);
+		drop_entry(&r->codes[i]);
 	free(r->codes);
+	u64map_free(&r->code_index);
 	memset(r, 0, sizeof(*r));
 }

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "model/u64map.h"
 
 /* Where the fields the walk reads are, for one CPython version. */
 struct py_offsets {
@@ -28,6 +29,7 @@ struct py_offsets {
 	uint32_t tstate_next, tstate_native_thread_id, tstate_cframe;
 	uint32_t cframe_current_frame;		/* _PyCFrame */
 	uint32_t frame_code, frame_previous, frame_prev_instr;
+	uint32_t frame_owner, owner_cstack;	/* shim frames, skipped */
 	uint32_t code_filename, code_qualname, code_firstlineno;
 	uint32_t code_linetable, code_code_adaptive;
 	uint32_t unicode_length, unicode_state;	/* PyASCIIObject */
@@ -57,6 +59,10 @@ struct py_reader {
 	uint64_t runtime;	/* &_PyRuntime in the target */
 	struct py_code_entry *codes;	/* symbolized code objects */
 	size_t nr_codes, cap_codes;
+	struct u64map code_index;	/* address -> index in codes */
+	/* A code object is checked against the target once per epoch:
+	 * the caller starts one per batch of events it reads. */
+	uint64_t epoch;
 	uint64_t code_lookups, code_misses;	/* cache hits = the rest */
 };
 
@@ -80,6 +86,16 @@ int py_read_frames(struct py_reader *r, uint64_t tstate,
 /* A frame's function, file and line. 0 or -errno. */
 int py_locate(struct py_reader *r, const struct py_frame *f,
 	      struct py_location *loc);
+/* How many code objects have been seen at code's address so far: a
+ * cache keyed by (code, gen) stays right when an address is reused.
+ * 0 or -errno. */
+int py_code_gen(struct py_reader *r, uint64_t code, uint32_t *gen);
+/* Code objects are checked anew from the next lookup on. */
+void py_reader_next_epoch(struct py_reader *r);
+/* What the BPF walk (--python-stacks) needs of this interpreter. */
+struct rf_py_config;
+void py_bpf_config(const struct py_reader *r, unsigned depth,
+		   struct rf_py_config *c);
 void py_reader_close(struct py_reader *r);
 
 #endif
