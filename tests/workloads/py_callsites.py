@@ -9,7 +9,8 @@ With --expect it first prints, from the interpreter itself, where each
 call site is as "SITE<TAB>FUNCTION<TAB>FILE<TAB>LINE", then "ready" once
 both threads run. --profile instead runs the same loop once under
 torch.profiler(with_stack=True, record_shapes=True) and prints, per op
-event, its name and its innermost Python frame as torch.profiler saw it.
+event, its name, its two innermost Python frames as torch.profiler saw
+them (C functions left out), its Python depth and its input shapes.
 
   /usr/bin/python3 py_callsites.py --seconds 5 --expect
 """
@@ -97,7 +98,9 @@ def main():
             step(Layer())
         for e in prof.events():
             if e.name.startswith("aten::") and e.stack:
-                print(f"{e.name}\t{e.stack[0]}\t{e.input_shapes}")
+                frames = [s for s in e.stack if not s.startswith("<")]
+                print(f"{e.name}\t{';'.join(frames[:2])}"
+                      f"\t{len(frames)}\t{e.input_shapes}")
         return
     if args.expect:
         for site, (fn, file, line) in sorted(SITES.items()):

@@ -1,0 +1,193 @@
+"""--python-stacks against the interpreter itself: a two-thread workload
+(tests/workloads/py_callsites.py) prints where each of its call sites is,
+from sys._getframe(), and rfbpf, attached to it, must name the same
+FUNCTION (FILE:LINE) above every op it recorded there; the same frames
+(function and file) as torch.profiler(with_stack=True) records for the
+same code; a deep recursion cut at the depth cap and marked; and a
+process that is not Python traced without frames after one warning."""
+import collections
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import PYTHON, RFBPF, ROOT, run
+
+CALLSITES = os.path.join(ROOT, "tests", "workloads", "py_callsites.py")
+LABEL = re.compile(r"^(.*) \((.*):(-?\d+)\)$")
+TRUNCATED = "[python stack truncated]"
+
+
+class Workload:
+    """py_callsites.py --expect, running until killed or --seconds."""
+
+    def __init__(self, seconds=60):
+        self.p = subprocess.Popen([PYTHON, CALLSITES, "--expect",
+                                   "--seconds", str(seconds)],
+                                  stdout=subprocess.PIPE, text=True)
+        self.sites = {}
+        for line in self.p.stdout:
+            if line.strip() == "ready":
+                break
+            site, fn, file, lineno = line.rstrip("\n").split("\t")
+            self.sites[site] = f"{fn} ({file}:{lineno})"
+        assert len(self.sites) == 6, self.sites
+        self.pid = self.p.pid
+
+    def close(self):
+        self.p.kill()
+        self.p.wait()
+
+
+@pytest.fixture
+def workload():
+    w = Workload()
+    yield w
+    w.close()
+
+
+def folded_rows(path):
+    """(python frames, op frames, weight) per folded line: Python frames
+    are the labels before the first op frame."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            stack, weight = line.rstrip("\n").rsplit(" ", 1)
+            frames = stack.split(";")[2:]      # process; thread; ...
+            py, ops = [], []
+            for fr in frames:
+                if not ops and (LABEL.match(fr) or fr == TRUNCATED):
+                    py.append(fr)
+                else:
+                    ops.append(fr)
+            rows.append((py, ops, int(weight)))
+    return rows
+
+
+def trace(pid, tmp_path, *extra):
+    folded = tmp_path / "f.folded"
+    r = run([RFBPF, "-q", "-p", str(pid), "-d", "3", "--python-stacks",
+             "--folded", str(folded), "--no-table", *extra])
+    assert r.returncode == 0, r.stderr
+    return folded_rows(folded), r.stderr
+
+
+def innermost_by_op(rows, op):
+    """Weight per innermost Python frame, over the rows whose outermost
+    op is op (its nested ops included)."""
+    w = collections.Counter()
+    for py, ops, weight in rows:
+        if ops and ops[0] == op:
+            w[py[-1] if py else None] += weight
+    return w
+
+
+@pytest.mark.parametrize("probes", ["callback", "entry"])
+def test_every_op_is_under_the_line_that_called_it(workload, tmp_path,
+                                                    probes):
+    rows, err = trace(workload.pid, tmp_path, "--probes", probes)
+    assert "warning" not in err, err
+    s = workload.sites
+    # Every op of the two threads' loops, time-weighted, sits under the
+    # exact frame the interpreter gave for its call site.
+    for op, sites in (("aten::mm", ["mm_a", "mm_b"]),
+                      ("aten::add", ["add_gen", "add_method"]),
+                      ("aten::sub", ["sub_lambda"]),
+                      ("aten::relu", ["relu_deep"])):
+        w = innermost_by_op(rows, op)
+        right = sum(w[s[x]] for x in sites)
+        assert right >= 0.99 * sum(w.values()), (op, w.most_common(4))
+        assert all(w[s[x]] > 0 for x in sites), (op, w)
+    # One op from two call sites, in proportion: site_b calls it three
+    # times as often as site_a, with operands of the same size.
+    mm = innermost_by_op(rows, "aten::mm")
+    ratio = mm[s["mm_b"]] / mm[s["mm_a"]]
+    assert 2.4 < ratio < 3.75, ratio
+    # Frames outside the call: the threads' own, outermost first.
+    for py, ops, _ in rows:
+        if ops and ops[0] == "aten::mm" and "work (" in ";".join(py):
+            names = [LABEL.match(f).group(1) for f in py]
+            assert names[:3] == ["Thread._bootstrap",
+                                 "Thread._bootstrap_inner", "Thread.run"]
+            assert names[3:] in (["work", "step", "site_a"],
+                                 ["work", "step", "site_b"]), names
+            break
+    else:
+        pytest.fail("no aten::mm from a worker thread")
+
+
+def test_deep_recursion_is_cut_at_the_cap_and_marked(workload, tmp_path):
+    for depth, args in ((64, []), (8, ["--python-depth", "8"])):
+        rows, _ = trace(workload.pid, tmp_path, *args)
+        deep = [py for py, ops, _ in rows if ops[:1] == ["aten::relu"]]
+        assert deep
+        for py in deep:
+            assert py[0] == TRUNCATED, py[:2]
+            assert len(py) == depth + 1, len(py)
+            assert py[-1] == workload.sites["relu_deep"]
+        # Shallow stacks are whole: no mark.
+        assert not any(py[:1] == [TRUNCATED] for py, ops, _ in rows
+                       if ops[:1] == ["aten::mm"])
+
+
+def test_frames_are_torch_profilers_own(workload, tmp_path):
+    """torch.profiler(with_stack=True) on the same code, in its own
+    process: per op, its two innermost Python frames' function and file
+    are rfbpf's. (torch.profiler gives each frame the line it was at when
+    its tracer first saw it, a function's first line, where rfbpf gives
+    the line it is at when the op starts, the call site; and it shortens
+    the file names rfbpf gives whole.)"""
+    prof = run([PYTHON, CALLSITES, "--profile"])
+    assert prof.returncode == 0, prof.stderr
+    theirs = collections.defaultdict(set)
+    for line in prof.stdout.splitlines():
+        op, frames, _, _ = line.split("\t")
+        inner = []
+        for fr in frames.split(";")[:2]:
+            m = re.match(r"^(.*)\((\d+)\): (.*)$", fr)
+            inner.append((m.group(3), os.path.basename(m.group(1))))
+        theirs[op].add(tuple(inner))
+    rows, _ = trace(workload.pid, tmp_path)
+    ours = collections.defaultdict(set)
+    for py, ops, _ in rows:
+        if len(py) < 2:
+            continue
+        inner = []
+        for fr in reversed(py[-2:]):
+            fn, file, _ = LABEL.match(fr).groups()
+            # torch.profiler names a function by co_name, without the
+            # class or enclosing function co_qualname adds.
+            inner.append((fn.rsplit(".", 1)[-1], os.path.basename(file)))
+        for op in ops:
+            ours[op].add(tuple(inner))
+    for op in ("aten::mm", "aten::add", "aten::sub", "aten::relu",
+               "aten::resolve_conj", "aten::to"):
+        assert theirs[op], (op, prof.stdout)
+        assert ours[op] == theirs[op], (op, ours[op], theirs[op])
+
+
+def test_a_process_without_python_gets_one_warning(tmp_path):
+    """A C program with libtorch_cpu loaded: traced, without frames."""
+    src = tmp_path / "ldtorch.c"
+    exe = tmp_path / "ldtorch"
+    src.write_text('#include <dlfcn.h>\n#include <stdio.h>\n'
+                   '#include <unistd.h>\nint main(void) {\n'
+                   '  if (!dlopen("libtorch_cpu.so.1.13", RTLD_NOW))\n'
+                   '    return 1;\n  puts("ready"); fflush(stdout);\n'
+                   '  pause();\n}\n')
+    assert run(["gcc", str(src), "-o", str(exe), "-ldl"]).returncode == 0
+    p = subprocess.Popen([str(exe)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        r = run([RFBPF, "-q", "-p", str(p.pid), "-d", "1",
+                 "--python-stacks", "--no-table"])
+        assert r.returncode == 0, r.stderr
+        warnings = [l for l in r.stderr.splitlines() if "python" in l]
+        assert len(warnings) == 1, r.stderr
+        assert "runs no CPython" in warnings[0]
+        assert "without Python frames" in warnings[0]
+        assert p.poll() is None
+    finally:
+        p.kill()
+        p.wait()
