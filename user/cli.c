@@ -29,6 +29,7 @@ static const char doc[] =
 "  sudo rfbpf -p 1234 -o t.json --gpu-folded g.txt  # with CUPTI agent\n"
 "  sudo rfbpf --children -o t.json -- python3 train.py  # + DataLoader workers\n"
 "  sudo rfbpf -p 1234 --python-stacks --folded f.txt  # model code over ops\n"
+"  sudo rfbpf -p 1234 --python-stacks --group-by stack:3  # per call site\n"
 "  sudo rfbpf --deactivate -p 1234     # remove what a killed rfbpf left\n"
 "  sudo rfbpf --sort total --top 20 -- python3 train.py\n"
 "  sudo rfbpf --lib /opt/venv/lib/python3.11/site-packages/torch/lib/"
@@ -49,7 +50,8 @@ enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_TREE_SAMPLE, OPT_PROBES, OPT_GPU_FOLDED, OPT_NO_GPU,
        OPT_CHILDREN, OPT_CONTINUOUS, OPT_ALL, OPT_INTERVAL, OPT_BUDGET,
        OPT_PPROF_DIR, OPT_PPROF_KEEP, OPT_PROM_FILE, OPT_LISTEN, OPT_MAX_OPS,
-       OPT_CONFIG, OPT_RAW_TIMES, OPT_PYTHON_STACKS, OPT_PYTHON_DEPTH };
+       OPT_CONFIG, OPT_RAW_TIMES, OPT_PYTHON_STACKS, OPT_PYTHON_DEPTH,
+       OPT_GROUP_BY };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -113,6 +115,10 @@ static const struct argp_option options[] = {
 	{ "python-depth", OPT_PYTHON_DEPTH, "N", 0,
 	  "With --python-stacks: keep the N innermost Python frames "
 	  "(default 64, at most 128); deeper stacks are marked truncated", 0 },
+	{ "group-by", OPT_GROUP_BY, "stack[:N]", 0,
+	  "With --python-stacks: a table row per op and the N innermost "
+	  "Python frames it was called from (default 5), with its source "
+	  "location, as key_averages(group_by_stack_n=N)", 0 },
 	{ "no-activate", OPT_NO_ACTIVATE, NULL, 0,
 	  "Do not switch RecordFunction on: see only what the target's own "
 	  "callbacks (e.g. torch.profiler) make it record", 0 },
@@ -384,6 +390,17 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_NO_ACTIVATE: opt->activate = false; break;
 	case OPT_CHILDREN: opt->children = true; break;
 	case OPT_PYTHON_STACKS: opt->python_stacks = true; break;
+	case OPT_GROUP_BY:
+		if (!strcmp(arg, "stack"))
+			opt->group_stack_n = 5;
+		else if (!strncmp(arg, "stack:", 6))
+			opt->group_stack_n = parse_long(arg + 6, 1,
+				RF_PY_MAX_FRAMES, "invalid --group-by stack:N "
+				"'%s': expected N from 1 to 128");
+		else
+			bad("invalid --group-by '%s': expected stack or "
+			    "stack:N", arg);
+		break;
 	case OPT_PYTHON_DEPTH:
 		opt->python_depth = parse_long(arg, 1, RF_PY_MAX_FRAMES,
 					       "invalid --python-depth '%s': "
@@ -430,6 +447,8 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			    "");
 		if (opt->python_depth != 64 && !opt->python_stacks)
 			bad("%s--python-depth needs --python-stacks", "");
+		if (opt->group_stack_n && !opt->python_stacks)
+			bad("%s--group-by stack needs --python-stacks", "");
 		if (!opt->gpu && opt->gpu_folded_path)
 			bad("%s--gpu-folded needs GPU tracing (drop --no-gpu)",
 			    "");

@@ -37,6 +37,8 @@ struct options {
 	bool children;		/* --children: trace child processes too */
 	bool python_stacks;	/* --python-stacks */
 	unsigned python_depth;	/* --python-depth, frames kept (64) */
+	unsigned group_stack_n;	/* --group-by stack[:N]: table rows per op
+				 * and its N innermost Python frames */
 	/* Fleet mode (--continuous): a daemon for every PyTorch job. */
 	bool continuous;	/* --continuous */
 	bool all;		/* --all: every process mapping libtorch_cpu */

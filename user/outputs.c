@@ -28,6 +28,15 @@ int outputs_start(struct outputs *o, struct trace *t,
 		aggregate_by_tree(&o->agg);
 	s = aggregate_sink(&o->agg);
 	trace_add_sink(t, &s);
+	aggregate_init(&o->grouped);
+	if (opt->group_stack_n) {
+		if (opt->tree_prob < 1.0)
+			aggregate_by_tree(&o->grouped);
+		aggregate_group_by_stack(&o->grouped, &t->py,
+					 opt->group_stack_n);
+		s = aggregate_sink(&o->grouped);
+		trace_add_sink(t, &s);
+	}
 	if (opt->folded_path) {
 		s = profile_sink_ops(&o->stacks);
 		trace_add_sink(t, &s);
@@ -73,7 +82,8 @@ int outputs_finish(struct outputs *o, const struct trace *t,
 	int ret = 0;
 
 	if (opt->table)
-		print_table(stdout, t, &o->agg, opt->sort, opt->top);
+		print_table(stdout, t, opt->group_stack_n ? &o->grouped :
+			    &o->agg, opt->sort, opt->top);
 	else if (trace_sampler_bias_note(t, bias, sizeof(bias)))
 		fprintf(stderr, "rfbpf: warning: %s\n", bias);
 	if (o->chrome_open && chrome_finish(&o->chrome, t, &o->agg))
@@ -96,6 +106,7 @@ int outputs_finish(struct outputs *o, const struct trace *t,
 void outputs_free(struct outputs *o)
 {
 	aggregate_free(&o->agg);
+	aggregate_free(&o->grouped);
 	stack_profile_free(&o->stacks);
 	stack_profile_free(&o->gpu_stacks);
 }

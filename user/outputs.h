@@ -16,6 +16,7 @@
 
 struct outputs {
 	struct aggregate agg;		/* the table, Chrome's op_stats */
+	struct aggregate grouped;	/* the table with --group-by */
 	struct stack_profile stacks;	/* --folded */
 	struct stack_profile gpu_stacks;/* --gpu-folded */
 	struct chrome_writer chrome;	/* -o */

@@ -191,3 +191,25 @@ def test_a_process_without_python_gets_one_warning(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_table_grouped_by_call_site(workload):
+    """--group-by stack:2: aten::mm gets a row per call site, each with
+    its two innermost frames as its Source Location, calls 1:3."""
+    r = run([RFBPF, "-q", "-p", str(workload.pid), "-d", "3",
+             "--python-stacks", "--group-by", "stack:2", "--top", "0"])
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    header = next(l for l in lines if l.startswith("Name"))
+    col = header.index("Source Location")
+    calls = {}
+    for i, l in enumerate(lines):
+        if l.startswith("aten::mm "):
+            inner = l[col:].strip()
+            outer = lines[i + 1][col:].strip()
+            assert lines[i + 1][:col].strip() == ""
+            assert outer.startswith("step ("), outer
+            calls[inner] = int(l[:col].split()[-1])
+    s = workload.sites
+    assert set(calls) == {s["mm_a"], s["mm_b"]}, calls
+    assert abs(calls[s["mm_b"]] - 3 * calls[s["mm_a"]]) <= 6, calls

@@ -31,7 +31,23 @@ static const char *const gpu_cols[] = { "Self CUDA", "CUDA total", "Kernels" };
 static const int gpu_w[] = { 10, 10, 7 };
 #define NR_COLS 8
 
-static void rule(FILE *f, bool sampled, bool gpu)
+/* --group-by stack: the Source Location column's rule. */
+#define SOURCE_W 40
+
+/* Where the Source Location column starts. */
+static int source_column(bool sampled, bool gpu)
+{
+	const int *w = sampled ? sampled_w : full_w;
+	int x = NAME_W;
+
+	for (int c = 0; c < NR_COLS; c++)
+		x += 2 + w[c];
+	for (int c = 0; gpu && c < 3; c++)
+		x += 2 + gpu_w[c];
+	return x;
+}
+
+static void rule(FILE *f, bool sampled, bool gpu, bool source)
 {
 	const int *w = sampled ? sampled_w : full_w;
 
@@ -47,7 +63,29 @@ static void rule(FILE *f, bool sampled, bool gpu)
 		for (int i = 0; i < gpu_w[c]; i++)
 			fputc('-', f);
 	}
+	if (source) {
+		fputs("  ", f);
+		for (int i = 0; i < SOURCE_W; i++)
+			fputc('-', f);
+	}
 	fputc('\n', f);
+}
+
+/* A grouped row's Python frames, innermost first, one a line, in the
+ * last column (as torch.profiler prints its Source Location). */
+static void print_source(FILE *f, const struct trace *t,
+			 const struct op_stats *r, int column)
+{
+	uint32_t n;
+	const uint32_t *l = py_frames_get(&t->py, r->group, &n);
+
+	if (!n) {
+		fputs("  -", f);
+		return;
+	}
+	for (uint32_t i = n; i-- > 0;)
+		fprintf(f, "%*s  %s%s", i + 1 == n ? 0 : column, "",
+			names_get(&t->names, l[i]), i ? "\n" : "");
 }
 
 /* GPU columns, as torch.profiler's Self CUDA / CUDA total. Every GPU
@@ -120,7 +158,7 @@ static void print_sampled_row(FILE *f, const struct op_stats *r,
 		e.calls, e.calls_se);
 }
 
-static void print_header(FILE *f, bool sampled, bool gpu)
+static void print_header(FILE *f, bool sampled, bool gpu, bool source)
 {
 	const char *const *cols = sampled ? sampled_cols : full_cols;
 	const int *w = sampled ? sampled_w : full_w;
@@ -130,6 +168,8 @@ static void print_header(FILE *f, bool sampled, bool gpu)
 		fprintf(f, "  %*s", w[c], cols[c]);
 	for (int c = 0; gpu && c < 3; c++)
 		fprintf(f, "  %*s", gpu_w[c], gpu_cols[c]);
+	if (source)
+		fputs("  Source Location", f);
 	fputc('\n', f);
 }
 
@@ -245,6 +285,7 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 	bool sampled = trace_keep_prob(t) < 1.0;
 	bool self_known = trace_self_known(t);
 	bool gpu = t->gpu.counts.agent_seen;
+	bool source = a->group_n > 0;
 	struct op_stats *rows = aggregate_sorted(a, t, sort == SORT_SELF &&
 						 !self_known ? SORT_TOTAL :
 						 sort, &nr);
@@ -254,9 +295,9 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 		free(rows);
 		return;
 	}
-	rule(f, sampled, gpu);
-	print_header(f, sampled, gpu);
-	rule(f, sampled, gpu);
+	rule(f, sampled, gpu, source);
+	print_header(f, sampled, gpu, source);
+	rule(f, sampled, gpu, source);
 	for (size_t i = 0; i < nr && (!top || shown < (size_t)top); i++) {
 		const char *name = names_get(&t->names, rows[i].name);
 
@@ -269,10 +310,13 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 			print_row(f, &rows[i], name, a->self_ns);
 		if (gpu)
 			print_gpu_cells(f, t, &rows[i]);
+		if (source)
+			print_source(f, t, &rows[i],
+				     source_column(sampled, gpu));
 		fputc('\n', f);
 		shown++;
 	}
-	rule(f, sampled, gpu);
+	rule(f, sampled, gpu, source);
 	if (shown < a->nr_called)
 		fprintf(f, "(%zu more ops not shown: --top 0 shows all)\n",
 			a->nr_called - shown);

@@ -38,6 +38,74 @@ static struct op_stats *row(struct aggregate *a, uint32_t name)
 	return &a->rows[name];
 }
 
+void aggregate_group_by_stack(struct aggregate *a, struct py_frames *py,
+			      unsigned n)
+{
+	a->group_n = n;
+	a->group_py = py;
+}
+
+/* The innermost group_n Python frames above the op that frames end with,
+ * as a stack id (0: none): the op's own Python stack, whichever ops it
+ * is nested in. */
+static uint32_t group_of(const struct aggregate *a, const uint32_t *frames,
+			 uint32_t depth)
+{
+	uint32_t picked[RF_PY_MAX_FRAMES + 1], n = 0;
+
+	for (uint32_t i = depth > 0 ? depth - 1 : 0; i-- > 0 &&
+	     n < a->group_n && n < RF_PY_MAX_FRAMES;)
+		if (py_frames_loc(a->group_py, frames[i]))
+			picked[n++] = frames[i];
+	for (uint32_t i = 0; i < n / 2; i++) {	/* outermost first */
+		uint32_t x = picked[i];
+
+		picked[i] = picked[n - 1 - i];
+		picked[n - 1 - i] = x;
+	}
+	return n ? py_frames_intern(a->group_py, picked, n) : 0;
+}
+
+/* Grouped rows: the row of (name, group), appended when new. */
+static struct op_stats *group_row(struct aggregate *a, uint32_t name,
+				  uint32_t group)
+{
+	uint64_t key = ((uint64_t)name << 32 | group) + 1, *at;
+	struct op_stats *r;
+
+	if ((at = u64map_get(&a->group_index, key)))
+		return &a->rows[*at];
+	if (a->nr == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 64;
+		struct op_stats *rows = realloc(a->rows, cap * sizeof(*rows));
+
+		if (!rows) {
+			a->oom = true;
+			return NULL;
+		}
+		a->rows = rows;
+		a->cap = cap;
+	}
+	if (!u64map_put(&a->group_index, key, a->nr)) {
+		a->oom = true;
+		return NULL;
+	}
+	r = &a->rows[a->nr++];
+	memset(r, 0, sizeof(*r));
+	r->name = name;
+	r->group = group;
+	return r;
+}
+
+/* The row an op (frames ending with its name) adds to. */
+static struct op_stats *row_of(struct aggregate *a, uint32_t name,
+			       const uint32_t *frames, uint32_t depth)
+{
+	if (!a->group_n)
+		return row(a, name);
+	return group_row(a, name, group_of(a, frames, depth));
+}
+
 unsigned agg_latency_bucket(uint64_t ns)
 {
 	unsigned b = 0;
@@ -125,7 +193,7 @@ static void tree_close(struct aggregate *a, struct open_tree *tr)
 void aggregate_add(struct aggregate *a, const struct closed_op *c)
 {
 	const struct op *o = c->op;
-	struct op_stats *r = row(a, o->name);
+	struct op_stats *r = row_of(a, o->name, c->frames, c->depth);
 	uint64_t d = c->dur_ns;
 
 	if (!r)
@@ -150,7 +218,7 @@ void aggregate_add(struct aggregate *a, const struct closed_op *c)
 		r->total_sq += (double)d * d;
 		r->self_sq += (double)c->self_ns * c->self_ns;
 	} else {
-		struct open_tree *tr = tree_add(a, o->tid, o->name, d,
+		struct open_tree *tr = tree_add(a, o->tid, r - a->rows, d,
 						c->self_ns);
 
 		if (!tr)
@@ -179,7 +247,7 @@ static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 
 	if (!l || !l->depth)
 		return;
-	r = row(a, l->op_name);
+	r = row_of(a, l->op_name, l->frames, l->depth);
 	if (!r)
 		return;
 	r->gpu_self_ns += d;
@@ -187,7 +255,7 @@ static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 	a->gpu_self_ns += d;
 	for (uint32_t i = 0; i < l->depth; i++)	/* ops, not Python frames */
 		if (!py_frames_loc(&t->py, l->frames[i]) &&
-		    (r = row(a, l->frames[i])))
+		    (r = row_of(a, l->frames[i], l->frames, i + 1)))
 			r->gpu_total_ns += d;
 }
 
@@ -276,6 +344,7 @@ void aggregate_reset(struct aggregate *a)
 	for (size_t i = 0; i < a->nr_trees; i++)
 		a->trees[i].nr = 0;
 	a->nr = 0;
+	u64map_free(&a->group_index);
 	a->self_ns = a->gpu_self_ns = 0;
 	a->nr_called = 0;
 }
@@ -286,6 +355,7 @@ void aggregate_free(struct aggregate *a)
 		free(a->trees[i].parts);
 	free(a->trees);
 	free(a->rows);
+	u64map_free(&a->group_index);
 	memset(a, 0, sizeof(*a));
 }
 

@@ -24,6 +24,9 @@ unsigned agg_latency_bucket(uint64_t ns);
 
 struct op_stats {
 	uint32_t name;
+	uint32_t group;		/* grouped by stack: the Python frames it is
+				 * grouped by (a stack id in trace.py), 0 if
+				 * none or not grouped */
 	uint8_t scope;		/* scope of its first call */
 	uint64_t calls;
 	uint64_t total_ns, self_ns;
@@ -80,6 +83,12 @@ struct aggregate {
 	uint64_t gpu_self_ns;	/* GPU time attributed to some op */
 	size_t nr_called;	/* rows with calls (not kernel names) */
 	bool oom;		/* a row could not be added */
+	/* --group-by stack:N: a row per op and its innermost group_n
+	 * Python frames (rows then in order of first sight, keyed in
+	 * group_index by name and group), as group_by_stack_n. */
+	unsigned group_n;
+	struct py_frames *group_py;	/* where the groups are interned */
+	struct u64map group_index;
 };
 
 void aggregate_init(struct aggregate *a);
@@ -87,6 +96,10 @@ void aggregate_init(struct aggregate *a);
  * so the ops of one tree are not independent). */
 void aggregate_by_tree(struct aggregate *a);
 
+/* Rows per op and its n innermost Python frames (interned in py), as
+ * key_averages(group_by_stack_n=n). */
+void aggregate_group_by_stack(struct aggregate *a, struct py_frames *py,
+			      unsigned n);
 /* The sink that feeds a (closed ops and GPU activity). */
 struct trace_sink aggregate_sink(struct aggregate *a);
 /* Adds one closed op (what the sink does). */

@@ -174,9 +174,8 @@ static int grow_index(struct py_frames *p)
 	return 0;
 }
 
-/* The id of the stack l[0..n), added if new; 0 on ENOMEM. */
-static uint32_t intern_stack(struct py_frames *p, const uint32_t *l,
-			     uint32_t n)
+uint32_t py_frames_intern(struct py_frames *p, const uint32_t *l,
+			  uint32_t n)
 {
 	size_t i, mask;
 
@@ -236,7 +235,7 @@ uint32_t py_frames_stack(struct py_frames *p, struct names *names,
 		if (labels[k++] == UINT32_MAX)
 			return 0;
 	}
-	return intern_stack(p, labels, k);
+	return py_frames_intern(p, labels, k);
 }
 
 const uint32_t *py_frames_get(const struct py_frames *p, uint32_t id,

@@ -70,6 +70,10 @@ uint32_t py_frames_stack(struct py_frames *p, struct names *names,
 			 const struct py_resolver *r, uint32_t pid,
 			 const struct rf_py_frame *frames, uint32_t n,
 			 uint32_t flags);
+/* The id of a stack of labels given outermost first, added if new;
+ * 0 on ENOMEM. */
+uint32_t py_frames_intern(struct py_frames *p, const uint32_t *labels,
+			  uint32_t n);
 /* A stack's labels, outermost first (NULL and 0 for id 0). */
 const uint32_t *py_frames_get(const struct py_frames *p, uint32_t id,
 			      uint32_t *n);

@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* Python call sites of ops (user/model/py_frames.c) and where they go in
+ * an op's stack (trace_frames) and in grouped tables (aggregate.c), with
+ * a table standing in for the target's memory. */
+#include <stdarg.h>
+#include "check.h"
+#include "model/aggregate.h"
+#include "model/trace.h"
+#include "op_log.h"
+
+/* The "target": code objects by address, each a function, a file and
+ * the line of unit u, first_line + u; gen moves when one is replaced. */
+static struct fake_code {
+	uint64_t code;
+	const char *func, *file;
+	int first_line;
+	uint32_t gen;
+} codes[8];
+static int nr_codes, locates;
+
+static struct fake_code *find(uint64_t code)
+{
+	for (int i = 0; i < nr_codes; i++)
+		if (codes[i].code == code)
+			return &codes[i];
+	return NULL;
+}
+
+static int fake_gen(void *ctx, uint32_t pid, uint64_t code, uint32_t *gen)
+{
+	struct fake_code *c = find(code);
+
+	(void)ctx, (void)pid;
+	if (!c)
+		return -1;
+	*gen = c->gen;
+	return 0;
+}
+
+static int fake_locate(void *ctx, uint32_t pid, uint64_t code, int32_t unit,
+		       char *func, size_t flen, char *file, size_t filen,
+		       int *line)
+{
+	struct fake_code *c = find(code);
+
+	(void)ctx, (void)pid;
+	if (!c)
+		return -1;
+	locates++;
+	snprintf(func, flen, "%s", c->func);
+	snprintf(file, filen, "%s", c->file);
+	*line = c->first_line + unit;
+	return 0;
+}
+
+static const struct py_resolver resolver = { fake_gen, fake_locate, NULL };
+
+static void setup(struct trace *t)
+{
+	static const struct fake_code init[] = {
+		{ 0x1000, "main", "/srv/train.py", 10, 1 },
+		{ 0x2000, "Model.forward", "/srv/model.py", 40, 1 },
+		{ 0x3000, "step", "/srv/train.py", 20, 1 },
+	};
+
+	memcpy(codes, init, sizeof(init));
+	nr_codes = 3;
+	locates = 0;
+	trace_init_logged(t, 1);
+	t->py_resolver = resolver;
+}
+
+static const char *label(const struct trace *t, uint32_t id)
+{
+	return names_get(&t->names, id);
+}
+
+/* frames: innermost first, as BPF sends them */
+static uint32_t stack_of(struct trace *t, const struct rf_py_frame *f,
+			 uint32_t n, uint32_t flags)
+{
+	return py_frames_stack(&t->py, &t->names, &t->py_resolver, 1, f, n,
+			       flags);
+}
+
+TEST(frames_are_named_and_interned_outermost_first)
+{
+	struct rf_py_frame f[] = { { 0x2000, 3, 0 }, { 0x1000, 5, 0 } };
+	struct trace t;
+	const uint32_t *l;
+	uint32_t id, n;
+
+	setup(&t);
+	id = stack_of(&t, f, 2, 0);
+	CHECK(id > 0);
+	l = py_frames_get(&t.py, id, &n);
+	CHECK_EQ_U64(n, 2);
+	CHECK_STR(label(&t, l[0]), "main (/srv/train.py:15)");
+	CHECK_STR(label(&t, l[1]), "Model.forward (/srv/model.py:43)");
+	/* The parts, for pprof; an op name is no Python frame. */
+	CHECK(py_frames_loc(&t.py, l[1]) != NULL);
+	CHECK_STR(label(&t, py_frames_loc(&t.py, l[1])->func),
+		  "Model.forward");
+	CHECK_STR(label(&t, py_frames_loc(&t.py, l[1])->file),
+		  "/srv/model.py");
+	CHECK_EQ_U64(py_frames_loc(&t.py, l[1])->line, 43);
+	CHECK(py_frames_loc(&t.py, names_intern(&t.names, "aten::mm", 8)) ==
+	      NULL);
+	/* The same stack again: the same id, nothing read anew. */
+	CHECK_EQ_U64(stack_of(&t, f, 2, 0), id);
+	CHECK_EQ_U64(locates, 2);
+	/* Another unit of the same code: another line. */
+	f[0].unit = 4;
+	CHECK(stack_of(&t, f, 2, 0) != id);
+	CHECK_EQ_U64(locates, 3);
+	trace_free(&t);
+}
+
+TEST(a_replaced_code_object_is_named_anew)
+{
+	struct rf_py_frame f[] = { { 0x2000, 0, 0 } };
+	struct trace t;
+	const uint32_t *l;
+	uint32_t n;
+
+	setup(&t);
+	l = py_frames_get(&t.py, stack_of(&t, f, 1, 0), &n);
+	CHECK_STR(label(&t, l[0]), "Model.forward (/srv/model.py:40)");
+	codes[1].func = "Other.run";	/* freed, another made there */
+	codes[1].gen = 2;
+	l = py_frames_get(&t.py, stack_of(&t, f, 1, 0), &n);
+	CHECK_STR(label(&t, l[0]), "Other.run (/srv/model.py:40)");
+	trace_free(&t);
+}
+
+TEST(truncated_and_unreadable_frames_are_marked_and_counted)
+{
+	struct rf_py_frame f[] = { { 0x9999, 0, 0 }, { 0x1000, 0, 0 } };
+	struct trace t;
+	const uint32_t *l;
+	uint32_t n;
+
+	setup(&t);
+	l = py_frames_get(&t.py, stack_of(&t, f, 2, RF_PY_F_TRUNCATED), &n);
+	CHECK_EQ_U64(n, 3);
+	CHECK_STR(label(&t, l[0]), PY_TRUNCATED_LABEL);
+	CHECK_STR(label(&t, l[1]), "main (/srv/train.py:10)");
+	CHECK_STR(label(&t, l[2]), PY_UNKNOWN_LABEL);
+	CHECK_EQ_U64(t.py.unresolved, 1);
+	/* Markers are no op either: outputs leave them out of op rows. */
+	CHECK(py_frames_loc(&t.py, l[0]) != NULL);
+	trace_free(&t);
+}
+
+static void before(struct trace *t, uint32_t tid, uint64_t addr,
+		   uint64_t ts, const char *name)
+{
+	struct rf_event_hdr h = {
+		.ts_ns = ts, .rf_addr = addr, .pid = 1, .tid = tid,
+		.kind = RF_EV_BEFORE, .name_len = strlen(name),
+	};
+
+	stacks_before(t, &h, name, 0);
+}
+
+static void end(struct trace *t, uint32_t tid, uint64_t addr, uint64_t ts)
+{
+	struct rf_event_hdr h = {
+		.ts_ns = ts, .rf_addr = addr, .pid = 1, .tid = tid,
+		.kind = RF_EV_END,
+	};
+
+	stacks_end(t, &h);
+}
+
+/* The stack record of the op at addr just opened on tid. */
+static void py(struct trace *t, uint32_t tid, uint64_t addr, uint32_t flags,
+	       uint32_t n, ...)
+{
+	static struct rf_py_stack_event e;
+	va_list ap;
+
+	memset(&e, 0, sizeof(e));
+	e.hdr = (struct rf_event_hdr){ .rf_addr = addr, .pid = 1,
+				       .tid = tid, .kind = RF_EV_PY_STACK };
+	e.nr_frames = n;
+	e.py_flags = flags;
+	va_start(ap, n);
+	for (uint32_t i = 0; i < n; i++)	/* innermost first */
+		e.frames[i].code = va_arg(ap, uint64_t);
+	va_end(ap);
+	stacks_py_stack(t, &e, RF_PY_STACK_SIZE(n));
+}
+
+/* Frames of the next op to close, as a ';' list. */
+static char seen[1024];
+
+static void keep_frames(void *ctx, struct trace *t, const struct closed_op *c)
+{
+	(void)ctx;
+	seen[0] = 0;
+	for (uint32_t i = 0; i < c->depth; i++)
+		snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen),
+			 "%s%s", i ? ";" : "", names_get(&t->names,
+							 c->frames[i]));
+}
+
+/* A scope opened in main() around a call of forward(), whose op has a
+ * nested op of its own: each op's Python frames come before it, those it
+ * shares with the op around it once; a thread's "same as last" record
+ * takes its last stack. */
+TEST(python_frames_interleave_with_the_ops_they_called)
+{
+	struct trace_sink s = { .op = keep_frames };
+	struct trace t;
+
+	setup(&t);
+	trace_add_sink(&t, &s);
+	before(&t, 7, 0xa, 10, "step");
+	py(&t, 7, 0xa, 0, 1, 0x1000ull);
+	before(&t, 7, 0xb, 20, "aten::mm");
+	py(&t, 7, 0xb, 0, 3, 0x2000ull, 0x3000ull, 0x1000ull);
+	before(&t, 7, 0xc, 30, "aten::resolve_conj");
+	py(&t, 7, 0xc, RF_PY_F_SAME, 0);
+	end(&t, 7, 0xc, 40);
+	CHECK_STR(seen, "main (/srv/train.py:10);step;step (/srv/train.py:20);"
+		  "Model.forward (/srv/model.py:40);aten::mm;"
+		  "aten::resolve_conj");
+	end(&t, 7, 0xb, 50);
+	CHECK_STR(seen, "main (/srv/train.py:10);step;step (/srv/train.py:20);"
+		  "Model.forward (/srv/model.py:40);aten::mm");
+	end(&t, 7, 0xa, 60);
+	CHECK_STR(seen, "main (/srv/train.py:10);step");
+	CHECK_EQ_U64(t.counts.py_stacks, 2);
+	CHECK_EQ_U64(t.counts.py_same, 1);
+	/* A record with no op open on its thread is counted. */
+	py(&t, 7, 0xd, 0, 1, 0x1000ull);
+	CHECK_EQ_U64(t.counts.py_orphans, 1);
+	trace_free(&t);
+}
+
+/* --group-by stack:1: a row per op and its innermost Python frame; GPU
+ * time a launch brought goes to the op rows only. */
+TEST(grouped_rows_split_an_op_by_call_site)
+{
+	struct aggregate a;
+	struct trace_sink s;
+	struct trace t;
+	struct op_stats *rows;
+	size_t nr;
+	uint32_t mm = 0;
+
+	setup(&t);
+	aggregate_init(&a);
+	aggregate_group_by_stack(&a, &t.py, 1);
+	s = aggregate_sink(&a);
+	trace_add_sink(&t, &s);
+	for (int i = 0; i < 4; i++) {	/* forward once, step three times */
+		uint64_t addr = 0x100 + i;
+
+		before(&t, 7, addr, 100 * i, "aten::mm");
+		if (i == 0)
+			py(&t, 7, addr, 0, 2, 0x2000ull, 0x1000ull);
+		else
+			py(&t, 7, addr, 0, 2, 0x3000ull, 0x1000ull);
+		end(&t, 7, addr, 100 * i + 50);
+	}
+	rows = aggregate_sorted(&a, &t, SORT_CALLS, &nr);
+	CHECK_EQ_U64(nr, 2);
+	for (size_t i = 0; i < nr; i++) {
+		uint32_t n;
+		const uint32_t *l = py_frames_get(&t.py, rows[i].group, &n);
+
+		CHECK_STR(label(&t, rows[i].name), "aten::mm");
+		CHECK_EQ_U64(n, 1);
+		CHECK_STR(label(&t, l[0]), i == 0 ?
+			  "step (/srv/train.py:20)" :
+			  "Model.forward (/srv/model.py:40)");
+		CHECK_EQ_U64(rows[i].calls, i == 0 ? 3 : 1);
+		mm += rows[i].calls;
+	}
+	CHECK_EQ_U64(mm, 4);
+	free(rows);
+	aggregate_free(&a);
+	trace_free(&t);
+}
+
+int main(void)
+{
+	return check_run_all(__FILE__);
+}
