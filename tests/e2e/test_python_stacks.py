@@ -9,6 +9,7 @@ import collections
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -213,3 +214,25 @@ def test_table_grouped_by_call_site(workload):
     s = workload.sites
     assert set(calls) == {s["mm_a"], s["mm_b"]}, calls
     assert abs(calls[s["mm_b"]] - 3 * calls[s["mm_a"]]) <= 6, calls
+
+
+def test_fleet_pprof_places_ops_in_model_code(workload, tmp_path):
+    """The daemon with --python-stacks: its pprof files, as go tool
+    pprof reads them, put aten::mm under its call sites' file:line."""
+    from test_fleet import Daemon, pprof_top
+    d = Daemon(["-p", str(workload.pid), "--interval", "3",
+                "--pprof-dir", str(tmp_path), "--python-stacks"])
+    try:
+        d.wait_for(r"traced, sampling")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(
+                list(tmp_path.glob("profile-*.pb.gz"))) < 2:
+            time.sleep(0.2)
+    finally:
+        assert d.finish() == 0, d.log()
+    latest = sorted(tmp_path.glob("profile-*.pb.gz"))[-1]
+    rc, out = pprof_top(str(latest), "-lines", "-focus", "aten::mm")
+    assert rc == 0, out
+    for site in ("mm_a", "mm_b"):
+        fn, rest = workload.sites[site].split(" (", 1)
+        assert f"{fn} {rest[:-1]}" in out, (site, out)

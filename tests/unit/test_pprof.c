@@ -709,4 +709,74 @@ TEST(pprof_go_tool_reads_it)
 	free(dir);
 }
 
+/* Python frames (--python-stacks): a location per line, the function
+ * named with its file once for all its lines; `go tool pprof` shows
+ * them as file:line. */
+TEST(pprof_python_frames_have_file_and_line)
+{
+	struct stack_profile p;
+	struct names n = {};
+	struct py_frames py = {};
+	struct pprof_meta m = { .scale = 1.0, .py = &py };
+	uint32_t main15 = py_frames_add_loc(&py, &n, "main", "/srv/train.py",
+					    15);
+	uint32_t main16 = py_frames_add_loc(&py, &n, "main", "/srv/train.py",
+					    16);
+	uint32_t fwd = py_frames_add_loc(&py, &n, "Model.forward",
+					 "/srv/model.py", 42);
+	uint32_t mm = intern(&n, "aten::mm");
+	size_t lines_seen = 0, with_file = 0;
+	pb_profile *pr;
+	char *dir, path[512], cmd[2048], line[1024];
+	bool saw_line = false;
+	FILE *out;
+
+	stack_profile_init(&p);
+	CHECK(!add(&p, 1, 1, 0, (uint32_t[]){ main15, fwd, mm }, 3, 1, 100,
+		   0));
+	CHECK(!add(&p, 1, 1, 0, (uint32_t[]){ main16, mm }, 2, 3, 300, 0));
+	pr = encode(&p, &n, &m);
+	CHECK(pr != NULL);
+	if (!pr)
+		goto out;
+	CHECK_EQ_U64(pr->n_location, 4);
+	CHECK_EQ_U64(pr->n_function, 3);	/* main once for its 2 lines */
+	for (size_t i = 0; i < pr->n_function; i++)
+		if (*str(pr, pr->function[i]->filename))
+			with_file++;
+	CHECK_EQ_U64(with_file, 2);		/* not aten::mm */
+	for (size_t i = 0; i < pr->n_location; i++) {
+		const Perftools__Profiles__Line *l = pr->location[i]->line[0];
+
+		lines_seen += l->line == 15 || l->line == 16 || l->line == 42;
+	}
+	CHECK_EQ_U64(lines_seen, 3);
+	CHECK(sample_with_stack(pr, "aten::mm;Model.forward;main", 1) !=
+	      NULL);
+	CHECK(sample_with_stack(pr, "aten::mm;main", 1) != NULL);
+	perftools__profiles__profile__free_unpacked(pr, NULL);
+	if (access("/usr/bin/go", X_OK))
+		goto out;
+	dir = make_temp_dir();
+	if (!dir)
+		goto out;
+	snprintf(path, sizeof(path), "%s/profile-1.pb.gz", dir);
+	CHECK(!pprof_write_file(path, &p, &n, &m));
+	snprintf(cmd, sizeof(cmd),
+		 "HOME=%s GOCACHE=%s/gocache PPROF_TMPDIR=%s "
+		 "/usr/bin/go tool pprof -raw %s 2>&1", dir, dir, dir, path);
+	out = popen(cmd, "r");
+	while (out && fgets(line, sizeof(line), out))
+		saw_line |= strstr(line, " Model.forward /srv/model.py:42") !=
+			    NULL;
+	CHECK(out && pclose(out) == 0);
+	CHECK(saw_line);
+	remove_dir(dir);
+	free(dir);
+out:
+	stack_profile_free(&p);
+	py_frames_free(&py);
+	names_free(&n);
+}
+
 RUN_TESTS()

@@ -20,7 +20,10 @@
  *
  * Functions get no file name: an op name (aten::mm) is not a place in a
  * source file, and an invented one ("[pytorch op]") would only show up as
- * a fake file in pprof's -lines/-files views and in `list`.
+ * a fake file in pprof's -lines/-files views and in `list`. A Python
+ * frame is one: its function is named by its qualified name and file, and
+ * each line of it is a location of its own (as Go's own profiles have a
+ * location per program counter).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -93,6 +96,8 @@ struct builder {
 	struct op_frame *frames;
 	size_t nr_frames, cap_frames;
 	struct u64map location_of_frame;	/* frame id + 1 -> location id */
+	/* Python functions: (name id, file id) + 1 -> function id */
+	struct u64map function_of_py;
 	uint64_t outside_location;		/* 0 until needed */
 	pb_location **location_ptrs;
 	pb_function **function_ptrs;
@@ -198,12 +203,15 @@ static void builder_free(struct builder *b)
 	free(b->location_ids);
 	free(b->frames);
 	u64map_free(&b->location_of_frame);
+	u64map_free(&b->function_of_py);
 	free(b->location_ptrs);
 	free(b->function_ptrs);
 }
 
-/* A new function + location named name; its location id, 0 on ENOMEM. */
-static uint64_t new_op_frame(struct builder *b, const char *name)
+/* A new location of a function named name (a new function too, unless
+ * function says which: its id); its location id, 0 on ENOMEM. */
+static uint64_t new_frame(struct builder *b, const char *name,
+			  const char *file, int line, uint64_t function)
 {
 	struct op_frame *f;
 	int64_t name_id = intern(b, name);
@@ -222,24 +230,53 @@ static uint64_t new_op_frame(struct builder *b, const char *name)
 	}
 	f = &b->frames[b->nr_frames++];
 	f->function = (pb_function)PERFTOOLS__PROFILES__FUNCTION__INIT;
-	f->function.id = b->nr_frames;
+	f->function.id = function ? 0 : b->nr_frames;
 	f->function.name = name_id;
 	f->function.system_name = name_id;
+	if (file && *file)
+		f->function.filename = intern(b, file);
 	f->line = (pb_line)PERFTOOLS__PROFILES__LINE__INIT;
-	f->line.function_id = b->nr_frames;
+	f->line.function_id = function ? function : b->nr_frames;
+	f->line.line = line > 0 ? line : 0;
 	f->location = (pb_location)PERFTOOLS__PROFILES__LOCATION__INIT;
 	f->location.id = b->nr_frames;
 	return b->nr_frames;
+}
+
+static uint64_t new_op_frame(struct builder *b, const char *name)
+{
+	return new_frame(b, name, NULL, 0, 0);
+}
+
+/* A Python frame's location: the function (name and file) made once, a
+ * location per line of it. */
+static uint64_t python_location(struct builder *b, const struct py_loc *l)
+{
+	const char *func = names_get(b->names, l->func);
+	const char *file = names_get(b->names, l->file);
+	uint64_t key = ((uint64_t)l->func << 32 | l->file) + 1;
+	uint64_t *fn = u64map_get(&b->function_of_py, key), id;
+
+	if (fn)
+		return new_frame(b, func, file, l->line, *fn);
+	id = new_frame(b, func, file, l->line, 0);
+	if (id && !u64map_put(&b->function_of_py, key, id))
+		b->nomem = true;
+	return id;
 }
 
 static uint64_t location_of(struct builder *b, uint32_t frame)
 {
 	uint64_t key = (uint64_t)frame + 1, *known, id;
 
+	const struct py_loc *py = b->m->py ? py_frames_loc(b->m->py, frame) :
+				  NULL;
+
 	known = u64map_get(&b->location_of_frame, key);
 	if (known)
 		return *known;
-	id = new_op_frame(b, names_get(b->names, frame));
+	id = py ? python_location(b, py) :
+		  new_op_frame(b, names_get(b->names, frame));
 	if (id && !u64map_put(&b->location_of_frame, key, id))
 		b->nomem = true;
 	return id;
@@ -335,6 +372,7 @@ static void add_sample(struct builder *b, const struct stack_row *r)
 static int builder_finish(struct builder *b, pb_profile *pr)
 {
 	const struct pprof_meta *m = b->m;
+	size_t nr_functions = 0;
 
 	b->location_ptrs = alloc_array(b->nr_frames, sizeof(*b->location_ptrs));
 	b->function_ptrs = alloc_array(b->nr_frames, sizeof(*b->function_ptrs));
@@ -347,7 +385,9 @@ static int builder_finish(struct builder *b, pb_profile *pr)
 		f->location.line = &f->line_ptr;
 		f->location.n_line = 1;
 		b->location_ptrs[i] = &f->location;
-		b->function_ptrs[i] = &f->function;
+		/* Another line of a Python function has none of its own. */
+		if (f->function.id)
+			b->function_ptrs[nr_functions++] = &f->function;
 	}
 	*pr = (pb_profile)PERFTOOLS__PROFILES__PROFILE__INIT;
 	pr->n_sample_type = b->nr_types;
@@ -356,7 +396,7 @@ static int builder_finish(struct builder *b, pb_profile *pr)
 	pr->sample = b->sample_ptrs;
 	pr->n_location = b->nr_frames;
 	pr->location = b->location_ptrs;
-	pr->n_function = b->nr_frames;
+	pr->n_function = nr_functions;
 	pr->function = b->function_ptrs;
 	pr->n_string_table = b->strings.nr;
 	pr->string_table = b->strings.strs;

@@ -3,7 +3,9 @@
  * A stack profile as a pprof profile (gzipped profile.proto), the format
  * `go tool pprof`, Pyroscope, Parca and most profile stores read. One
  * sample per stack row; each op name is one function and one location, so
- * flame graphs and `top` show op names. Processes and threads go in labels
+ * flame graphs and `top` show op names. A Python frame (--python-stacks)
+ * is a location with its function's name and file and its line, so
+ * pprof's -lines view and `list` place model code. Processes and threads go in labels
  * (pid, process, tid, thread, container, cmdline), which is what pprof's
  * -tagfocus / -tagshow filter on.
  */
@@ -14,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "model/names.h"
+#include "model/py_frames.h"
 #include "model/stack_profile.h"
 
 /* The labels of one process. */
@@ -40,6 +43,9 @@ struct pprof_meta {
 	/* The labels of pid. NULL, or returning NULL: a pid label only. */
 	const struct pprof_process *(*process)(void *ctx, uint32_t pid);
 	void *ctx;
+	/* --python-stacks: which frames are Python frames, with their
+	 * function, file and line (ids in the same names); may be NULL. */
+	const struct py_frames *py;
 };
 
 /* Encodes p (names resolves its frame and thread name ids) as a gzipped

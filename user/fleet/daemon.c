@@ -49,6 +49,7 @@ struct daemon {
 	/* This interval's stacks of every job, with their own names and
 	 * values already scaled to estimates. */
 	struct names names;
+	struct py_frames py;	/* the Python frames among names' ids */
 	struct stack_profile profile;
 	double interval_start, next_scan;
 	int64_t interval_wall_ns;
@@ -309,8 +310,13 @@ static void merge_stacks(struct daemon *d, struct stack_profile *into,
 
 		for (uint32_t f = 0; f < r->depth; f++) {
 			const char *n = names_get(jn, r->frames[f]);
+			const struct py_loc *py = py_frames_loc(
+				&j->s.trace.py, r->frames[f]);
 
-			frames[f] = names_intern(&d->names, n, strlen(n));
+			frames[f] = py ? py_frames_add_loc(&d->py, &d->names,
+				names_get(jn, py->func),
+				names_get(jn, py->file), py->line) :
+				names_intern(&d->names, n, strlen(n));
 		}
 		stack_profile_add(into, &key, &v);
 	}
@@ -348,6 +354,7 @@ static int encode(struct daemon *d, const struct stack_profile *p,
 	for (size_t i = 0; i < d->nr_jobs; i++)
 		gpu |= d->jobs[i]->s.trace.gpu.counts.agent_seen;
 	m.gpu = gpu;
+	m.py = &d->py;
 	return pprof_encode(p, &d->names, &m, gz, len);
 }
 
@@ -607,6 +614,7 @@ int fleet_run(const struct options *opt, int argc, char **argv)
 	stack_profile_free(&d.profile);
 	stack_profile_free(&d.on_demand);
 	names_free(&d.names);
+	py_frames_free(&d.py);
 	prom_free(&d.prom);
 	return 0;
 }

@@ -71,8 +71,7 @@ static int sites_reserve(struct py_frames *p)
 	return 0;
 }
 
-/* The label of a place, with its parts noted. UINT32_MAX on ENOMEM. */
-static uint32_t intern_loc(struct py_frames *p, struct names *names,
+uint32_t py_frames_add_loc(struct py_frames *p, struct names *names,
 			   const char *func, const char *file, int line)
 {
 	char label[RF_NAME_MAX + 512];
@@ -122,7 +121,7 @@ static uint32_t frame_label(struct py_frames *p, struct names *names,
 
 	if (r->gen(r->ctx, pid, f->code, &gen)) {
 		p->unresolved++;
-		return intern_loc(p, names, PY_UNKNOWN_LABEL, "", -1);
+		return py_frames_add_loc(p, names, PY_UNKNOWN_LABEL, "", -1);
 	}
 	if (sites_reserve(p))
 		return UINT32_MAX;
@@ -132,13 +131,13 @@ static uint32_t frame_label(struct py_frames *p, struct names *names,
 	if (r->locate(r->ctx, pid, f->code, f->unit, func, sizeof(func),
 		      file, sizeof(file), &line)) {
 		p->unresolved++;
-		return intern_loc(p, names, PY_UNKNOWN_LABEL, "", -1);
+		return py_frames_add_loc(p, names, PY_UNKNOWN_LABEL, "", -1);
 	}
 	if (!s->code)
 		p->nr_sites++;
 	*s = (struct py_site){ .code = f->code, .unit = f->unit, .pid = pid,
 			       .gen = gen };
-	s->label = intern_loc(p, names, func, file, line);
+	s->label = py_frames_add_loc(p, names, func, file, line);
 	if (s->label == UINT32_MAX)
 		s->code = 0, p->nr_sites--;
 	return s->label;
@@ -226,7 +225,7 @@ uint32_t py_frames_stack(struct py_frames *p, struct names *names,
 	if (n > RF_PY_MAX_FRAMES)
 		n = RF_PY_MAX_FRAMES;
 	if (flags & RF_PY_F_TRUNCATED) {
-		labels[k] = intern_loc(p, names, PY_TRUNCATED_LABEL, "", -1);
+		labels[k] = py_frames_add_loc(p, names, PY_TRUNCATED_LABEL, "", -1);
 		if (labels[k++] == UINT32_MAX)
 			return 0;
 	}

@@ -70,6 +70,10 @@ uint32_t py_frames_stack(struct py_frames *p, struct names *names,
 			 const struct py_resolver *r, uint32_t pid,
 			 const struct rf_py_frame *frames, uint32_t n,
 			 uint32_t flags);
+/* The label of a place, noted as a Python frame: a frame copied from
+ * another trace's names (fleet mode merges jobs). UINT32_MAX on ENOMEM. */
+uint32_t py_frames_add_loc(struct py_frames *p, struct names *names,
+			   const char *func, const char *file, int line);
 /* The id of a stack of labels given outermost first, added if new;
  * 0 on ENOMEM. */
 uint32_t py_frames_intern(struct py_frames *p, const uint32_t *labels,
