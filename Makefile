@@ -36,6 +36,7 @@ LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 		profile_sink.c py_frames.c) \
 	$(addprefix user/attach/,elf_symbols.c torch_symbols.c target.c) \
 	$(addprefix user/export/,table.c chrome.c chrome_gpu.c chrome_fwdbwd.c \
+		chrome_python.c \
 		folded.c json_writer.c utf8.c atomic_file.c text_cell.c) \
 	user/python/line_table.c user/python/py_stack.c
 LOADER_SRCS := $(LOGIC_SRCS) user/cli.c \

@@ -113,7 +113,25 @@ static int handle_event(void *ctx, void *data, size_t size)
 		session_python_event(s, data, size);
 		break;
 	}
+	/* Time to come up for air? The event is read: libbpf returns
+	 * with it consumed. */
+	if (s->read_until_s && ++s->since_clock >= 4096) {
+		s->since_clock = 0;
+		if (monotonic_s() >= s->read_until_s)
+			return -EAGAIN;
+	}
 	return 0;
+}
+
+int session_read(struct session *s, int timeout_ms, double budget_s)
+{
+	int ret;
+
+	s->read_until_s = monotonic_s() + budget_s;
+	ret = timeout_ms < 0 ? ring_buffer__consume(s->rb) :
+			       ring_buffer__poll(s->rb, timeout_ms);
+	s->read_until_s = 0;
+	return ret == -EAGAIN ? 0 : ret;
 }
 
 /* While rfbpf waits on the target, keep reading events. In launch mode
@@ -574,8 +592,8 @@ void session_run(struct session *s)
 		double now;
 		/* Poll fast until the launched command has mapped torch, so a
 		 * library found only then is probed and activated early. */
-		int err = ring_buffer__poll(s->rb, s->launched &&
-					    !s->lib_checked ? 2 : 100);
+		int err = session_read(s, s->launched && !s->lib_checked ? 2 :
+				       100, 0.2);
 
 		if (err < 0 && err != -EINTR) {
 			fprintf(stderr, "rfbpf: reading the ring buffer: %s\n",

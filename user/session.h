@@ -80,6 +80,11 @@ struct session {
 	int nr_py, cap_py;
 	bool py_started;
 	double py_epoch_s;	/* when code objects were last re-checked */
+	/* A read of the ring returns to its caller by this time, however
+	 * fast events come (0: it reads until the ring is empty), so that
+	 * a loader slower than the job still stops at -d or a signal. */
+	double read_until_s;
+	unsigned since_clock;	/* events since the clock was read */
 	char error[768];	/* why session_setup() failed, one line */
 	int activation_err;	/* ...and -errno if activation failed */
 	int attach_find_ms;	/* how long to look for a safe point (0:
@@ -108,6 +113,10 @@ double monotonic_s(void);
 void session_init_safe_point(struct session *s);
 /* Creates the ring buffer reader. Returns 0 or -errno. */
 int session_open_ring(struct session *s);
+/* Reads events for at most about budget_s, waiting up to timeout_ms for
+ * the first (< 0: reading what is there, as ring_buffer__consume); what
+ * libbpf returns, with an early return after budget_s not an error. */
+int session_read(struct session *s, int timeout_ms, double budget_s);
 /* Polls until a stop condition, then drains, detaches and closes every
  * still-open op. */
 void session_run(struct session *s);

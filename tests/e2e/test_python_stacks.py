@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from conftest import PYTHON, RFBPF, ROOT, run
+from conftest import (PYTHON, RFBPF, ROOT, all_nodes, load_trace,
+                      rebuild_nesting, run)
 
 CALLSITES = os.path.join(ROOT, "tests", "workloads", "py_callsites.py")
 LABEL = re.compile(r"^(.*) \((.*):(-?\d+)\)$")
@@ -219,20 +220,65 @@ def test_table_grouped_by_call_site(workload):
 def test_fleet_pprof_places_ops_in_model_code(workload, tmp_path):
     """The daemon with --python-stacks: its pprof files, as go tool
     pprof reads them, put aten::mm under its call sites' file:line."""
-    from test_fleet import Daemon, pprof_top
+    from test_fleet import GO_ENV, Daemon
+    # A budget that pays for windows long enough to hold both call
+    # sites (at 1%, a window of this job is a few ms every few seconds).
     d = Daemon(["-p", str(workload.pid), "--interval", "3",
-                "--pprof-dir", str(tmp_path), "--python-stacks"])
+                "--budget", "50", "--pprof-dir", str(tmp_path),
+                "--python-stacks"])
     try:
         d.wait_for(r"traced, sampling")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and len(
-                list(tmp_path.glob("profile-*.pb.gz"))) < 2:
+                list(tmp_path.glob("profile-*.pb.gz"))) < 3:
             time.sleep(0.2)
     finally:
         assert d.finish() == 0, d.log()
-    latest = sorted(tmp_path.glob("profile-*.pb.gz"))[-1]
-    rc, out = pprof_top(str(latest), "-lines", "-focus", "aten::mm")
-    assert rc == 0, out
+    # Every interval's profile, merged as go tool pprof merges them (an
+    # interval's window may be too short to hold both call sites).
+    files = [str(f) for f in sorted(tmp_path.glob("profile-*.pb.gz"))]
+    r = subprocess.run(["go", "tool", "pprof", "-lines", "-focus",
+                        "aten::mm", "-top", *files], capture_output=True,
+                       text=True, env=GO_ENV, timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
     for site in ("mm_a", "mm_b"):
         fn, rest = workload.sites[site].split(" (", 1)
         assert f"{fn} {rest[:-1]}" in out, (site, out)
+
+
+def test_chrome_trace_has_python_function_slices(workload, tmp_path):
+    """-o: Python frames as Kineto's python_function slices, nesting with
+    the ops: each aten::mm sits inside its call site's slice, itself
+    inside step's, on the op's own thread."""
+    out = tmp_path / "t.json"
+    r = run([RFBPF, "-q", "-p", str(workload.pid), "-d", "2",
+             "--python-stacks", "--python-depth", "8", "-o", str(out),
+             "--no-table"])
+    assert r.returncode == 0, r.stderr
+    # Stopped by -d, not by the job's end: a loader slower than the job
+    # (64 slices a step here without the depth cap) still comes up for
+    # air.
+    assert workload.p.poll() is None
+    t = load_trace(out)
+    x = [e for e in t["traceEvents"] if e["ph"] == "X"]
+    py = [e for e in x if e["cat"] == "python_function"]
+    assert py and t["otherData"]["python_stacks"] > 0
+    roots, violations = rebuild_nesting(t)
+    assert violations == []
+    s = workload.sites
+
+    def kineto(site):
+        fn, rest = s[site].split(" (", 1)
+        file, line = rest[:-1].rsplit(":", 1)
+        return f"{file}({line}): {fn}"
+    mm = [n for n in all_nodes(roots) if n.name == "aten::mm"]
+    assert mm
+    under_site = sum(n.parent is not None and n.parent.name in
+                     (kineto("mm_a"), kineto("mm_b")) for n in mm)
+    assert under_site >= 0.99 * len(mm), (under_site, len(mm))
+    for n in mm:
+        if n.parent is not None:
+            assert n.parent.ev["cat"] == "python_function"
+            assert n.parent.parent.name.endswith(": step")
+            break

@@ -4,6 +4,7 @@
  * a table standing in for the target's memory. */
 #include <stdarg.h>
 #include "check.h"
+#include "chrome_capture.h"
 #include "model/aggregate.h"
 #include "model/trace.h"
 #include "op_log.h"
@@ -186,8 +187,12 @@ static void py(struct trace *t, uint32_t tid, uint64_t addr, uint32_t flags,
 	e.nr_frames = n;
 	e.py_flags = flags;
 	va_start(ap, n);
-	for (uint32_t i = 0; i < n; i++)	/* innermost first */
-		e.frames[i].code = va_arg(ap, uint64_t);
+	for (uint32_t i = 0; i < n; i++) {	/* innermost first */
+		uint64_t at = va_arg(ap, uint64_t);
+
+		e.frames[i].code = at & ~0xffull;	/* code | unit */
+		e.frames[i].unit = at & 0xff;
+	}
 	va_end(ap);
 	stacks_py_stack(t, &e, RF_PY_STACK_SIZE(n));
 }
@@ -282,6 +287,72 @@ TEST(grouped_rows_split_an_op_by_call_site)
 	CHECK_EQ_U64(mm, 4);
 	free(rows);
 	aggregate_free(&a);
+	trace_free(&t);
+}
+
+/* The text between two strings of s, for reading one event. */
+static const char *event_named(const char *text, const char *name)
+{
+	const char *at = strstr(text, name);
+
+	while (at && at > text && *at != '{')
+		at--;
+	return at;
+}
+
+static double arg_of(const char *ev, const char *key)
+{
+	const char *at = ev ? strstr(ev, key) : NULL;
+
+	return at ? strtod(at + strlen(key), NULL) : -1;
+}
+
+/* Python frames as python_function slices around the ops under them: a
+ * function's slice spans its ops whatever line they came from, closes
+ * when an op starts outside it, and nests in its caller's. */
+TEST(chrome_python_slices_span_the_ops_under_them)
+{
+	struct chrome_capture cap;
+	struct trace_sink s;
+	struct trace t;
+	const char *text, *fwd, *step, *main_;
+
+	setup(&t);
+	codes[nr_codes++] = (struct fake_code){ 0x4000, "loss", "/srv/t.py",
+						70, 1 };
+	capture_begin(&cap);
+	s = chrome_sink(&cap.w);
+	trace_add_sink(&t, &s);
+	/* main -> step -> forward: two ops from two lines of forward */
+	before(&t, 7, 0xa, 1000, "aten::mm");
+	py(&t, 7, 0xa, 0, 3, 0x2000ull, 0x3000ull, 0x1000ull);
+	end(&t, 7, 0xa, 2000);
+	before(&t, 7, 0xb, 3000, "aten::add");
+	py(&t, 7, 0xb, 0, 3, 0x2005ull, 0x3000ull, 0x1000ull);
+	end(&t, 7, 0xb, 4000);
+	/* main -> step -> loss: forward's slice closes */
+	before(&t, 7, 0xc, 5000, "aten::sum");
+	py(&t, 7, 0xc, 0, 3, 0x4000ull, 0x3000ull, 0x1000ull);
+	end(&t, 7, 0xc, 6000);
+	text = capture_finish(&cap, &t, NULL);
+	fwd = event_named(text, "\"/srv/model.py(40): Model.forward\"");
+	step = event_named(text, "\"/srv/train.py(20): step\"");
+	main_ = event_named(text, "\"/srv/train.py(10): main\"");
+	CHECK(fwd && step && main_);
+	CHECK(fwd && strstr(fwd, "\"cat\":\"python_function\""));
+	CHECK_EQ_U64(arg_of(fwd, "\"ts\":") * 1000, 1000);
+	CHECK_EQ_U64(arg_of(fwd, "\"dur\":") * 1000, 3000);	/* both ops */
+	CHECK_EQ_U64(arg_of(step, "\"ts\":") * 1000, 1000);
+	CHECK_EQ_U64(arg_of(step, "\"dur\":") * 1000, 5000);	/* all */
+	CHECK_EQ_U64(arg_of(fwd, "\"Python parent id\":"),
+		     arg_of(step, "\"Python id\":"));
+	CHECK_EQ_U64(arg_of(step, "\"Python parent id\":"),
+		     arg_of(main_, "\"Python id\":"));
+	CHECK(main_ && !strstr(main_, "Python parent id"));
+	/* one slice per function: forward once, though two lines */
+	CHECK(fwd && !strstr(strstr(fwd, "Model.forward") + 1,
+			     "Model.forward"));
+	capture_free(&cap, &t);
 	trace_free(&t);
 }
 

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 #include "chrome.h"
+#include "chrome_python.h"
 #include "json_writer.h"
 #include "version.h"
 
@@ -176,6 +177,7 @@ static void write_op(void *ctx, struct trace *t, const struct closed_op *c)
 		fputs(",\"name_truncated\":true", f);
 	fputs("}}", f);
 	write_fwdbwd(w, c);
+	chrome_py_closed(w, t, o);
 }
 
 static void write_process_name(struct chrome_writer *w,
@@ -392,10 +394,22 @@ static void on_gpu_api(void *ctx, struct trace *t,
 	chrome_write_gpu_api(ctx, t, call);
 }
 
+static void on_py_stack(void *ctx, struct trace *t, const struct op *o)
+{
+	chrome_py_opened(ctx, t, o, trace_pid_of(t, o->tid));
+}
+
+static void on_thread_exit(void *ctx, struct trace *t, uint32_t tid)
+{
+	chrome_py_thread_exit(ctx, t, tid);
+}
+
 struct trace_sink chrome_sink(struct chrome_writer *w)
 {
 	return (struct trace_sink){ .op = write_op, .gpu = on_gpu,
-				    .gpu_api = on_gpu_api, .ctx = w };
+				    .gpu_api = on_gpu_api,
+				    .py_stack = on_py_stack,
+				    .thread_exit = on_thread_exit, .ctx = w };
 }
 
 void chrome_begin(struct chrome_writer *w, FILE *f, uint64_t base_ns,
@@ -436,6 +450,7 @@ int chrome_finish(struct chrome_writer *w, const struct trace *t,
 {
 	int err;
 
+	chrome_py_finish(w, t);
 	write_process_name(w, t);
 	fputs("\n],\n", w->f);
 	write_other_data(w, t, a);

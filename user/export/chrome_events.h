@@ -14,6 +14,16 @@
 #include "chrome_fwdbwd.h"
 #include "json_writer.h"
 
+struct py_thread_slices;
+
+/* --python-stacks: each thread's open Python frames (chrome_python.c). */
+struct chrome_py {
+	struct py_thread_slices *threads;
+	size_t nr, cap;
+	struct u64map index;	/* tid -> index in threads */
+	uint64_t next_id;	/* "Python id"s given so far */
+};
+
 struct chrome_writer {
 	FILE *f;
 	bool own_file;		/* opened by chrome_open (closed by finish) */
@@ -28,6 +38,7 @@ struct chrome_writer {
 	 * precision after about 104 days of uptime); the file states it
 	 * as wall-clock "baseTimeNanoseconds". */
 	uint64_t base_ns;
+	struct chrome_py py;
 };
 
 /* The separator before the next event ("" for the first). */

@@ -261,10 +261,15 @@ void stacks_py_stack(struct trace *t, const struct rf_py_stack_event *e,
 		t->counts.py_unresolved = t->py.unresolved;
 		th->py_last = id;
 	}
-	if (slot < 0)
+	if (slot < 0) {
 		t->counts.py_orphans++;
-	else
-		t->ops[slot].py_stack = id;
+		return;
+	}
+	t->ops[slot].py_stack = id;
+	for (int k = 0; k < t->nr_sinks; k++)
+		if (t->sinks[k].py_stack)
+			t->sinks[k].py_stack(t->sinks[k].ctx, t,
+					     &t->ops[slot]);
 }
 
 static bool ended_recently(const struct thread *th, uint64_t addr)
@@ -353,6 +358,9 @@ void stacks_thread_exit(struct trace *t, uint32_t tid, uint64_t ts_ns)
 	unwind_to(t, &t->threads[i], 0, ts_ns, OP_THREAD_EXITED,
 		  &t->counts.open_at_thread_exit);
 	t->threads[i].exited = true;
+	for (int k = 0; k < t->nr_sinks; k++)
+		if (t->sinks[k].thread_exit)
+			t->sinks[k].thread_exit(t->sinks[k].ctx, t, tid);
 	/* Nothing of it is open (an async op it began is off its stack and
 	 * names it by tid only): forget it, or a job that churns threads
 	 * grows the model for ever. */

@@ -157,13 +157,18 @@ struct probe_cost {
 
 struct trace;
 /* A consumer of closed ops, of GPU activity and of the CUDA API calls the
- * agent reported (launches and syncs, as they come; any may be NULL),
- * called in the order they were added. */
+ * agent reported (launches and syncs, as they come), of ops' Python
+ * stacks and of thread exits (any may be NULL), called in the order they
+ * were added. */
 struct trace_sink {
 	void (*op)(void *ctx, struct trace *t, const struct closed_op *c);
 	void (*gpu)(void *ctx, struct trace *t, const struct gpu_done *g);
 	void (*gpu_api)(void *ctx, struct trace *t,
 			const struct gpu_launch *call);
+	/* --python-stacks: the op just opened has its Python stack (its
+	 * py_stack), and a thread exited (every op of it closed). */
+	void (*py_stack)(void *ctx, struct trace *t, const struct op *o);
+	void (*thread_exit)(void *ctx, struct trace *t, uint32_t tid);
 	void *ctx;
 };
 #define TRACE_MAX_SINKS 8
