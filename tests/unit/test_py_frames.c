@@ -340,10 +340,11 @@ TEST(chrome_python_slices_span_the_ops_under_them)
 	main_ = event_named(text, "\"/srv/train.py(10): main\"");
 	CHECK(fwd && step && main_);
 	CHECK(fwd && strstr(fwd, "\"cat\":\"python_function\""));
-	CHECK_EQ_U64(arg_of(fwd, "\"ts\":") * 1000, 1000);
-	CHECK_EQ_U64(arg_of(fwd, "\"dur\":") * 1000, 3000);	/* both ops */
-	CHECK_EQ_U64(arg_of(step, "\"ts\":") * 1000, 1000);
-	CHECK_EQ_U64(arg_of(step, "\"dur\":") * 1000, 5000);	/* all */
+	/* A ns per frame before its op, so that viewers nest them. */
+	CHECK_EQ_U64(arg_of(fwd, "\"ts\":") * 1000, 999);
+	CHECK_EQ_U64(arg_of(fwd, "\"dur\":") * 1000, 3001);	/* both ops */
+	CHECK_EQ_U64(arg_of(step, "\"ts\":") * 1000, 998);
+	CHECK_EQ_U64(arg_of(step, "\"dur\":") * 1000, 5002);	/* all */
 	CHECK_EQ_U64(arg_of(fwd, "\"Python parent id\":"),
 		     arg_of(step, "\"Python id\":"));
 	CHECK_EQ_U64(arg_of(step, "\"Python parent id\":"),

@@ -144,10 +144,15 @@ void chrome_py_opened(struct chrome_writer *w, const struct trace *t,
 		th->open = s;
 		th->cap = n;
 	}
+	/* The frame was called before the op began: its slice starts a
+	 * nanosecond per frame it is above the op earlier, so that viewers
+	 * nest the op in it (with equal starts the order of the file, where
+	 * ops come first, would decide). */
 	for (; k < n; k++)
 		th->open[th->n++] = (struct py_slice){
 			.label = l[k], .id = ++w->py.next_id,
-			.start_ns = o->start_ns, .end_ns = o->start_ns,
+			.start_ns = o->start_ns - (n - k),
+			.end_ns = o->start_ns,
 		};
 }
 
