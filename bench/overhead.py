@@ -15,6 +15,10 @@ Suites:
   threads  the tiny-op workload on 1, 2 and 4 threads
   long     --sample 0.01 over long phases (its cost is below the noise of
            short ones)
+  python-tiny, python-mlp
+           --python-stacks: its cost per recorded op (full trace with and
+           without), the slowdown with --sample 0.01, and torch.profiler
+           with with_stack=True and record_shapes=True
 
   sudo bench/overhead.py --suite tiny [--steps N] [--reps R]
                          [--markdown FILE]
@@ -39,6 +43,19 @@ MODES = [
     ("rfbpf --sample 0.01, entry probes", SAMPLE_E),
     ("rfbpf --tree-sample 0.01, callback probes", TREE_C),
 ]
+PY_FULL = ("rfbpf", ["--probes", "callback", "--python-stacks"])
+PY_SAMPLE = ("rfbpf", ["--probes", "callback", "--sample", "0.01",
+                       "--python-stacks"])
+PY_FULL_NAME = "rfbpf full, callback probes, --python-stacks"
+PY_SAMPLE_NAME = "rfbpf --sample 0.01, callback probes, --python-stacks"
+PYTHON_MODES = [
+    MODES[0],
+    ("torch.profiler with_stack, record_shapes", ("torch_stack", [])),
+    MODES[2],
+    (PY_FULL_NAME, PY_FULL),
+    MODES[4],
+    (PY_SAMPLE_NAME, PY_SAMPLE),
+]
 BREAKDOWN = [
     ("callback registered, no uprobes", ("callback_only", [])),
     ("callback + uprobes running an empty program",
@@ -50,6 +67,8 @@ SUITES = {  # name: (workload, default steps, default reps, threads, modes)
     "threads": ("tiny", 5000, 5, [1, 2, 4],
                 [MODES[0], MODES[2], MODES[4]]),
     "long": ("tiny", 100000, 5, [1], [MODES[0], MODES[4], MODES[5]]),
+    "python-tiny": ("tiny", 50000, 3, [1], PYTHON_MODES),
+    "python-mlp": ("mlp", 400, 3, [1], PYTHON_MODES),
 }
 TORCH_E2E = {"phase_seconds": "torch.profiler, profiled region only",
              "e2e_table_seconds": "torch.profiler end to end + "
@@ -82,6 +101,8 @@ def rows_of(times, t):
             continue
         if name == "torch.profiler":
             yield TORCH_E2E[fig], v
+        elif name.startswith("torch.profiler"):
+            yield TORCH_E2E[fig] + ", with_stack and record_shapes", v
         else:
             yield name, v
 
@@ -118,7 +139,8 @@ def marginal_cpu(accts, t):
 
 def table(times, accts, t, ops):
     base = statistics.median(times[(t, "untraced", "phase_seconds")])
-    e2e = times.get((t, "torch.profiler", "e2e_table_seconds"))
+    e2e = times.get((t, "torch.profiler", "e2e_table_seconds")) or \
+        times.get((t, PYTHON_MODES[1][0], "e2e_table_seconds"))
     e2e_added = statistics.median(e2e) - base if e2e else None
     out = ["| variant | median (s) | spread (min-max) | ratio to untraced "
            "| added per op (us) | added / torch.profiler e2e added | "
@@ -152,6 +174,24 @@ def breakdown(added):
         out.append(f"| {label} | {v:.3f} | {v / full:.0%} |")
     out.append(f"| full trace, callback probes | {full:.3f} | 100% |")
     return "\n".join(out)
+
+
+def python_summary(added):
+    """What --python-stacks adds per recorded op, and the bar: with
+    --sample 0.01 it adds at most as much again as --sample 0.01."""
+    full, full_py = added[MODES[2][0]], added[PY_FULL_NAME]
+    smp, smp_py = added[MODES[4][0]], added[PY_SAMPLE_NAME]
+    per_op = full_py - full
+    verdict = (f"{smp_py / smp:.2f}x (the goal: at most 2x)" if smp > 0
+               else "not a ratio: --sample 0.01 alone added nothing "
+               "measurable in this run")
+    return ("\n\n| what | added per op (us) |\n|---|---|\n"
+            f"| --python-stacks, per recorded op (full trace with it "
+            f"less without) | {per_op:.3f} |\n"
+            f"| --sample 0.01 | {smp:.3f} |\n"
+            f"| --sample 0.01 --python-stacks | {smp_py:.3f} |\n"
+            f"\n--sample 0.01 with --python-stacks over --sample 0.01 "
+            f"alone, added time: {verdict}.")
 
 
 def scaling(times, thread_counts, ops_by_t):
@@ -194,6 +234,8 @@ def main():
         if args.suite == "tiny":
             text += ("\n\nWhere the full trace's time goes (differences "
                      "of the medians above):\n\n" + breakdown(added))
+        if args.suite.startswith("python"):
+            text += python_summary(added)
     print(head + "\n\n" + text)
     if args.markdown:
         with open(args.markdown, "a") as f:

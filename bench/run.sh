@@ -63,6 +63,9 @@ cat bench/doc/threads.md >> "$out"
 suite threads "$steps_thr"
 cat bench/doc/long.md >> "$out"
 suite long "$steps_long"
+cat bench/doc/python.md >> "$out"
+suite python-tiny "$([ $q = 1 ] && echo 3000)"
+suite python-mlp "$steps_mlp"
 cat bench/doc/op_times.md >> "$out"
 /usr/bin/python3 bench/op_times.py --markdown "$out" \
 	$([ $q = 1 ] && echo --steps 300 --reps 1)

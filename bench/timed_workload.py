@@ -6,7 +6,8 @@ phase functions (ops only: no start-up or import), printing
 phase_seconds=... on stderr. With --torch-profiler the phase runs inside
 torch.profiler.profile() and the end-to-end cost a user pays is printed
 too: entering and leaving the profiler plus, separately, building the
-key_averages() table or writing the Chrome trace.
+key_averages() table or writing the Chrome trace. --with-stack adds
+with_stack=True and record_shapes=True.
 
   /usr/bin/python3 bench/timed_workload.py --workload tiny --steps 20000
 """
@@ -36,6 +37,9 @@ def main():
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--torch-profiler", action="store_true")
+    ap.add_argument("--with-stack", action="store_true",
+                    help="torch.profiler with with_stack=True and "
+                    "record_shapes=True")
     ap.add_argument("--wait", action="store_true",
                     help="print 'ready' and wait for a line on stdin")
     args = ap.parse_args()
@@ -52,7 +56,8 @@ def main():
         return
     t_enter = time.perf_counter()
     prof = torch.profiler.profile(
-        activities=[torch.profiler.ProfilerActivity.CPU])
+        activities=[torch.profiler.ProfilerActivity.CPU],
+        with_stack=args.with_stack, record_shapes=args.with_stack)
     prof.__enter__()
     t0 = time.perf_counter()
     phase()
