@@ -43,7 +43,7 @@ LOADER_SRCS := $(LOGIC_SRCS) user/cli.c \
 	$(addprefix user/attach/,privileges.c probes.c launch.c remote_call.c \
 		safe_point.c sigframe.c stub_page.c activation.c) \
 	user/gpu/agent.c user/status.c user/outputs.c user/session.c \
-	user/session_gpu.c user/session_python.c \
+	user/session_gpu.c user/python/py_session.c \
 	user/session_setup.c user/session_children.c user/main.c
 # Fleet mode's parts (each list owned by one part, so they grow apart).
 STACK_PROFILE_SRCS := user/model/stack_profile.c

@@ -13,7 +13,6 @@
 #include "session.h"
 #include "session_children.h"
 #include "session_gpu.h"
-#include "session_python.h"
 #include "attach/target.h"
 
 volatile sig_atomic_t stop_signals;
@@ -110,7 +109,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 	case RF_EV_PY_STACK:
 		if (size < RF_PY_STACK_SIZE(0))
 			return 0;
-		session_python_event(s, data, size);
+		py_session_event(&s->py, &s->trace, data, size);
 		break;
 	}
 	/* Time to come up for air? The event is read: libbpf returns
@@ -352,7 +351,7 @@ void session_free(struct session *s)
 	s->pidfd = -1;
 	outputs_free(&s->out);
 	trace_free(&s->trace);
-	session_python_free(s);
+	py_session_free(&s->py);
 }
 
 void session_abort(struct session *s)
@@ -455,6 +454,20 @@ void session_check_launched_lib(struct session *s)
 				"command's own callbacks record\n", err);
 		}
 	}
+}
+
+void session_python_start(struct session *s)
+{
+	char why[256];
+
+	if (!s->opt->python_stacks ||
+	    py_session_start(&s->py, s->pid, s->opt->python_depth,
+			     &s->probes, &s->trace, why, sizeof(why)) ||
+	    !why[0])
+		return;
+	status_clear(&s->status);
+	fprintf(stderr, "rfbpf: warning: --python-stacks: %s; ops are traced "
+		"without Python frames\n", why);
 }
 
 bool session_reap_command(struct session *s, bool block)

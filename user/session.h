@@ -18,11 +18,11 @@
 #include "status.h"
 #include "attach/torch_symbols.h"
 #include "outputs.h"
+#include "python/py_session.h"
 #include "model/trace.h"
 
 struct ring_buffer;
 struct bpf_link;
-struct py_reader;
 
 #define SESSION_MAX_CHILDREN 256
 
@@ -74,12 +74,7 @@ struct session {
 	bool gpu_base_read;
 	bool cupti_watched;	/* the job's libcupti is probed (or could
 				 * not be: tried once) */
-	/* --python-stacks: a reader of each traced process's interpreter
-	 * (session_python.h) */
-	struct py_reader *py;
-	int nr_py, cap_py;
-	bool py_started;
-	double py_epoch_s;	/* when code objects were last re-checked */
+	struct py_session py;	/* --python-stacks (python/py_session.h) */
 	/* A read of the ring returns to its caller by this time, however
 	 * fast events come (0: it reads until the ring is empty), so that
 	 * a loader slower than the job still stops at -d or a signal. */
@@ -145,5 +140,9 @@ int session_activate(struct session *s, const char *lib, char *err,
 bool session_reap_command(struct session *s, bool block);
 /* Removes it; says so on stderr if that fails. */
 void session_deactivate(struct session *s);
+/* --python-stacks: once, before RecordFunction is switched on, so the
+ * first op has its stack (py_session.h); one warning if the target runs
+ * no interpreter rfbpf reads. */
+void session_python_start(struct session *s);
 
 #endif

@@ -23,7 +23,6 @@
 #include "session.h"
 #include "session_children.h"
 #include "session_gpu.h"
-#include "session_python.h"
 
 static int setup_error(struct session *s, const char *fmt, ...)
 {

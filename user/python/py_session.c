@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* --python-stacks for one traced process: see py_session.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "attach/probes.h"
+#include "model/trace.h"
+#include "py_session.h"
+#include "py_stack.h"
+
+/* Code objects are checked against the target again after this long
+ * (py_stack.h): a code object freed and its address reused within it is
+ * named as the old one. */
+#define EPOCH_S 0.05
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The reader of process pid, opened on first use (children too). */
+static struct py_reader *reader_of(struct py_session *ps, uint32_t pid)
+{
+	struct py_reader *r;
+	char err[256];
+
+	for (int i = 0; i < ps->nr; i++)
+		if ((uint32_t)ps->readers[i].pid == pid)
+			return ps->readers[i].runtime ? &ps->readers[i] : NULL;
+	if (ps->nr == ps->cap) {
+		int cap = ps->cap ? 2 * ps->cap : 4;
+		void *p = realloc(ps->readers, cap * sizeof(*ps->readers));
+
+		if (!p)
+			return NULL;
+		ps->readers = p;
+		ps->cap = cap;
+	}
+	r = &ps->readers[ps->nr++];
+	if (py_reader_open(r, pid, err, sizeof(err))) {
+		memset(r, 0, sizeof(*r));
+		r->pid = pid;		/* remembered: not tried again */
+		return NULL;
+	}
+	return r;
+}
+
+static int code_gen(void *ctx, uint32_t pid, uint64_t code, uint32_t *gen)
+{
+	struct py_reader *r = reader_of(ctx, pid);
+
+	return r && !py_code_gen(r, code, gen) ? 0 : -1;
+}
+
+static int locate(void *ctx, uint32_t pid, uint64_t code, int32_t unit,
+		  char *func, size_t func_len, char *file, size_t file_len,
+		  int *line)
+{
+	struct py_reader *r = reader_of(ctx, pid);
+	struct py_frame f = { .code = code, .unit = unit };
+	struct py_location loc;
+
+	if (!r || py_locate(r, &f, &loc))
+		return -1;
+	snprintf(func, func_len, "%s", loc.qualname);
+	snprintf(file, file_len, "%s", loc.filename);
+	*line = loc.line;
+	return 0;
+}
+
+bool py_session_start(struct py_session *ps, pid_t pid, unsigned depth,
+		      struct probes *probes, struct trace *t, char *why,
+		      size_t len)
+{
+	struct rf_py_config cfg;
+	struct py_reader *r;
+
+	why[0] = 0;
+	if (ps->started)
+		return false;
+	ps->started = true;
+	r = reader_of(ps, pid);
+	if (!r) {
+		struct py_reader probe;
+
+		py_reader_open(&probe, pid, why, len);
+		py_reader_close(&probe);
+		return false;
+	}
+	py_bpf_config(r, depth, &cfg);
+	probes_set_python(probes, &cfg);
+	t->py_resolver = (struct py_resolver){
+		.gen = code_gen, .locate = locate, .ctx = ps,
+	};
+	ps->epoch_s = now_s();
+	return true;
+}
+
+void py_session_event(struct py_session *ps, struct trace *t,
+		      const struct rf_py_stack_event *e, size_t size)
+{
+	if (!t->py_resolver.gen)
+		return;
+	if (!(e->py_flags & RF_PY_F_SAME)) {
+		double now = now_s();
+
+		if (now - ps->epoch_s > EPOCH_S) {
+			for (int i = 0; i < ps->nr; i++)
+				py_reader_next_epoch(&ps->readers[i]);
+			ps->epoch_s = now;
+		}
+	}
+	stacks_py_stack(t, e, size);
+}
+
+void py_session_free(struct py_session *ps)
+{
+	for (int i = 0; i < ps->nr; i++)
+		py_reader_close(&ps->readers[i]);
+	free(ps->readers);
+	memset(ps, 0, sizeof(*ps));
+}
