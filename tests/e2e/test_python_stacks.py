@@ -4,7 +4,8 @@ from sys._getframe(), and rfbpf, attached to it, must name the same
 FUNCTION (FILE:LINE) above every op it recorded there; the same frames
 (function and file) as torch.profiler(with_stack=True) records for the
 same code; a deep recursion cut at the depth cap and marked; and a
-process that is not Python traced without frames after one warning."""
+process that is not Python traced without frames after one warning; and
+threads labelled with their threading.Thread names."""
 import collections
 import os
 import re
@@ -72,6 +73,10 @@ def trace(pid, tmp_path, *extra):
     r = run([RFBPF, "-q", "-p", str(pid), "-d", "3", "--python-stacks",
              "--folded", str(folded), "--no-table", *extra])
     assert r.returncode == 0, r.stderr
+    # Each worker thread by its Python name.
+    threads = {l.split(";")[1].rsplit(" [", 1)[0]
+               for l in folded.read_text().splitlines()}
+    assert {"req-0", "req-1"} <= threads, threads
     return folded_rows(folded), r.stderr
 
 
@@ -272,6 +277,10 @@ def test_chrome_trace_has_python_function_slices(workload, tmp_path):
         fn, rest = s[site].split(" (", 1)
         file, line = rest[:-1].rsplit(":", 1)
         return f"{file}({line}): {fn}"
+    # Threads named as threading.Thread(name=...) named them.
+    names = {e["tid"]: e["args"]["name"] for e in t["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"req-0", "req-1"} <= set(names.values()), names
     mm = [n for n in all_nodes(roots) if n.name == "aten::mm"]
     assert mm
     under_site = sum(n.parent is not None and n.parent.name in

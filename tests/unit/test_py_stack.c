@@ -27,7 +27,7 @@
 TEST(offsets_are_the_interpreters_own)
 {
 	const struct py_offsets *o = &py_offsets_311;
-	const struct { const char *name; uint32_t have; } fields[] = {
+	const struct { const char *name; uint64_t have; } fields[] = {
 #define F(f) { #f, o->f }
 		F(runtime_interpreters_head), F(interp_threads_head),
 		F(tstate_next), F(tstate_native_thread_id), F(tstate_cframe),
@@ -37,7 +37,12 @@ TEST(offsets_are_the_interpreters_own)
 		F(code_firstlineno), F(code_linetable),
 		F(code_code_adaptive), F(unicode_length), F(unicode_state),
 		F(unicode_ascii_data), F(unicode_compact_data),
-		F(bytes_size), F(bytes_data),
+		F(bytes_size), F(bytes_data), F(interp_modules),
+		F(module_dict), F(dict_keys), F(dict_values),
+		F(keys_log2_index_bytes), F(keys_kind), F(keys_nentries),
+		F(keys_indices), F(entry_general), F(entry_unicode),
+		F(type_flags), F(heaptype_cached_keys), F(long_digit),
+		F(managed_dict_flag),
 #undef F
 	};
 	char name[64];
@@ -55,8 +60,9 @@ TEST(offsets_are_the_interpreters_own)
 		for (size_t i = 0; i < sizeof(fields) / sizeof(*fields); i++)
 			if (!strcmp(name, fields[i].name)) {
 				if (fields[i].have != v)
-					fprintf(stderr, "  %s: %u, the headers "
-						"say %lu\n", name,
+					fprintf(stderr, "  %s: %llu, the "
+						"headers say %lu\n", name,
+						(unsigned long long)
 						fields[i].have, v);
 				CHECK_EQ_U64(fields[i].have, v);
 				seen++;
@@ -197,6 +203,28 @@ TEST(a_live_interpreters_threads_as_it_sees_them)
 		}
 		CHECK_EQ_U64(workers, MAX_THREADS);
 		CHECK(main_seen);
+		/* Their Python names, as threading.Thread(name=...) gave
+		 * them: w0, w1, w2, and MainThread. */
+		struct py_thread_name names[8];
+		int nn = py_thread_names(&r, names, 8), named = 0;
+
+		CHECK_EQ_U64(nn, 1 + MAX_THREADS);
+		for (int i = 0; i < nn; i++) {
+			char want_name[8];
+
+			if (names[i].tid == pid) {
+				CHECK_STR(names[i].name, "MainThread");
+				named++;
+			}
+			for (int k = 0; k < nr; k++)
+				if (names[i].tid == want[k].tid) {
+					snprintf(want_name, sizeof(want_name),
+						 "w%d", k);
+					CHECK_STR(names[i].name, want_name);
+					named++;
+				}
+		}
+		CHECK_EQ_U64(named, 1 + MAX_THREADS);
 	}
 	py_reader_close(&r);
 	if (pid > 0) {

@@ -62,7 +62,7 @@ static void name_thread(struct chrome_writer *w, const struct trace *t,
 	}
 	fprintf(w->f, "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,"
 		"\"tid\":%u,\"args\":{\"name\":", chrome_next(w), pid, th->tid);
-	json_string(w->f, th->comm[0] ? th->comm : "thread");
+	json_string(w->f, names_get(&t->names, th->comm_name));
 	fputs("}}", w->f);
 	write_sort_index(w, "thread", pid, th->tid, th->tid);
 }

@@ -115,10 +115,22 @@ void trace_name_thread(struct trace *t, struct thread *th, const char *comm)
 	uint32_t id;
 
 	snprintf(th->comm, sizeof(th->comm), "%s", comm);
+	if (th->py_named)
+		return;
 	id = names_intern(&t->names, th->comm[0] ? th->comm : "thread",
 			  strlen(th->comm[0] ? th->comm : "thread"));
 	if (id != UINT32_MAX)
 		th->comm_name = id;
+}
+
+void trace_label_thread(struct trace *t, struct thread *th, const char *name)
+{
+	uint32_t id = names_intern(&t->names, name, strlen(name));
+
+	if (id == UINT32_MAX || !*name)
+		return;
+	th->comm_name = id;
+	th->py_named = true;
 }
 
 void trace_forget_thread(struct trace *t, uint32_t tid)

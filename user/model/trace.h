@@ -81,6 +81,8 @@ struct thread {
 	bool exited;
 	bool started_traced;	/* not alive when tracing began */
 	uint32_t py_last;	/* the Python stack it sent last */
+	bool py_named;		/* comm_name is its Python thread name */
+	uint8_t py_name_tries;	/* lookups of that name so far */
 };
 
 struct counts {
@@ -245,8 +247,12 @@ void trace_threads_alive(struct trace *t, const uint32_t *tids, size_t n);
  * started while traced that PyTorch's per-thread sampler skews the
  * estimates: a line saying so in buf, and true. */
 bool trace_sampler_bias_note(const struct trace *t, char *buf, size_t len);
-/* Sets a thread's comm (and its id in names). */
+/* Sets a thread's comm (and its id in names, unless it has a Python
+ * name). */
 void trace_name_thread(struct trace *t, struct thread *th, const char *comm);
+/* Names a thread by its Python name (threading.Thread(name=...)): what
+ * every output shows for it from now on. */
+void trace_label_thread(struct trace *t, struct thread *th, const char *name);
 
 /* The events, in ring-buffer order. before returns the op's slot, or -1
  * if it could not be opened. */

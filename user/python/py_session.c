@@ -100,9 +100,43 @@ bool py_session_start(struct py_session *ps, pid_t pid, unsigned depth,
 	return true;
 }
 
+/* Threads named at most this often (a read walks every Thread). */
+#define NAMES_EVERY_S 0.05
+#define MAX_NAMES 1024
+/* A thread whose name is not found after this many reads stays unnamed
+ * (a thread made outside threading, a C++ thread calling into Python). */
+#define NAME_TRIES 4
+
+/* Thread tid of pid's Python name, into th's label if found. */
+static void name_thread(struct py_session *ps, struct trace *t,
+			struct thread *th, uint32_t pid, double now)
+{
+	struct py_reader *r;
+	int n;
+
+	if (ps->names_pid != pid || now - ps->names_s > NAMES_EVERY_S) {
+		if (!ps->names &&
+		    !(ps->names = calloc(MAX_NAMES, sizeof(*ps->names))))
+			return;
+		r = reader_of(ps, pid);
+		n = r ? py_thread_names(r, ps->names, MAX_NAMES) : -1;
+		ps->nr_names = n > 0 ? n : 0;
+		ps->names_pid = pid;
+		ps->names_s = now;
+		th->py_name_tries++;
+	}
+	for (int i = 0; i < ps->nr_names; i++)
+		if ((uint32_t)ps->names[i].tid == th->tid) {
+			trace_label_thread(t, th, ps->names[i].name);
+			return;
+		}
+}
+
 void py_session_event(struct py_session *ps, struct trace *t,
 		      const struct rf_py_stack_event *e, size_t size)
 {
+	struct thread *th = trace_thread(t, e->hdr.tid, NULL);
+
 	if (!t->py_resolver.gen)
 		return;
 	if (!(e->py_flags & RF_PY_F_SAME)) {
@@ -113,6 +147,8 @@ void py_session_event(struct py_session *ps, struct trace *t,
 				py_reader_next_epoch(&ps->readers[i]);
 			ps->epoch_s = now;
 		}
+		if (th && !th->py_named && th->py_name_tries < NAME_TRIES)
+			name_thread(ps, t, th, e->hdr.pid, now);
 	}
 	stacks_py_stack(t, e, size);
 }
@@ -122,5 +158,6 @@ void py_session_free(struct py_session *ps)
 	for (int i = 0; i < ps->nr; i++)
 		py_reader_close(&ps->readers[i]);
 	free(ps->readers);
+	free(ps->names);
 	memset(ps, 0, sizeof(*ps));
 }

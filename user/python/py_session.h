@@ -21,11 +21,19 @@ struct probes;
 struct py_reader;
 struct trace;
 
+struct py_thread_name;
+
 struct py_session {
 	struct py_reader *readers;	/* one per process, opened on use */
 	int nr, cap;
 	bool started;
 	double epoch_s;		/* when code objects were last re-checked */
+	/* The Python thread names last read, and when (threads that start
+	 * in a burst are named from one read). */
+	struct py_thread_name *names;
+	int nr_names;
+	uint32_t names_pid;
+	double names_s;
 };
 
 /* Once: finds pid's interpreter and switches the BPF walk on (depth
@@ -35,7 +43,9 @@ struct py_session {
 bool py_session_start(struct py_session *ps, pid_t pid, unsigned depth,
 		      struct probes *probes, struct trace *t, char *why,
 		      size_t len);
-/* A Python stack record from the ring buffer, for t. */
+/* A Python stack record from the ring buffer, for t; its thread is
+ * labelled with its Python name (threading.Thread(name=...)) the first
+ * time it can be read. */
 void py_session_event(struct py_session *ps, struct trace *t,
 		      const struct rf_py_stack_event *e, size_t size);
 void py_session_free(struct py_session *ps);

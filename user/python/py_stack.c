@@ -24,6 +24,12 @@ const struct py_offsets py_offsets_311 = {
 	.code_linetable = 136, .code_code_adaptive = 184,
 	/* 3.11 has no C-stack shim frames: no owner value names one. */
 	.frame_owner = 69, .owner_cstack = 0xff,
+	.interp_modules = 888, .module_dict = 16,
+	.dict_keys = 32, .dict_values = 40,
+	.keys_log2_index_bytes = 9, .keys_kind = 10, .keys_nentries = 24,
+	.keys_indices = 32, .entry_general = 24, .entry_unicode = 16,
+	.type_flags = 168, .heaptype_cached_keys = 872, .long_digit = 24,
+	.managed_dict_flag = 1ul << 4,
 	.unicode_length = 16, .unicode_state = 32,
 	.unicode_ascii_data = 48, .unicode_compact_data = 72,
 	.bytes_size = 16, .bytes_data = 32,
@@ -251,8 +257,8 @@ static void put_utf8(char *buf, size_t len, size_t *at, uint32_t c)
 
 /* A str object as UTF-8 (compact strings: what code objects hold);
  * cut to fit, "?" when it cannot be read. */
-static void read_str(const struct py_reader *r, uint64_t obj, char *buf,
-		     size_t len)
+void py_read_str(const struct py_reader *r, uint64_t obj, char *buf,
+		 size_t len)
 {
 	const struct py_offsets *o = r->off;
 	uint64_t length;
@@ -378,8 +384,8 @@ static struct py_code_entry *code_entry(struct py_reader *r, uint64_t addr)
 	e->filename = filename;
 	e->linetable = linetable;
 	e->firstlineno = first;
-	read_str(r, qualname, e->name, sizeof(e->name));
-	read_str(r, filename, e->file, sizeof(e->file));
+	py_read_str(r, qualname, e->name, sizeof(e->name));
+	py_read_str(r, filename, e->file, sizeof(e->file));
 	if (!rd(r, linetable + o->bytes_size, &size, sizeof(size)) &&
 	    size <= MAX_LINETABLE && (e->table = malloc(size ? size : 1)) &&
 	    !rd(r, linetable + o->bytes_data, e->table, size))

@@ -35,6 +35,18 @@ struct py_offsets {
 	uint32_t unicode_length, unicode_state;	/* PyASCIIObject */
 	uint32_t unicode_ascii_data, unicode_compact_data;
 	uint32_t bytes_size, bytes_data;	/* PyBytesObject */
+	/* Thread names (py_threads.c): sys.modules, a module's dict, dicts,
+	 * an object's managed dict, an int. */
+	uint32_t interp_modules;		/* PyInterpreterState */
+	uint32_t module_dict;			/* PyModuleObject */
+	uint32_t dict_keys, dict_values;	/* PyDictObject */
+	uint32_t keys_log2_index_bytes, keys_kind, keys_nentries;
+	uint32_t keys_indices;			/* PyDictKeysObject */
+	uint32_t entry_general, entry_unicode;	/* entry sizes */
+	uint32_t type_flags;			/* PyTypeObject */
+	uint32_t heaptype_cached_keys;		/* PyHeapTypeObject */
+	uint32_t long_digit;			/* PyLongObject */
+	uint64_t managed_dict_flag;		/* Py_TPFLAGS_MANAGED_DICT */
 };
 extern const struct py_offsets py_offsets_311;
 
@@ -80,12 +92,24 @@ struct py_thread {
 	uint64_t tstate;
 };
 int py_list_threads(struct py_reader *r, struct py_thread *out, int max);
+/* The name threading.Thread(name=...) gave each running Python thread,
+ * with its native id, at most max (py_threads.c): how many, -ENOENT
+ * when the process never imported threading, or -errno. */
+struct py_thread_name {
+	pid_t tid;
+	char name[64];
+};
+int py_thread_names(struct py_reader *r, struct py_thread_name *out,
+		    int max);
 /* Its frames, innermost first, at most max: how many, or -errno. */
 int py_read_frames(struct py_reader *r, uint64_t tstate,
 		   struct py_frame *out, int max);
 /* A frame's function, file and line. 0 or -errno. */
 int py_locate(struct py_reader *r, const struct py_frame *f,
 	      struct py_location *loc);
+/* A str object as UTF-8, cut to fit; "?" when it cannot be read. */
+void py_read_str(const struct py_reader *r, uint64_t obj, char *buf,
+		 size_t len);
 /* How many code objects have been seen at code's address so far: a
  * cache keyed by (code, gen) stays right when an address is reused.
  * 0 or -errno. */
