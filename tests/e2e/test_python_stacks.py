@@ -35,7 +35,7 @@ class Workload:
                 break
             site, fn, file, lineno = line.rstrip("\n").split("\t")
             self.sites[site] = f"{fn} ({file}:{lineno})"
-        assert len(self.sites) == 6, self.sites
+        assert len(self.sites) == 7, self.sites
         self.pid = self.p.pid
 
     def close(self):
@@ -99,7 +99,8 @@ def test_every_op_is_under_the_line_that_called_it(workload, tmp_path,
     # Every op of the two threads' loops, time-weighted, sits under the
     # exact frame the interpreter gave for its call site.
     for op, sites in (("aten::mm", ["mm_a", "mm_b"]),
-                      ("aten::add", ["add_gen", "add_method"]),
+                      ("aten::add", ["add_gen", "add_method",
+                                     "add_coro"]),
                       ("aten::sub", ["sub_lambda"]),
                       ("aten::relu", ["relu_deep"])):
         w = innermost_by_op(rows, op)
@@ -122,6 +123,28 @@ def test_every_op_is_under_the_line_that_called_it(workload, tmp_path,
             break
     else:
         pytest.fail("no aten::mm from a worker thread")
+
+
+def test_threads_started_after_launch_have_their_stacks(tmp_path):
+    """Launch mode: rfbpf is there before the job's threads exist; each
+    is found at its first op and its ops sit under their call sites."""
+    folded = tmp_path / "f.folded"
+    r = run([RFBPF, "-q", "--python-stacks", "--folded", str(folded),
+             "--no-table", "--", PYTHON, CALLSITES, "--expect",
+             "--seconds", "2"])
+    assert r.returncode == 0, r.stderr
+    sites = {}
+    for line in r.stdout.splitlines():
+        f = line.split("\t")
+        if len(f) == 4:
+            sites[f[0]] = f"{f[1]} ({f[2]}:{f[3]})"
+    rows = folded_rows(folded)
+    w = innermost_by_op(rows, "aten::mm")
+    right = w[sites["mm_a"]] + w[sites["mm_b"]]
+    assert right >= 0.99 * sum(w.values()), w.most_common(4)
+    threads = {l.split(";")[1].rsplit(" [", 1)[0]
+               for l in folded.read_text().splitlines()}
+    assert {"req-0", "req-1"} <= threads, threads
 
 
 def test_deep_recursion_is_cut_at_the_cap_and_marked(workload, tmp_path):

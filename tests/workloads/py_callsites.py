@@ -2,7 +2,8 @@
 known places, for the --python-stacks tests:
 
 - site_a and site_b both call torch.mm, site_b three times as often;
-- a generator, a lambda and a method each call torch.add;
+- a generator, a coroutine, a lambda and a method each call torch.add
+  (the lambda torch.sub);
 - deep() recurses past 64 frames before it calls torch.relu.
 
 With --expect it first prints, from the interpreter itself, where each
@@ -50,6 +51,20 @@ def gen_adds(n):
         yield torch.add(A, 1.0)
 
 
+async def coro_add():
+    here("add_coro")
+    return torch.add(B, 3.0)
+
+
+def run_coro():
+    """Drives the coroutine to its end without an event loop."""
+    c = coro_add()
+    try:
+        c.send(None)
+    except StopIteration:
+        pass
+
+
 class Layer:
     def forward(self, x):
         here("add_method")
@@ -70,6 +85,7 @@ def step(layer):
     for _ in gen_adds(2):
         pass
     layer.forward(A)
+    run_coro()
     (lambda: torch.sub(A, B))()
     deep(80)
 
@@ -91,7 +107,7 @@ def main():
     step(Layer())           # fills SITES
     SITES["sub_lambda"] = ("step.<locals>.<lambda>",
                            inspect.getsourcefile(step),
-                           inspect.getsourcelines(step)[1] + 7)
+                           inspect.getsourcelines(step)[1] + 8)
     if args.profile:
         from torch.profiler import profile
         with profile(with_stack=True, record_shapes=True) as prof:
