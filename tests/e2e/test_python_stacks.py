@@ -248,15 +248,16 @@ def test_table_grouped_by_call_site(workload):
 def test_fleet_pprof_places_ops_in_model_code(workload, tmp_path):
     """The daemon with --python-stacks: its pprof files, as go tool
     pprof reads them, put aten::mm under its call sites' file:line."""
-    from test_fleet import GO_ENV, Daemon
+    from test_fleet import GO_ENV, Daemon, metric
     # A budget that pays for windows long enough to hold both call
     # sites (at 1%, a window of this job is a few ms every few seconds).
+    prom = tmp_path / "rfbpf.prom"
     d = Daemon(["-p", str(workload.pid), "--interval", "3",
                 "--budget", "50", "--pprof-dir", str(tmp_path),
-                "--python-stacks"])
+                "--prom-file", str(prom), "--python-stacks"])
     try:
         d.wait_for(r"traced, sampling")
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(
                 list(tmp_path.glob("profile-*.pb.gz"))) < 3:
             time.sleep(0.2)
@@ -272,7 +273,16 @@ def test_fleet_pprof_places_ops_in_model_code(workload, tmp_path):
     assert r.returncode == 0, out
     for site in ("mm_a", "mm_b"):
         fn, rest = workload.sites[site].split(" (", 1)
-        assert f"{fn} {rest[:-1]}" in out, (site, out)
+        assert f"{fn} {rest[:-1]}" in out, (site, out, d.log())
+    # The metrics count the stacks read and what was lost, and pass
+    # promtool.
+    text = prom.read_text()
+    assert metric(text, "rfbpf_job_python_stacks_total", kind="whole") > 0
+    assert metric(text, "rfbpf_job_python_stacks_lost_total",
+                  reason="truncated") > 0       # deep() is 80 deep
+    r = subprocess.run(["promtool", "check", "metrics"], input=text,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_chrome_trace_has_python_function_slices(workload, tmp_path):

@@ -424,6 +424,10 @@ static void end_interval(struct daemon *d, double now)
 		log_sampler_bias(j);
 		probes_read_counters(&j->s.probes, &c);
 		j->drops_prev = c.drops;
+		/* BPF's --python-stacks counts, for the metrics. */
+		j->s.trace.counts.py_no_thread = c.py_no_thread;
+		j->s.trace.counts.py_truncated = c.py_truncated;
+		j->s.trace.counts.py_faults = c.py_faults;
 		merge_stacks(d, &d->profile, j);
 		if (d->on_demand_secs)
 			merge_stacks(d, &d->on_demand, j);

@@ -88,6 +88,56 @@ static void unpaired(struct prom_buf *b, struct job *const *jobs, size_t nr)
 	}
 }
 
+/* --python-stacks: stacks read, and ops or frames left without, by why
+ * (jobs traced without Python stacks have no series). */
+static void python_stacks(struct prom_buf *b, struct job *const *jobs,
+			  size_t nr)
+{
+	static const char *const read = "rfbpf_job_python_stacks_total";
+	static const char *const lost = "rfbpf_job_python_stacks_lost_total";
+
+	prom_family(b, read, "counter", "Python stacks of sampled ops read, "
+		    "whole or as their thread's last (nested ops of one "
+		    "Python call)");
+	for (size_t i = 0; i < nr; i++) {
+		const struct counts *c = &jobs[i]->s.trace.counts;
+		struct prom_label l[JOB_LABELS + 1];
+		char pid[16];
+
+		if (!jobs[i]->s.trace.py_resolver.gen)
+			continue;
+		job_labels(jobs[i], l, pid, sizeof(pid));
+		l[JOB_LABELS] = (struct prom_label){ "kind", "whole" };
+		prom_sample(b, read, l, JOB_LABELS + 1, c->py_stacks);
+		l[JOB_LABELS] = (struct prom_label){ "kind", "same_as_last" };
+		prom_sample(b, read, l, JOB_LABELS + 1, c->py_same);
+	}
+	prom_family(b, lost, "counter", "Ops without a Python stack, stacks "
+		    "cut, and frames not named, by reason (see rfbpf's "
+		    "README)");
+	for (size_t i = 0; i < nr; i++) {
+		const struct counts *c = &jobs[i]->s.trace.counts;
+		const struct { const char *why; uint64_t n; } r[] = {
+			{ "no_thread_state", c->py_no_thread },
+			{ "no_op_open", c->py_orphans },
+			{ "truncated", c->py_truncated },
+			{ "unreadable_frame", c->py_faults },
+			{ "frame_unnamed", c->py_unresolved },
+		};
+		struct prom_label l[JOB_LABELS + 1];
+		char pid[16];
+
+		if (!jobs[i]->s.trace.py_resolver.gen)
+			continue;
+		job_labels(jobs[i], l, pid, sizeof(pid));
+		for (size_t k = 0; k < sizeof(r) / sizeof(r[0]); k++) {
+			l[JOB_LABELS] = (struct prom_label){ "reason",
+							    r[k].why };
+			prom_sample(b, lost, l, JOB_LABELS + 1, r[k].n);
+		}
+	}
+}
+
 /* Jobs with the CUPTI agent: whether it has CUPTI, and who holds it when
  * it does not (torch.profiler's Kineto, Nsight: then no GPU activity). */
 static void cupti_state(struct prom_buf *b, struct job *const *jobs,
@@ -300,6 +350,7 @@ void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 		"starts each new thread from the same random state, so a large "
 		"share biases the sampled estimates", v_ops_on_started);
 	unpaired(b, jobs, nr);
+	python_stacks(b, jobs, nr);
 	cupti_state(b, jobs, nr);
 	gpu_losses(b, jobs, nr);
 	gauge(b, "rfbpf_jobs_traced", "gauge", "Processes traced now",
