@@ -234,7 +234,8 @@ uint32_t py_frames_stack(struct py_frames *p, struct names *names,
 		if (labels[k++] == UINT32_MAX)
 			return 0;
 	}
-	return py_frames_intern(p, labels, k);
+	/* A thread in Python with no frame (between calls): no stack. */
+	return k ? py_frames_intern(p, labels, k) : 0;
 }
 
 const uint32_t *py_frames_get(const struct py_frames *p, uint32_t id,

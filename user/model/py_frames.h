@@ -65,7 +65,7 @@ struct py_frames {
 #define PY_UNKNOWN_LABEL "[python: unreadable frame]"
 
 /* The stack BPF sent (innermost first, n frames, RF_PY_F_* flags) as an
- * interned stack id, > 0; 0 on ENOMEM. */
+ * interned stack id; 0 for no frame at all, or on ENOMEM. */
 uint32_t py_frames_stack(struct py_frames *p, struct names *names,
 			 const struct py_resolver *r, uint32_t pid,
 			 const struct rf_py_frame *frames, uint32_t n,
