@@ -54,6 +54,25 @@ static double v_events(const struct job *j)
 	return j->s.trace.counts.events;
 }
 
+/* One job's counts by why: a sample per reason. */
+struct reason {
+	const char *why;
+	uint64_t n;
+};
+
+static void reason_samples(struct prom_buf *b, const char *name,
+			   struct job *j, const struct reason *r, size_t n)
+{
+	struct prom_label l[JOB_LABELS + 1];
+	char pid[16];
+
+	job_labels(j, l, pid, sizeof(pid));
+	for (size_t k = 0; k < n; k++) {
+		l[JOB_LABELS] = (struct prom_label){ "reason", r[k].why };
+		prom_sample(b, name, l, JOB_LABELS + 1, r[k].n);
+	}
+}
+
 /* Ops the model could not pair cleanly, by why (never lost silently). */
 static void unpaired(struct prom_buf *b, struct job *const *jobs, size_t nr)
 {
@@ -63,7 +82,7 @@ static void unpaired(struct prom_buf *b, struct job *const *jobs, size_t nr)
 		    "cleanly, by reason (see rfbpf's README)");
 	for (size_t i = 0; i < nr; i++) {
 		const struct counts *c = &jobs[i]->s.trace.counts;
-		const struct { const char *why; uint64_t n; } r[] = {
+		const struct reason r[] = {
 			{ "unmatched_end", c->unmatched_ends },
 			{ "repeated_end", c->repeated_ends },
 			{ "async_end", c->async_ends },
@@ -76,15 +95,8 @@ static void unpaired(struct prom_buf *b, struct job *const *jobs, size_t nr)
 			{ "name_unreadable", c->name_faults },
 			{ "out_of_memory", c->oom },
 		};
-		struct prom_label l[JOB_LABELS + 1];
-		char pid[16];
 
-		job_labels(jobs[i], l, pid, sizeof(pid));
-		for (size_t k = 0; k < sizeof(r) / sizeof(r[0]); k++) {
-			l[JOB_LABELS] = (struct prom_label){ "reason",
-							    r[k].why };
-			prom_sample(b, name, l, JOB_LABELS + 1, r[k].n);
-		}
+		reason_samples(b, name, jobs[i], r, sizeof(r) / sizeof(r[0]));
 	}
 }
 
@@ -117,24 +129,17 @@ static void python_stacks(struct prom_buf *b, struct job *const *jobs,
 		    "README)");
 	for (size_t i = 0; i < nr; i++) {
 		const struct counts *c = &jobs[i]->s.trace.counts;
-		const struct { const char *why; uint64_t n; } r[] = {
+		const struct reason r[] = {
 			{ "no_thread_state", c->py_no_thread },
 			{ "no_op_open", c->py_orphans },
 			{ "truncated", c->py_truncated },
 			{ "unreadable_frame", c->py_faults },
 			{ "frame_unnamed", c->py_unresolved },
 		};
-		struct prom_label l[JOB_LABELS + 1];
-		char pid[16];
 
-		if (!jobs[i]->s.trace.py_resolver.gen)
-			continue;
-		job_labels(jobs[i], l, pid, sizeof(pid));
-		for (size_t k = 0; k < sizeof(r) / sizeof(r[0]); k++) {
-			l[JOB_LABELS] = (struct prom_label){ "reason",
-							    r[k].why };
-			prom_sample(b, lost, l, JOB_LABELS + 1, r[k].n);
-		}
+		if (jobs[i]->s.trace.py_resolver.gen)
+			reason_samples(b, lost, jobs[i], r,
+				       sizeof(r) / sizeof(r[0]));
 	}
 }
 
@@ -179,7 +184,7 @@ static void gpu_losses(struct prom_buf *b, struct job *const *jobs,
 		    "left out, by reason (see rfbpf's README)");
 	for (size_t i = 0; i < nr; i++) {
 		const struct gpu_counts *g = &jobs[i]->s.trace.gpu.counts;
-		const struct { const char *why; uint64_t n; } r[] = {
+		const struct reason r[] = {
 			{ "dropped_by_cupti", g->agent_dropped },
 			{ "record_without_time", g->agent_no_time },
 			{ "buffer_cut_short", g->agent_buffers_cut },
@@ -193,17 +198,10 @@ static void gpu_losses(struct prom_buf *b, struct job *const *jobs,
 			  g->launches_evicted_unmatched +
 			  g->launches_unmatched_at_end },
 		};
-		struct prom_label l[JOB_LABELS + 1];
-		char pid[16];
 
 		if (!g->agent_seen)
 			continue;
-		job_labels(jobs[i], l, pid, sizeof(pid));
-		for (size_t k = 0; k < sizeof(r) / sizeof(r[0]); k++) {
-			l[JOB_LABELS] = (struct prom_label){ "reason",
-							    r[k].why };
-			prom_sample(b, name, l, JOB_LABELS + 1, r[k].n);
-		}
+		reason_samples(b, name, jobs[i], r, sizeof(r) / sizeof(r[0]));
 	}
 }
 
