@@ -210,7 +210,7 @@ TEST(a_live_interpreters_threads_as_it_sees_them)
 
 		CHECK_EQ_U64(nn, 1 + MAX_THREADS);
 		for (int i = 0; i < nn; i++) {
-			char want_name[8];
+			char want_name[16];
 
 			if (names[i].tid == pid) {
 				CHECK_STR(names[i].name, "MainThread");
