@@ -211,7 +211,9 @@ async function check(browser, base, profileUrl, view, shot) {
 		window.rfbpfInk = n;
 		return stable ? n : 0;
 	});
-	await page.waitForTimeout(200);		// the WebGL frames under the labels
+	// The WebGL frames under the labels: 200 ms was not always enough
+	// under a loaded CI run (a blank chart, labels only).
+	await page.waitForTimeout(1000);
 	if (!events.importer)
 		return { error: 'speedscope named no importer' };
 	await page.screenshot({ path: shot });
