@@ -124,13 +124,18 @@ static __always_inline __u64 target_thread(void)
 
 /* Wake the loader as the backlog crosses wakeup_bytes (see
  * RF_WAKEUP_WINDOW in rfbpf.h). */
-static __always_inline void submit(void *e)
+static __always_inline __u64 wakeup_flag(void)
 {
 	__u64 waiting = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 
-	bpf_ringbuf_submit(e, waiting >= wakeup_bytes &&
-			   waiting < wakeup_bytes + RF_WAKEUP_WINDOW ?
-			   BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	return waiting >= wakeup_bytes &&
+	       waiting < wakeup_bytes + RF_WAKEUP_WINDOW ?
+	       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline void submit(void *e)
+{
+	bpf_ringbuf_submit(e, wakeup_flag());
 }
 
 static __always_inline __u32 draw_skip(void)
@@ -595,7 +600,7 @@ static __always_inline void emit_py_stack(const struct rf_event_hdr *h)
 {
 	struct py_walk w = { .hash = 0xcbf29ce484222325ull };
 	struct rf_py_thread *pt;
-	__u64 tstate, cframe, size, waiting;
+	__u64 tstate, cframe, size;
 	__u32 zero = 0;
 
 	pt = bpf_task_storage_get(&py_threads, bpf_get_current_task_btf(),
@@ -633,28 +638,26 @@ static __always_inline void emit_py_stack(const struct rf_event_hdr *h)
 	} else {
 		size = py_size_bound(w.n);
 	}
-	waiting = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
-	if (bpf_ringbuf_output(&events, w.e, size,
-			       waiting >= wakeup_bytes &&
-			       waiting < wakeup_bytes + RF_WAKEUP_WINDOW ?
-			       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP)) {
+	if (bpf_ringbuf_output(&events, w.e, size, wakeup_flag())) {
 		count(RF_CNT_DROPS);
 		pt->last_hash = 0;	/* the next one goes whole */
 		return;
 	}
-	count(RF_CNT_PY_STACKS);
 	pt->last_hash = w.hash;
 	pt->last_n = w.n;
 }
 
 static __always_inline void submit_before(struct rf_before_event *e)
 {
-	struct rf_event_hdr h = e->hdr;
+	struct rf_event_hdr h;
+	bool py = py_cfg.runtime;
 
 	if (e->hdr.flags & RF_F_NAME_FAULT)
 		count(RF_CNT_NAME_FAULTS);
+	if (py)		/* e is the ring's once submitted */
+		h = e->hdr;
 	submit(e);
-	if (py_cfg.runtime)
+	if (py)
 		emit_py_stack(&h);
 }
 

@@ -98,9 +98,9 @@ enum rf_counter {
 	RF_CNT_GPU_LAUNCHES,		/* agent launch probe hits */
 	RF_CNT_GPU_RECORDS,		/* agent activity probe hits */
 	RF_CNT_GPU_BAD_RECORD,		/* unknown ABI version: not decoded */
-	RF_CNT_PY_STACKS,		/* --python-stacks: stacks sent */
-	RF_CNT_PY_NO_THREAD,		/* ops on threads with no Python
-					 * thread state (none sent) */
+	RF_CNT_PY_NO_THREAD,		/* --python-stacks: ops on threads
+					 * with no Python thread state
+					 * (none sent) */
 	RF_CNT_PY_FAULTS,		/* stacks cut by an unreadable frame */
 	RF_CNT_PY_TRUNCATED,		/* stacks deeper than the cap */
 	RF_CNT_NR,

@@ -359,7 +359,7 @@ static void write_other_data(const struct chrome_writer *w,
 		COUNT("python_stacks_without_op", c->py_orphans);
 		COUNT("python_stacks_truncated", c->py_truncated);
 		COUNT("python_stacks_cut_unreadable", c->py_faults);
-		COUNT("python_frames_unnamed", c->py_unresolved);
+		COUNT("python_frames_unnamed", t->py.unresolved);
 	}
 	if (trace_sampler_bias_note(t, note, sizeof(note))) {
 		fputs(",\"sampler_bias\":", f);

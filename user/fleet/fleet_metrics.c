@@ -134,7 +134,7 @@ static void python_stacks(struct prom_buf *b, struct job *const *jobs,
 			{ "no_op_open", c->py_orphans },
 			{ "truncated", c->py_truncated },
 			{ "unreadable_frame", c->py_faults },
-			{ "frame_unnamed", c->py_unresolved },
+			{ "frame_unnamed", jobs[i]->s.trace.py.unresolved },
 		};
 
 		if (jobs[i]->s.trace.py_resolver.gen)

@@ -258,7 +258,6 @@ void stacks_py_stack(struct trace *t, const struct rf_py_stack_event *e,
 		t->counts.py_stacks++;
 		id = py_frames_stack(&t->py, &t->names, &t->py_resolver,
 				     e->hdr.pid, e->frames, n, e->py_flags);
-		t->counts.py_unresolved = t->py.unresolved;
 		th->py_last = id;
 	}
 	if (slot < 0) {

@@ -41,7 +41,7 @@ bool trace_add_sink(struct trace *t, const struct trace_sink *sink)
 	return true;
 }
 
-/* Makes room for n frames in t->frames; false if it cannot. */
+/* Makes the array *a (capacity *cap) hold n entries; false if it cannot. */
 static bool fit(uint32_t **a, uint32_t *cap, uint32_t n)
 {
 	uint32_t *f;
@@ -70,40 +70,30 @@ static uint32_t common_prefix(const uint32_t *a, uint32_t na,
 const uint32_t *trace_frames(struct trace *t, uint32_t slot, uint32_t *depth)
 {
 	const uint32_t *shown = NULL, *py;
-	uint32_t n = 0, nr_shown = 0, np, total = 0, at = 0;
+	uint32_t n = 0, nr_shown = 0, np, at = 0;
 
 	for (int32_t k = slot; k >= 0; k = t->ops[k].parent)
 		n++;
-	if (!fit(&t->chain, &t->cap_chain, n)) {
-		*depth = 0;
+	*depth = 0;
+	if (!fit(&t->chain, &t->cap_chain, n))
 		return t->frames;
-	}
 	for (int32_t k = slot, i = (int32_t)n; k >= 0; k = t->ops[k].parent)
 		t->chain[--i] = k;
-	/* Each op's Python frames past those of the ops around it. */
-	for (uint32_t i = 0; i < n; i++) {
-		py = py_frames_get(&t->py, t->ops[t->chain[i]].py_stack, &np);
-		if (py) {
-			total += np - common_prefix(shown, nr_shown, py, np);
-			shown = py, nr_shown = np;
-		}
-		total++;
-	}
-	if (!fit(&t->frames, &t->cap_frames, total)) {
-		*depth = 0;
-		return t->frames;
-	}
-	shown = NULL, nr_shown = 0;
+	/* Outermost first: each op's Python frames past those of the ops
+	 * around it, then the op. */
 	for (uint32_t i = 0; i < n; i++) {
 		const struct op *o = &t->ops[t->chain[i]];
+		uint32_t j = 0;
 
 		py = py_frames_get(&t->py, o->py_stack, &np);
-		if (py) {
-			for (uint32_t j = common_prefix(shown, nr_shown, py,
-							np); j < np; j++)
-				t->frames[at++] = py[j];
+		if (py)
+			j = common_prefix(shown, nr_shown, py, np);
+		if (!fit(&t->frames, &t->cap_frames, at + np - j + 1))
+			return t->frames;	/* *depth 0: ENOMEM */
+		while (j < np)
+			t->frames[at++] = py[j++];
+		if (py)
 			shown = py, nr_shown = np;
-		}
 		t->frames[at++] = o->name;
 	}
 	*depth = at;
@@ -317,6 +307,6 @@ bool trace_python_note(const struct trace *t, char *buf, size_t len)
 		 (unsigned long long)c->py_orphans,
 		 (unsigned long long)c->py_truncated,
 		 (unsigned long long)c->py_faults,
-		 (unsigned long long)c->py_unresolved);
+		 (unsigned long long)t->py.unresolved);
 	return true;
 }

@@ -118,10 +118,10 @@ struct counts {
 	/* --python-stacks: stacks read (whole or as the thread's last),
 	 * and those that found no op open; from BPF's counters, ops on
 	 * threads with no Python thread state, and stacks cut by an
-	 * unreadable frame or by the depth cap; frames no code object
-	 * could be read for. */
+	 * unreadable frame or by the depth cap (frames no code object
+	 * could be read for: trace.py.unresolved). */
 	uint64_t py_stacks, py_same, py_orphans;
-	uint64_t py_no_thread, py_faults, py_truncated, py_unresolved;
+	uint64_t py_no_thread, py_faults, py_truncated;
 };
 
 /* An op that has just closed, as the consumers see it; valid only during

@@ -23,10 +23,10 @@ static double now_s(void)
 }
 
 /* The reader of process pid, opened on first use (children too). */
-static struct py_reader *reader_of(struct py_session *ps, uint32_t pid)
+static struct py_reader *reader_of(struct py_session *ps, uint32_t pid,
+				   char *err, size_t len)
 {
 	struct py_reader *r;
-	char err[256];
 
 	for (int i = 0; i < ps->nr; i++)
 		if ((uint32_t)ps->readers[i].pid == pid)
@@ -41,7 +41,7 @@ static struct py_reader *reader_of(struct py_session *ps, uint32_t pid)
 		ps->cap = cap;
 	}
 	r = &ps->readers[ps->nr++];
-	if (py_reader_open(r, pid, err, sizeof(err))) {
+	if (py_reader_open(r, pid, err, len)) {
 		memset(r, 0, sizeof(*r));
 		r->pid = pid;		/* remembered: not tried again */
 		return NULL;
@@ -51,7 +51,8 @@ static struct py_reader *reader_of(struct py_session *ps, uint32_t pid)
 
 static int code_gen(void *ctx, uint32_t pid, uint64_t code, uint32_t *gen)
 {
-	struct py_reader *r = reader_of(ctx, pid);
+	char err[256];
+	struct py_reader *r = reader_of(ctx, pid, err, sizeof(err));
 
 	return r && !py_code_gen(r, code, gen) ? 0 : -1;
 }
@@ -60,7 +61,8 @@ static int locate(void *ctx, uint32_t pid, uint64_t code, int32_t unit,
 		  char *func, size_t func_len, char *file, size_t file_len,
 		  int *line)
 {
-	struct py_reader *r = reader_of(ctx, pid);
+	char err[256];
+	struct py_reader *r = reader_of(ctx, pid, err, sizeof(err));
 	struct py_frame f = { .code = code, .unit = unit };
 	struct py_location loc;
 
@@ -83,14 +85,9 @@ bool py_session_start(struct py_session *ps, pid_t pid, unsigned depth,
 	if (ps->started)
 		return false;
 	ps->started = true;
-	r = reader_of(ps, pid);
-	if (!r) {
-		struct py_reader probe;
-
-		py_reader_open(&probe, pid, why, len);
-		py_reader_close(&probe);
+	r = reader_of(ps, pid, why, len);
+	if (!r)
 		return false;
-	}
 	py_bpf_config(r, depth, &cfg);
 	probes_set_python(probes, &cfg);
 	t->py_resolver = (struct py_resolver){
@@ -112,13 +109,14 @@ static void name_thread(struct py_session *ps, struct trace *t,
 			struct thread *th, uint32_t pid, double now)
 {
 	struct py_reader *r;
+	char why[256];
 	int n;
 
 	if (ps->names_pid != pid || now - ps->names_s > NAMES_EVERY_S) {
 		if (!ps->names &&
 		    !(ps->names = calloc(MAX_NAMES, sizeof(*ps->names))))
 			return;
-		r = reader_of(ps, pid);
+		r = reader_of(ps, pid, why, sizeof(why));
 		n = r ? py_thread_names(r, ps->names, MAX_NAMES) : -1;
 		ps->nr_names = n > 0 ? n : 0;
 		ps->names_pid = pid;
@@ -135,11 +133,10 @@ static void name_thread(struct py_session *ps, struct trace *t,
 void py_session_event(struct py_session *ps, struct trace *t,
 		      const struct rf_py_stack_event *e, size_t size)
 {
-	struct thread *th = trace_thread(t, e->hdr.tid, NULL);
-
 	if (!t->py_resolver.gen)
 		return;
 	if (!(e->py_flags & RF_PY_F_SAME)) {
+		struct thread *th = trace_thread(t, e->hdr.tid, NULL);
 		double now = now_s();
 
 		if (now - ps->epoch_s > EPOCH_S) {
