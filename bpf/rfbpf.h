@@ -69,6 +69,9 @@ enum rf_event_kind {
 	RF_EV_PY_STACK = 8,	/* --python-stacks: the Python stack of the
 				 * op whose before event came just before on
 				 * the same thread (struct rf_py_stack_event) */
+	RF_EV_INPUTS = 9,	/* --shapes: the inputs of the op whose before
+				 * event came last from the same thread
+				 * (struct rf_inputs_event) */
 };
 
 /*
@@ -103,6 +106,9 @@ enum rf_counter {
 					 * (none sent) */
 	RF_CNT_PY_FAULTS,		/* stacks cut by an unreadable frame */
 	RF_CNT_PY_TRUNCATED,		/* stacks deeper than the cap */
+	RF_CNT_INPUTS_CUT,		/* --shapes: input records cut short
+					 * (too many inputs, dims, elements) */
+	RF_CNT_INPUTS_FAULTS,		/* ... or by unreadable memory */
 	RF_CNT_NR,
 };
 
@@ -239,5 +245,92 @@ struct rf_py_stack_event {
 #define RF_PY_STACK_SIZE(n) \
 	(sizeof(struct rf_py_stack_event) - \
 	 (RF_PY_MAX_FRAMES - (n)) * sizeof(struct rf_py_frame))
+
+/*
+ * --shapes: at each recorded op's start, what its inputs are: each tensor's
+ * dtype, sizes and strides, each scalar's value, each list's elements (one
+ * level deep). PyTorch boxes an op's inputs into the RecordFunction
+ * (inputs_, an ArrayRef<IValue>) only for ops a callback that asked for
+ * inputs (needs_inputs) was sampled for, so rfbpf registers its callback
+ * that way. The loader fills rf_inputs_config with the build's layout
+ * (user/attach/torch_layouts.c; docs/record-function-inputs.md).
+ *
+ * The record is a stream of 64-bit words. Each value opens with a header
+ * word (RF_IN_HDR), followed by:
+ *   tensor  its kept sizes, then as many strides;
+ *   scalar  its payload (int64, double bits, or bool);
+ *   list    its kept elements, each a value of its own.
+ */
+#define RF_IN_MAX_WORDS 256
+#define RF_IN_MAX_DIMS 16	/* sizes kept per tensor */
+#define RF_IN_MAX_VALUES 64	/* inputs and list elements read per op */
+/* Room past the last word for one tensor's sizes and strides, so that the
+ * verifier sees every write land inside the record. */
+#define RF_IN_SLACK (2 * RF_IN_MAX_DIMS + 2)
+
+/* Where a build keeps what the reader needs (offsets in bytes). */
+struct rf_inputs_config {
+	__u32 enabled;
+	__u32 rf_inputs;	/* RecordFunction: inputs_ {data, size} */
+	__u32 impl_sizes;	/* TensorImpl: sizes_and_strides_ */
+	__u32 impl_dtype;	/* TensorImpl: data_type_ (u16 index) */
+	__u32 list_vector;	/* c10::detail::ListImpl: list (a vector) */
+	__u32 list_type;	/* ListImpl: elementType (first word: Type *) */
+	__u32 tag_tensor, tag_double, tag_int, tag_bool, tag_list, tag_none;
+};
+
+/* IValue: payload word @0, tag (u32) @8, 16 bytes, in every build. */
+#define RF_IVALUE_SIZE 16
+#define RF_IVALUE_TAG 8
+/* c10::impl::SizesAndStrides: size_ @0, then either 5 sizes and 5 strides
+ * inline or a pointer to 2 * size_ words (sizes, then strides). */
+#define RF_SIZES_INLINE 5
+/* c10::Type: kind_ (u32) right after the vtable pointer. */
+#define RF_TYPE_KIND 8
+
+enum rf_input_kind {
+	RF_IN_OTHER = 0,	/* a type no profiler writes (string, device) */
+	RF_IN_NONE,
+	RF_IN_TENSOR,
+	RF_IN_INT,
+	RF_IN_DOUBLE,
+	RF_IN_BOOL,
+	RF_IN_LIST,
+};
+
+#define RF_IN_F_CUT	(1u << 0)	/* dims or elements kept < count */
+#define RF_IN_F_FAULT	(1u << 1)	/* could not be read */
+
+/*
+ * Header word: kind (bits 0-7), RF_IN_F_* (8-15), aux (16-31: a tensor's
+ * dtype index, a list's element TypeKind), count (32-47: a tensor's dims,
+ * a list's length, saturating), kept (48-63: sizes or elements that
+ * follow).
+ */
+#define RF_IN_HDR(kind, flags, aux, count, kept) \
+	((__u64)(kind) | (__u64)(flags) << 8 | (__u64)((aux) & 0xffff) << 16 | \
+	 (__u64)((count) > 0xffff ? 0xffff : (count)) << 32 | \
+	 (__u64)(kept) << 48)
+#define RF_IN_KIND(h)	((unsigned)((h) & 0xff))
+#define RF_IN_FLAGS(h)	((unsigned)(((h) >> 8) & 0xff))
+#define RF_IN_AUX(h)	((unsigned)(((h) >> 16) & 0xffff))
+#define RF_IN_COUNT(h)	((unsigned)(((h) >> 32) & 0xffff))
+#define RF_IN_KEPT(h)	((unsigned)((h) >> 48))
+
+#define RF_INPUTS_F_CUT		(1u << 0)	/* inputs left out: words or
+						 * values ran out */
+#define RF_INPUTS_F_FAULT	(1u << 1)	/* some value unreadable */
+
+struct rf_inputs_event {
+	struct rf_event_hdr hdr;	/* rf_addr: the op's RecordFunction */
+	__u32 nr_inputs;		/* the op's inputs */
+	__u16 nr_words;
+	__u16 in_flags;			/* RF_INPUTS_F_* */
+	__u64 w[RF_IN_MAX_WORDS + RF_IN_SLACK];
+};
+/* The bytes of a record of n words. */
+#define RF_INPUTS_SIZE(n) \
+	(sizeof(struct rf_inputs_event) - \
+	 (RF_IN_MAX_WORDS + RF_IN_SLACK - (n)) * sizeof(__u64))
 
 #endif /* RFBPF_H */

@@ -30,6 +30,7 @@ static const char doc[] =
 "  sudo rfbpf --children -o t.json -- python3 train.py  # + DataLoader workers\n"
 "  sudo rfbpf -p 1234 --python-stacks --folded f.txt  # model code over ops\n"
 "  sudo rfbpf -p 1234 --python-stacks --group-by stack:3  # per call site\n"
+"  sudo rfbpf -p 1234 --shapes --group-by shapes -o t.json  # input dims\n"
 "  sudo rfbpf --deactivate -p 1234     # remove what a killed rfbpf left\n"
 "  sudo rfbpf --sort total --top 20 -- python3 train.py\n"
 "  sudo rfbpf --lib /opt/venv/lib/python3.11/site-packages/torch/lib/"
@@ -51,7 +52,7 @@ enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_CHILDREN, OPT_CONTINUOUS, OPT_ALL, OPT_INTERVAL, OPT_BUDGET,
        OPT_PPROF_DIR, OPT_PPROF_KEEP, OPT_PROM_FILE, OPT_LISTEN, OPT_MAX_OPS,
        OPT_CONFIG, OPT_RAW_TIMES, OPT_PYTHON_STACKS, OPT_PYTHON_DEPTH,
-       OPT_GROUP_BY };
+       OPT_GROUP_BY, OPT_SHAPES };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -112,13 +113,20 @@ static const struct argp_option options[] = {
 	  "Record the Python stack of each op's thread at its start "
 	  "(CPython 3.11): folded stacks and pprof show the model code "
 	  "above the ops", 0 },
+	{ "shapes", OPT_SHAPES, NULL, 0,
+	  "Record each op's inputs: tensors' dims, dtypes and strides, "
+	  "scalars' values (torch 1.13, 2.6, 2.14), as "
+	  "record_shapes=True: the Chrome trace's Input Dims and Input type",
+	  0 },
 	{ "python-depth", OPT_PYTHON_DEPTH, "N", 0,
 	  "With --python-stacks: keep the N innermost Python frames "
 	  "(default 64, at most 128); deeper stacks are marked truncated", 0 },
-	{ "group-by", OPT_GROUP_BY, "stack[:N]", 0,
-	  "With --python-stacks: a table row per op and the N innermost "
-	  "Python frames it was called from (default 5), with its source "
-	  "location, as key_averages(group_by_stack_n=N)", 0 },
+	{ "group-by", OPT_GROUP_BY, "stack[:N]|shapes", 0,
+	  "A table row per op and the N innermost Python frames it was "
+	  "called from (default 5, needs --python-stacks), with its source "
+	  "location, as key_averages(group_by_stack_n=N); or per op and "
+	  "input shapes (needs --shapes), as group_by_input_shape=True. "
+	  "Give it twice for both", 0 },
 	{ "no-activate", OPT_NO_ACTIVATE, NULL, 0,
 	  "Do not switch RecordFunction on: see only what the target's own "
 	  "callbacks (e.g. torch.profiler) make it record", 0 },
@@ -390,16 +398,19 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_NO_ACTIVATE: opt->activate = false; break;
 	case OPT_CHILDREN: opt->children = true; break;
 	case OPT_PYTHON_STACKS: opt->python_stacks = true; break;
+	case OPT_SHAPES: opt->shapes = true; break;
 	case OPT_GROUP_BY:
-		if (!strcmp(arg, "stack"))
+		if (!strcmp(arg, "shapes"))
+			opt->group_shapes = true;
+		else if (!strcmp(arg, "stack"))
 			opt->group_stack_n = 5;
 		else if (!strncmp(arg, "stack:", 6))
 			opt->group_stack_n = parse_long(arg + 6, 1,
 				RF_PY_MAX_FRAMES, "invalid --group-by stack:N "
 				"'%s': expected N from 1 to 128");
 		else
-			bad("invalid --group-by '%s': expected stack or "
-			    "stack:N", arg);
+			bad("invalid --group-by '%s': expected stack, "
+			    "stack:N or shapes", arg);
 		break;
 	case OPT_PYTHON_DEPTH:
 		opt->python_depth = parse_long(arg, 1, RF_PY_MAX_FRAMES,
@@ -449,6 +460,8 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			bad("%s--python-depth needs --python-stacks", "");
 		if (opt->group_stack_n && !opt->python_stacks)
 			bad("%s--group-by stack needs --python-stacks", "");
+		if (opt->group_shapes && !opt->shapes)
+			bad("%s--group-by shapes needs --shapes", "");
 		if (!opt->gpu && opt->gpu_folded_path)
 			bad("%s--gpu-folded needs GPU tracing (drop --no-gpu)",
 			    "");

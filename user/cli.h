@@ -39,6 +39,9 @@ struct options {
 	unsigned python_depth;	/* --python-depth, frames kept (64) */
 	unsigned group_stack_n;	/* --group-by stack[:N]: table rows per op
 				 * and its N innermost Python frames */
+	bool shapes;		/* --shapes: ops' input dims and dtypes */
+	bool group_shapes;	/* --group-by shapes: rows per op and its
+				 * input dims */
 	/* Fleet mode (--continuous): a daemon for every PyTorch job. */
 	bool continuous;	/* --continuous */
 	bool all;		/* --all: every process mapping libtorch_cpu */

@@ -106,6 +106,11 @@ static int handle_event(void *ctx, void *data, size_t size)
 			return 0;
 		trace_gpu_activity(&s->trace, data);
 		break;
+	case RF_EV_INPUTS:
+		if (size < RF_INPUTS_SIZE(0))
+			return 0;
+		stacks_inputs(&s->trace, data, size);
+		break;
 	case RF_EV_PY_STACK:
 		if (size < RF_PY_STACK_SIZE(0))
 			return 0;
@@ -417,8 +422,7 @@ static void probe_late_library(struct session *s, const char *path)
 		s->child_syms = syms;
 	}
 	if (!s->probes.nr_libs)
-		s->trace.fwd_threads = probes_set_build(&s->probes, path,
-							&syms);
+		session_set_build(s, path, &syms);
 	if (probes_attach_lib(&s->probes, s->pid, path, &syms,
 			      s->opt->verbose) < 0) {
 		fprintf(stderr, "rfbpf: warning: cannot probe %s: %s\n", path,

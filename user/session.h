@@ -144,5 +144,10 @@ void session_deactivate(struct session *s);
  * first op has its stack (py_session.h); one warning if the target runs
  * no interpreter rfbpf reads. */
 void session_python_start(struct session *s);
+/* What the session knows of the torch build it probes (the first library
+ * it attaches): where fwd_thread_id_ is, and for --shapes where the
+ * inputs are (a warning if the build's layout is not known). */
+void session_set_build(struct session *s, const char *path,
+		       const struct torch_symbols *syms);
 
 #endif

@@ -19,6 +19,7 @@
 #include "attach/elf_symbols.h"
 #include "attach/privileges.h"
 #include "attach/target.h"
+#include "attach/torch_layouts.h"
 #include "attach/calibrate.h"
 #include "session.h"
 #include "session_children.h"
@@ -235,6 +236,28 @@ static void calibrate_probe_cost(const struct options *opt,
 		calibration_probe_cost(&cal, cost);
 }
 
+void session_set_build(struct session *s, const char *path,
+		       const struct torch_symbols *syms)
+{
+	struct rf_inputs_config cfg;
+	int major = 0, minor = 0;
+	char why[256];
+
+	s->trace.fwd_threads = probes_set_build(&s->probes, path, syms);
+	if (!s->opt->shapes)
+		return;
+	torch_version(path, &major, &minor);
+	if (!torch_inputs_layout(major, minor, syms->old_string_abi, &cfg,
+				 &s->trace.inputs.nr_dtypes, why,
+				 sizeof(why))) {
+		status_clear(&s->status);
+		fprintf(stderr, "rfbpf: warning: --shapes: %s; ops are traced "
+			"without their inputs\n", why);
+		return;
+	}
+	probes_set_inputs(&s->probes, &cfg);
+}
+
 int session_setup(struct session *s, struct options *opt)
 {
 	static struct libraries libs;
@@ -261,6 +284,9 @@ int session_setup(struct session *s, struct options *opt)
 		/* Registered once the command has loaded torch. */
 		s->activation_pending = opt->activate;
 	}
+	/* --shapes: PyTorch boxes an op's inputs only for a callback that
+	 * asks for them. */
+	s->act.needs_inputs = opt->shapes;
 	trace_init(&s->trace, s->pid);
 	s->trace.gpu.read_name = session_gpu_read_name;
 	s->trace.probe_cost = cost;
@@ -284,9 +310,7 @@ int session_setup(struct session *s, struct options *opt)
 	if (err)
 		return setup_error(s, "%s", why);
 	if (libs.nr)
-		s->trace.fwd_threads = probes_set_build(&s->probes,
-							libs.path[0],
-							&libs.syms[0]);
+		session_set_build(s, libs.path[0], &libs.syms[0]);
 	s->trace.tree_prob = opt->tree_prob;
 	/* Tests only: widen the window in which a target can exit mid-attach,
 	 * so "exits during attach" is tested deterministically. */

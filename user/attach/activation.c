@@ -271,6 +271,7 @@ int activation_register(struct activation *a, double sample_prob,
 {
 	struct rf_callback_abi cb = {
 		.start = start_fn, .end = end_fn, .sampling_prob = sample_prob,
+		.needs_inputs = a->needs_inputs,
 	};
 	uint64_t old;
 	int ret;

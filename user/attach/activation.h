@@ -37,6 +37,8 @@ struct activation {
 	uint64_t add_off, remove_off;	/* file offsets of the two functions */
 	uint64_t entry_off;	/* getStepCallbacksUnlessEmpty, 0 if absent */
 	uint64_t handle;	/* CallbackHandle; 0 = none registered */
+	bool needs_inputs;	/* register the callback asking for ops'
+				 * inputs (--shapes) */
 	int lock_fd;
 	struct stub_page page;	/* rfbpf's page in the target */
 	/* The process (pid and start time) whose addresses below, and whose

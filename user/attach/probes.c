@@ -429,6 +429,11 @@ int probes_events_fd(const struct probes *p)
 	return bpf_map__fd(p->skel->maps.events);
 }
 
+void probes_set_inputs(struct probes *p, const struct rf_inputs_config *cfg)
+{
+	memcpy((void *)&p->skel->bss->in_cfg, cfg, sizeof(*cfg));
+}
+
 void probes_set_python(struct probes *p, const struct rf_py_config *cfg)
 {
 	/* The walk reads a frame's fields from one window of it. */
@@ -476,6 +481,10 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 			c->py_faults = sum;
 		else if (slot == RF_CNT_PY_TRUNCATED)
 			c->py_truncated = sum;
+		else if (slot == RF_CNT_INPUTS_CUT)
+			c->inputs_cut = sum;
+		else if (slot == RF_CNT_INPUTS_FAULTS)
+			c->inputs_faults = sum;
 	}
 	free(vals);
 }

@@ -78,6 +78,9 @@ int probes_arm_callback_stop(struct probes *p, int sig, const pid_t *tids,
 /* --python-stacks: the target's interpreter as the BPF walk needs it
  * (runtime 0 turns it off). */
 struct rf_py_config;
+struct rf_inputs_config;
+/* --shapes: read each recorded op's inputs with this build's layout. */
+void probes_set_inputs(struct probes *p, const struct rf_inputs_config *cfg);
 void probes_set_python(struct probes *p, const struct rf_py_config *cfg);
 int probes_allow_stop(struct probes *p, pid_t tid);
 void probes_stop_every_thread(struct probes *p);

@@ -91,16 +91,22 @@ static bool version_from_package(const char *real, int *major, int *minor)
 	return found;
 }
 
-uint32_t torch_fwd_tid_offset(const char *path, const struct torch_symbols *s)
+bool torch_version(const char *path, int *major, int *minor)
 {
 	char real[PATH_MAX];
-	int major = 0, minor = 0;
-	bool kwinputs;
 
 	if (!realpath(path, real))
 		snprintf(real, sizeof(real), "%s", path);
-	if (version_from_name(real, &major, &minor) ||
-	    version_from_package(real, &major, &minor))
+	return version_from_name(real, major, minor) ||
+	       version_from_package(real, major, minor);
+}
+
+uint32_t torch_fwd_tid_offset(const char *path, const struct torch_symbols *s)
+{
+	int major = 0, minor = 0;
+	bool kwinputs;
+
+	if (torch_version(path, &major, &minor))
 		kwinputs = major > 2 || (major == 2 && minor >= 4);
 	else if (s->offset[RF_V_DESCRIPTOR] || s->offset[RF_V_DESCRIPTOR_DK])
 		kwinputs = true;	/* 2.9 and later */

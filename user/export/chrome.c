@@ -135,6 +135,21 @@ static void write_async_op(struct chrome_writer *w, const struct trace *t,
 	fputc('}', f);
 }
 
+/* --shapes: the op's inputs, as Kineto writes them with record_shapes
+ * (the lists are JSON already: user/model/op_inputs.h). */
+static void write_inputs(FILE *f, const struct trace *t, const struct op *o)
+{
+	const struct input_set *in = op_inputs_get(&t->inputs, o->inputs);
+
+	if (!in)
+		return;
+	fprintf(f, ",\"Input Dims\":%s,\"Input type\":%s,\"Input Strides\":%s"
+		",\"Concrete Inputs\":%s", names_get(&t->names, in->dims),
+		names_get(&t->names, in->types),
+		names_get(&t->names, in->strides),
+		names_get(&t->names, in->concrete));
+}
+
 static void write_op(void *ctx, struct trace *t, const struct closed_op *c)
 {
 	struct chrome_writer *w = ctx;
@@ -169,6 +184,7 @@ static void write_op(void *ctx, struct trace *t, const struct closed_op *c)
 				(unsigned long long)o->fwd_thread);
 	}
 	fprintf(f, ",\"scope\":\"%s\"", scope_name(o->scope));
+	write_inputs(f, t, o);
 	if (why)
 		fprintf(f, ",\"truncated\":\"%s\"", why);
 	if (o->flags & OP_ASYNC_END)

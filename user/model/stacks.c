@@ -237,6 +237,27 @@ void stacks_before_event(struct trace *t, const struct rf_event_hdr *h,
 	}
 }
 
+void stacks_inputs(struct trace *t, const struct rf_inputs_event *e,
+		   size_t size)
+{
+	int32_t slot = stacks_open_op(t, e->hdr.tid, e->hdr.rf_addr);
+	uint32_t nw = e->nr_words, id;
+
+	t->counts.events++;
+	if (nw > RF_IN_MAX_WORDS || size < RF_INPUTS_SIZE(nw))
+		return;
+	t->counts.inputs_records++;
+	if (slot < 0) {
+		t->counts.inputs_orphans++;
+		return;
+	}
+	id = op_inputs_add(&t->inputs, &t->names,
+			   (const uint64_t *)e->w, nw);
+	if (!id)
+		t->counts.oom++;
+	t->ops[slot].inputs = id;
+}
+
 void stacks_py_stack(struct trace *t, const struct rf_py_stack_event *e,
 		     size_t size)
 {

@@ -25,6 +25,7 @@ void trace_free(struct trace *t)
 	free(t->frames);
 	free(t->chain);
 	py_frames_free(&t->py);
+	op_inputs_free(&t->inputs);
 	names_free(&t->names);
 	u64map_free(&t->thread_index);
 	u64map_free(&t->alive_at_start);
@@ -289,6 +290,22 @@ void format_losses(const struct counts *c, char *buf, size_t len)
 		 (unsigned long long)c->names_truncated,
 		 (unsigned long long)c->name_faults,
 		 c->oom ? "; EVENTS LOST TO OUT-OF-MEMORY" : "");
+}
+
+bool trace_inputs_note(const struct trace *t, char *buf, size_t len)
+{
+	const struct counts *c = &t->counts;
+
+	if (!t->inputs.nr_dtypes)
+		return false;
+	snprintf(buf, len, "%llu input records read (%zu distinct), %llu "
+		 "with no op open; cut: %llu past the caps (%u words, %u dims "
+		 "per tensor), %llu at unreadable memory",
+		 (unsigned long long)c->inputs_records, t->inputs.nr,
+		 (unsigned long long)c->inputs_orphans,
+		 (unsigned long long)c->inputs_cut, RF_IN_MAX_WORDS,
+		 RF_IN_MAX_DIMS, (unsigned long long)c->inputs_faults);
+	return true;
 }
 
 bool trace_python_note(const struct trace *t, char *buf, size_t len)

@@ -18,6 +18,7 @@
 #include "rfbpf.h"
 #include "gpu_activity.h"
 #include "names.h"
+#include "op_inputs.h"
 #include "py_frames.h"
 #include "u64map.h"
 
@@ -64,6 +65,8 @@ struct op {
 	uint32_t flags;		/* enum op_flag */
 	uint32_t py_stack;	/* --python-stacks: its Python stack (an id
 				 * in trace.py), 0 if none */
+	uint32_t inputs;	/* --shapes: its inputs (an id in
+				 * trace.inputs), 0 if none */
 };
 
 #define RECENT_ENDS 8
@@ -122,6 +125,11 @@ struct counts {
 	 * could be read for: trace.py.unresolved). */
 	uint64_t py_stacks, py_same, py_orphans;
 	uint64_t py_no_thread, py_faults, py_truncated;
+	/* --shapes: input records read, and those that found no op open;
+	 * from BPF's counters, records cut short (inputs, dims or list
+	 * elements past the caps) or by unreadable memory. */
+	uint64_t inputs_records, inputs_orphans;
+	uint64_t inputs_cut, inputs_faults;
 };
 
 /* An op that has just closed, as the consumers see it; valid only during
@@ -218,6 +226,8 @@ struct trace {
 	 * frames BPF sends (py_resolver.gen NULL: stacks are off). */
 	struct py_frames py;
 	struct py_resolver py_resolver;
+	/* --shapes: the input sets seen (nr_dtypes 0: shapes are off). */
+	struct op_inputs inputs;
 	uint32_t *chain;		/* scratch for trace_frames */
 	uint32_t cap_chain;
 };
@@ -274,6 +284,9 @@ int32_t stacks_open_op(const struct trace *t, uint32_t tid, uint64_t rf_addr);
 int32_t stacks_innermost_op(const struct trace *t, uint32_t tid);
 /* --python-stacks: the Python stack of the op just opened on its
  * thread (size: the record's bytes). */
+/* --shapes: an op's inputs, read at its start (size: the record's). */
+void stacks_inputs(struct trace *t, const struct rf_inputs_event *e,
+		   size_t size);
 void stacks_py_stack(struct trace *t, const struct rf_py_stack_event *e,
 		     size_t size);
 /* Tracing stopped: close every op still open at ts_ns. */
@@ -323,6 +336,9 @@ const char *variant_name(unsigned variant);
 void format_losses(const struct counts *c, char *buf, size_t len);
 /* --python-stacks: a line of what was read and what could not be, with
  * the same wording in every output; false when stacks were off. */
+/* --shapes: a line on the input records (read, cut, lost); false when
+ * shapes are off. */
+bool trace_inputs_note(const struct trace *t, char *buf, size_t len);
 bool trace_python_note(const struct trace *t, char *buf, size_t len);
 /* Ops whose end was not their own end() call. */
 uint64_t counts_truncated(const struct counts *c);
