@@ -29,11 +29,14 @@ int outputs_start(struct outputs *o, struct trace *t,
 	s = aggregate_sink(&o->agg);
 	trace_add_sink(t, &s);
 	aggregate_init(&o->grouped);
-	if (opt->group_stack_n) {
+	if (opt->group_stack_n || opt->group_shapes) {
 		if (opt->tree_prob < 1.0)
 			aggregate_by_tree(&o->grouped);
-		aggregate_group_by_stack(&o->grouped, &t->py,
-					 opt->group_stack_n);
+		if (opt->group_stack_n)
+			aggregate_group_by_stack(&o->grouped, &t->py,
+						 opt->group_stack_n);
+		if (opt->group_shapes)
+			aggregate_group_by_shapes(&o->grouped, &t->inputs);
 		s = aggregate_sink(&o->grouped);
 		trace_add_sink(t, &s);
 	}
@@ -82,7 +85,8 @@ int outputs_finish(struct outputs *o, const struct trace *t,
 	int ret = 0;
 
 	if (opt->table)
-		print_table(stdout, t, opt->group_stack_n ? &o->grouped :
+		print_table(stdout, t, opt->group_stack_n ||
+			    opt->group_shapes ? &o->grouped :
 			    &o->agg, opt->sort, opt->top);
 	else if (trace_sampler_bias_note(t, bias, sizeof(bias)))
 		fprintf(stderr, "rfbpf: warning: %s\n", bias);

@@ -377,6 +377,13 @@ static void write_other_data(const struct chrome_writer *w,
 		COUNT("python_stacks_cut_unreadable", c->py_faults);
 		COUNT("python_frames_unnamed", t->py.unresolved);
 	}
+	if (t->inputs.nr_dtypes) {
+		COUNT("input_records", c->inputs_records);
+		COUNT("input_sets", t->inputs.nr);
+		COUNT("input_records_without_op", c->inputs_orphans);
+		COUNT("input_records_cut", c->inputs_cut);
+		COUNT("input_records_unreadable", c->inputs_faults);
+	}
 	if (trace_sampler_bias_note(t, note, sizeof(note))) {
 		fputs(",\"sampler_bias\":", f);
 		json_string(f, note);

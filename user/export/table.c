@@ -34,8 +34,12 @@ static const int gpu_w[] = { 10, 10, 7 };
 /* --group-by stack: the Source Location column's rule. */
 #define SOURCE_W 40
 
+/* --group-by shapes: the Input Shapes column's width when Source Location
+ * follows it (last, it is printed whole). */
+#define SHAPES_W 40
+
 /* Where the Source Location column starts. */
-static int source_column(bool sampled, bool gpu)
+static int source_column(bool sampled, bool gpu, bool shapes)
 {
 	const int *w = sampled ? sampled_w : full_w;
 	int x = NAME_W;
@@ -44,10 +48,17 @@ static int source_column(bool sampled, bool gpu)
 		x += 2 + w[c];
 	for (int c = 0; gpu && c < 3; c++)
 		x += 2 + gpu_w[c];
-	return x;
+	return x + (shapes ? 2 + SHAPES_W : 0);
 }
 
-static void rule(FILE *f, bool sampled, bool gpu, bool source)
+static void dashes(FILE *f, int n)
+{
+	fputs("  ", f);
+	for (int i = 0; i < n; i++)
+		fputc('-', f);
+}
+
+static void rule(FILE *f, bool sampled, bool gpu, bool shapes, bool source)
 {
 	const int *w = sampled ? sampled_w : full_w;
 
@@ -63,12 +74,26 @@ static void rule(FILE *f, bool sampled, bool gpu, bool source)
 		for (int i = 0; i < gpu_w[c]; i++)
 			fputc('-', f);
 	}
-	if (source) {
-		fputs("  ", f);
-		for (int i = 0; i < SOURCE_W; i++)
-			fputc('-', f);
-	}
+	if (shapes)
+		dashes(f, source ? SHAPES_W : 20);
+	if (source)
+		dashes(f, SOURCE_W);
 	fputc('\n', f);
+}
+
+/* A row's Input Dims, as key_averages(group_by_input_shape=True) shows
+ * them: cut to the column if Source Location follows. */
+static void print_shapes(FILE *f, const struct trace *t,
+			 const struct op_stats *r, bool source)
+{
+	const char *dims = r->shapes ? names_get(&t->names, r->shapes - 1) :
+			   "-";
+
+	fputs("  ", f);
+	if (source)
+		print_cell(f, dims, SHAPES_W, 0);
+	else
+		fputs(dims, f);
 }
 
 /* A grouped row's Python frames, innermost first, one a line, in the
@@ -158,7 +183,8 @@ static void print_sampled_row(FILE *f, const struct op_stats *r,
 		e.calls, e.calls_se);
 }
 
-static void print_header(FILE *f, bool sampled, bool gpu, bool source)
+static void print_header(FILE *f, bool sampled, bool gpu, bool shapes,
+			 bool source)
 {
 	const char *const *cols = sampled ? sampled_cols : full_cols;
 	const int *w = sampled ? sampled_w : full_w;
@@ -168,6 +194,8 @@ static void print_header(FILE *f, bool sampled, bool gpu, bool source)
 		fprintf(f, "  %*s", w[c], cols[c]);
 	for (int c = 0; gpu && c < 3; c++)
 		fprintf(f, "  %*s", gpu_w[c], gpu_cols[c]);
+	if (shapes)
+		fprintf(f, "  %-*s", source ? SHAPES_W : 0, "Input Shapes");
 	if (source)
 		fputs("  Source Location", f);
 	fputc('\n', f);
@@ -245,6 +273,8 @@ static void print_footer(FILE *f, const struct trace *t,
 	fprintf(f, "Lost or unpaired: %s\n", losses);
 	if (trace_python_note(t, losses, sizeof(losses)))
 		fprintf(f, "Python stacks: %s\n", losses);
+	if (trace_inputs_note(t, losses, sizeof(losses)))
+		fprintf(f, "Inputs: %s\n", losses);
 	if (t->sample_prob < 1.0)
 		fprintf(f, "SAMPLED: RecordFunction kept each op with p=%g; "
 			"Est. columns are the sampled values scaled by 1/p, "
@@ -285,7 +315,7 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 	bool sampled = trace_keep_prob(t) < 1.0;
 	bool self_known = trace_self_known(t);
 	bool gpu = t->gpu.counts.agent_seen;
-	bool source = a->group_n > 0;
+	bool source = a->group_n > 0, shapes = a->group_inputs != NULL;
 	struct op_stats *rows = aggregate_sorted(a, t, sort == SORT_SELF &&
 						 !self_known ? SORT_TOTAL :
 						 sort, &nr);
@@ -295,9 +325,9 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 		free(rows);
 		return;
 	}
-	rule(f, sampled, gpu, source);
-	print_header(f, sampled, gpu, source);
-	rule(f, sampled, gpu, source);
+	rule(f, sampled, gpu, shapes, source);
+	print_header(f, sampled, gpu, shapes, source);
+	rule(f, sampled, gpu, shapes, source);
 	for (size_t i = 0; i < nr && (!top || shown < (size_t)top); i++) {
 		const char *name = names_get(&t->names, rows[i].name);
 
@@ -310,13 +340,15 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 			print_row(f, &rows[i], name, a->self_ns);
 		if (gpu)
 			print_gpu_cells(f, t, &rows[i]);
+		if (shapes)
+			print_shapes(f, t, &rows[i], source);
 		if (source)
 			print_source(f, t, &rows[i],
-				     source_column(sampled, gpu));
+				     source_column(sampled, gpu, shapes));
 		fputc('\n', f);
 		shown++;
 	}
-	rule(f, sampled, gpu, source);
+	rule(f, sampled, gpu, shapes, source);
 	if (shown < a->nr_called)
 		fprintf(f, "(%zu more ops not shown: --top 0 shows all)\n",
 			a->nr_called - shown);

@@ -45,6 +45,12 @@ void aggregate_group_by_stack(struct aggregate *a, struct py_frames *py,
 	a->group_py = py;
 }
 
+void aggregate_group_by_shapes(struct aggregate *a,
+			       const struct op_inputs *inputs)
+{
+	a->group_inputs = inputs;
+}
+
 /* The innermost group_n Python frames above the op that frames end with,
  * as a stack id (0: none): the op's own Python stack, whichever ops it
  * is nested in. */
@@ -66,13 +72,30 @@ static uint32_t group_of(const struct aggregate *a, const uint32_t *frames,
 	return n ? py_frames_intern(a->group_py, picked, n) : 0;
 }
 
-/* Grouped rows: the row of (name, group), appended when new. */
-static struct op_stats *group_row(struct aggregate *a, uint32_t name,
-				  uint32_t group)
+/* One number per (stack group, shapes) pair, from 1; 0 on ENOMEM. */
+static uint32_t pair_of(struct aggregate *a, uint32_t group, uint32_t shapes)
 {
-	uint64_t key = ((uint64_t)name << 32 | group) + 1, *at;
+	uint64_t key = ((uint64_t)group << 32 | shapes) + 1, *at;
+
+	if ((at = u64map_get(&a->group_pairs, key)))
+		return (uint32_t)*at;
+	if (!u64map_put(&a->group_pairs, key, a->group_pairs.len + 1))
+		return 0;
+	return (uint32_t)a->group_pairs.len;
+}
+
+/* Grouped rows: the row of (name, group, shapes), appended when new. */
+static struct op_stats *group_row(struct aggregate *a, uint32_t name,
+				  uint32_t group, uint32_t shapes)
+{
+	uint32_t sub = a->group_inputs ? pair_of(a, group, shapes) : group;
+	uint64_t key = ((uint64_t)name << 32 | sub) + 1, *at;
 	struct op_stats *r;
 
+	if (a->group_inputs && !sub) {
+		a->oom = true;
+		return NULL;
+	}
 	if ((at = u64map_get(&a->group_index, key)))
 		return &a->rows[*at];
 	if (a->nr == a->cap) {
@@ -94,16 +117,28 @@ static struct op_stats *group_row(struct aggregate *a, uint32_t name,
 	memset(r, 0, sizeof(*r));
 	r->name = name;
 	r->group = group;
+	r->shapes = shapes;
 	return r;
 }
 
-/* The row an op (frames ending with its name) adds to. */
-static struct op_stats *row_of(struct aggregate *a, uint32_t name,
-			       const uint32_t *frames, uint32_t depth)
+/* The shapes an op with input set inputs is grouped by (0: none). */
+static uint32_t shapes_of(const struct aggregate *a, uint32_t inputs)
 {
-	if (!a->group_n)
+	const struct input_set *in = op_inputs_get(a->group_inputs, inputs);
+
+	return in ? in->dims + 1 : 0;
+}
+
+/* The row an op (frames ending with its name, with input set inputs)
+ * adds to. */
+static struct op_stats *row_of(struct aggregate *a, uint32_t name,
+			       const uint32_t *frames, uint32_t depth,
+			       uint32_t inputs)
+{
+	if (!a->group_n && !a->group_inputs)
 		return row(a, name);
-	return group_row(a, name, group_of(a, frames, depth));
+	return group_row(a, name, a->group_n ? group_of(a, frames, depth) : 0,
+			 a->group_inputs ? shapes_of(a, inputs) : 0);
 }
 
 unsigned agg_latency_bucket(uint64_t ns)
@@ -193,7 +228,8 @@ static void tree_close(struct aggregate *a, struct open_tree *tr)
 void aggregate_add(struct aggregate *a, const struct closed_op *c)
 {
 	const struct op *o = c->op;
-	struct op_stats *r = row_of(a, o->name, c->frames, c->depth);
+	struct op_stats *r = row_of(a, o->name, c->frames, c->depth,
+				    o->inputs);
 	uint64_t d = c->dur_ns;
 
 	if (!r)
@@ -247,7 +283,7 @@ static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 
 	if (!l || !l->depth)
 		return;
-	r = row_of(a, l->op_name, l->frames, l->depth);
+	r = row_of(a, l->op_name, l->frames, l->depth, l->op_inputs);
 	if (!r)
 		return;
 	r->gpu_self_ns += d;
@@ -255,7 +291,8 @@ static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 	a->gpu_self_ns += d;
 	for (uint32_t i = 0; i < l->depth; i++)	/* ops, not Python frames */
 		if (!py_frames_loc(&t->py, l->frames[i]) &&
-		    (r = row_of(a, l->frames[i], l->frames, i + 1)))
+		    (r = row_of(a, l->frames[i], l->frames, i + 1,
+				l->frame_inputs ? l->frame_inputs[i] : 0)))
 			r->gpu_total_ns += d;
 }
 
@@ -345,6 +382,7 @@ void aggregate_reset(struct aggregate *a)
 		a->trees[i].nr = 0;
 	a->nr = 0;
 	u64map_free(&a->group_index);
+	u64map_free(&a->group_pairs);
 	a->self_ns = a->gpu_self_ns = 0;
 	a->nr_called = 0;
 }
@@ -356,6 +394,7 @@ void aggregate_free(struct aggregate *a)
 	free(a->trees);
 	free(a->rows);
 	u64map_free(&a->group_index);
+	u64map_free(&a->group_pairs);
 	memset(a, 0, sizeof(*a));
 }
 

@@ -27,6 +27,9 @@ struct op_stats {
 	uint32_t group;		/* grouped by stack: the Python frames it is
 				 * grouped by (a stack id in trace.py), 0 if
 				 * none or not grouped */
+	uint32_t shapes;	/* grouped by shapes: its Input Dims (an id
+				 * in trace.names) + 1, 0 if none recorded
+				 * or not grouped */
 	uint8_t scope;		/* scope of its first call */
 	uint64_t calls;
 	uint64_t total_ns, self_ns;
@@ -89,6 +92,10 @@ struct aggregate {
 	unsigned group_n;
 	struct py_frames *group_py;	/* where the groups are interned */
 	struct u64map group_index;
+	/* --group-by shapes: a row per op and its Input Dims too, as
+	 * group_by_input_shape (with stacks: per both). */
+	const struct op_inputs *group_inputs;
+	struct u64map group_pairs;	/* (stack, shapes) + 1 -> its number */
 };
 
 void aggregate_init(struct aggregate *a);
@@ -100,6 +107,10 @@ void aggregate_by_tree(struct aggregate *a);
  * key_averages(group_by_stack_n=n). */
 void aggregate_group_by_stack(struct aggregate *a, struct py_frames *py,
 			      unsigned n);
+/* Rows per op and its input dims (the sets in inputs), as
+ * key_averages(group_by_input_shape=True). */
+void aggregate_group_by_shapes(struct aggregate *a,
+			       const struct op_inputs *inputs);
 /* The sink that feeds a (closed ops and GPU activity). */
 struct trace_sink aggregate_sink(struct aggregate *a);
 /* Adds one closed op (what the sink does). */

@@ -82,7 +82,7 @@ static void give_slot(struct gpu *g, uint32_t i)
 	else
 		g->newest = l->older;
 	free(l->frames);
-	l->frames = NULL;
+	l->frames = l->frame_inputs = NULL;
 	l->newer = g->free;
 	g->free = i;
 	g->live--;
@@ -103,6 +103,8 @@ static void fill_call(struct gpu_launch *l, struct names *names,
 	l->depth = site->depth;
 	l->op_name = site->depth ? site->frames[site->depth - 1] : UINT32_MAX;
 	l->op_id = site->depth ? site->op_id : -1;
+	l->op_inputs = site->depth && site->frame_inputs ?
+		       site->frame_inputs[site->depth - 1] : 0;
 	l->ts_ns = ts_ns;
 	/* An enter after the exit is no enter (a clock that went wrong). */
 	l->enter_ns = e->enter_ns <= ts_ns ? e->enter_ns : 0;
@@ -131,6 +133,7 @@ static const struct gpu_launch *add_sync(struct gpu *g, struct names *names,
 	memset(l, 0, sizeof(*l));
 	fill_call(l, names, ts_ns, site, e);
 	l->frames = (uint32_t *)site->frames;
+	l->frame_inputs = (uint32_t *)site->frame_inputs;
 	l->older = l->newer = NONE;
 	return l;
 }
@@ -152,12 +155,19 @@ const struct gpu_launch *gpu_add_launch(struct gpu *g, struct names *names,
 	l = &g->slots[i];
 	fill_call(l, names, ts_ns, site, e);
 	if (depth) {
-		l->frames = malloc(depth * sizeof(*l->frames));
+		/* The frames, then (--shapes) their input sets. */
+		l->frames = malloc((site->frame_inputs ? 2 : 1) * depth *
+				   sizeof(*l->frames));
 		if (!l->frames) {
 			give_slot(g, i);
 			return NULL;
 		}
 		memcpy(l->frames, site->frames, depth * sizeof(*l->frames));
+		if (site->frame_inputs) {
+			l->frame_inputs = l->frames + depth;
+			memcpy(l->frame_inputs, site->frame_inputs,
+			       depth * sizeof(*l->frames));
+		}
 	}
 	if (l->outside_ops)
 		g->counts.launches_outside_ops++;

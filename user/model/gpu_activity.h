@@ -45,6 +45,9 @@ struct gpu_launch {
 				 * UINT32_MAX: none known */
 	uint32_t *frames;	/* that op's stack, outermost first (owned
 				 * while pending) */
+	uint32_t *frame_inputs;	/* each frame's input set (--shapes; in
+				 * the same allocation), or NULL */
+	uint32_t op_inputs;	/* the op's input set, 0: none */
 	uint32_t depth;
 	uint32_t correlation_id;
 	uint32_t driver_correlation_id;	/* of its nested driver call, or 0 */
@@ -160,6 +163,7 @@ void gpu_free(struct gpu *g);
 struct gpu_launch_site {
 	uint32_t pid, tid, thread_name;
 	const uint32_t *frames;
+	const uint32_t *frame_inputs;	/* as gpu_launch's, or NULL */
 	uint32_t depth;
 	int64_t op_id;
 };

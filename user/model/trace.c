@@ -24,6 +24,7 @@ void trace_free(struct trace *t)
 	free(t->ops);
 	free(t->frames);
 	free(t->chain);
+	free(t->frame_inputs);
 	py_frames_free(&t->py);
 	op_inputs_free(&t->inputs);
 	names_free(&t->names);
@@ -89,12 +90,17 @@ const uint32_t *trace_frames(struct trace *t, uint32_t slot, uint32_t *depth)
 		py = py_frames_get(&t->py, o->py_stack, &np);
 		if (py)
 			j = common_prefix(shown, nr_shown, py, np);
-		if (!fit(&t->frames, &t->cap_frames, at + np - j + 1))
+		if (!fit(&t->frames, &t->cap_frames, at + np - j + 1) ||
+		    !fit(&t->frame_inputs, &t->cap_frame_inputs,
+			 at + np - j + 1))
 			return t->frames;	/* *depth 0: ENOMEM */
-		while (j < np)
+		while (j < np) {
+			t->frame_inputs[at] = 0;
 			t->frames[at++] = py[j++];
+		}
 		if (py)
 			shown = py, nr_shown = np;
+		t->frame_inputs[at] = o->inputs;
 		t->frames[at++] = o->name;
 	}
 	*depth = at;

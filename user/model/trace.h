@@ -230,6 +230,8 @@ struct trace {
 	struct op_inputs inputs;
 	uint32_t *chain;		/* scratch for trace_frames */
 	uint32_t cap_chain;
+	uint32_t *frame_inputs;		/* ... and its input sets */
+	uint32_t cap_frame_inputs;
 };
 
 void trace_init(struct trace *t, uint32_t pid);
@@ -241,6 +243,12 @@ bool trace_add_sink(struct trace *t, const struct trace_sink *sink);
  * with the op around it once (py_frames_loc tells them apart). */
 const uint32_t *trace_frames(struct trace *t, uint32_t slot,
 			     uint32_t *depth);
+/* After trace_frames, each frame's input set (an id in trace.inputs, 0
+ * for Python frames and ops without one), in the same scratch terms. */
+static inline const uint32_t *trace_frame_inputs(const struct trace *t)
+{
+	return t->frame_inputs;
+}
 /* The process a thread belongs to (the target's pid if unknown). */
 uint32_t trace_pid_of(const struct trace *t, uint32_t tid);
 void trace_free(struct trace *t);

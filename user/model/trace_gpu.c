@@ -27,6 +27,7 @@ void trace_gpu_launch(struct trace *t, const struct rf_gpu_launch_event *e)
 		slot = stacks_innermost_op(t, h->tid);
 	if (slot >= 0) {
 		site.frames = trace_frames(t, slot, &site.depth);
+		site.frame_inputs = trace_frame_inputs(t);
 		site.op_id = (int64_t)t->ops[slot].id;
 	}
 	call = gpu_add_launch(&t->gpu, &t->names, h->ts_ns, &site, e);
