@@ -31,7 +31,8 @@ static int add(struct stack_profile *p, uint32_t pid, uint32_t tid,
 	       uint32_t thread, const uint32_t *frames, uint32_t depth,
 	       uint64_t calls, uint64_t self_ns, uint64_t gpu_ns)
 {
-	struct stack_key k = { pid, tid, thread, frames, depth };
+	struct stack_key k = { .pid = pid, .tid = tid, .thread_name = thread,
+			       .frames = frames, .depth = depth };
 	struct stack_values v = { calls, self_ns, gpu_ns };
 
 	return stack_profile_add(p, &k, &v);
@@ -505,6 +506,60 @@ TEST(pprof_without_gpu_or_process_labels)
 		CHECK(!label(pr, pr->sample[i], "cmdline"));
 		CHECK(label(pr, pr->sample[i], "pid"));
 	}
+	perftools__profiles__profile__free_unpacked(pr, NULL);
+out:
+	fixture_free(&f);
+}
+
+/* --shapes in fleet mode: rows of one stack split by input dims, each
+ * sample labelled with its dims for pprof -tagfocus. */
+TEST(pprof_input_dims_label)
+{
+	struct fixture f;
+	struct pprof_meta m;
+	uint32_t small, big;
+	struct stack_values v = { .calls = 1, .self_ns = 10 };
+	struct stack_key k;
+	pb_profile *pr;
+	int labelled = 0;
+
+	fixture_init(&f);
+	small = intern(&f.names, "[[2, 3], [3, 4]]");
+	big = intern(&f.names, "[[64, 512], [512, 512]]");
+	k = (struct stack_key){ .pid = 300, .tid = 301,
+				.thread_name = UINT32_MAX,
+				.frames = &f.mm, .depth = 1,
+				.shapes = small + 1 };
+	CHECK(!stack_profile_add(&f.p, &k, &v));
+	k.shapes = big + 1;
+	CHECK(!stack_profile_add(&f.p, &k, &v));
+	CHECK(!stack_profile_add(&f.p, &k, &v));
+	m = meta_of(&f, 1.0, false);
+	pr = encode(&f.p, &f.names, &m);
+	CHECK(pr != NULL);
+	if (!pr)
+		goto out;
+	for (size_t i = 0; i < pr->n_sample; i++) {
+		const pb_sample *s = pr->sample[i];
+		const Perftools__Profiles__Label *l = label(pr, s, "input_dims");
+		const Perftools__Profiles__Label *pid = label(pr, s, "pid");
+
+		if (!pid || pid->num != 300) {
+			CHECK(!l);	/* rows without shapes: no label */
+			continue;
+		}
+		CHECK(l != NULL);
+		if (!l)
+			continue;
+		labelled++;
+		if (!strcmp(str(pr, l->str), "[[2, 3], [3, 4]]"))
+			CHECK_EQ_U64(s->value[0], 1);
+		else
+			CHECK(!strcmp(str(pr, l->str),
+				      "[[64, 512], [512, 512]]") &&
+			      s->value[0] == 2);
+	}
+	CHECK_EQ_U64(labelled, 2);
 	perftools__profiles__profile__free_unpacked(pr, NULL);
 out:
 	fixture_free(&f);

@@ -53,7 +53,7 @@ typedef Perftools__Profiles__Line pb_line;
 typedef Perftools__Profiles__Function pb_function;
 
 /* pid, process, tid, thread, container, cmdline. */
-#define LABELS_MAX 6
+#define LABELS_MAX 7
 /* Stacks of depth 0 (GPU work launched outside any op) get this frame, so
  * their time shows in pprof's views instead of only in the total. The
  * marker profile_sink.c gives GPU kernels launched outside any op. */
@@ -71,7 +71,7 @@ struct op_frame {
 
 /* Label keys, as string indices. */
 struct label_keys {
-	int64_t pid, process, tid, thread, container, cmdline;
+	int64_t pid, process, tid, thread, container, cmdline, input_dims;
 };
 
 struct builder {
@@ -161,6 +161,7 @@ static void intern_fixed(struct builder *b)
 		.tid = intern(b, "tid"), .thread = intern(b, "thread"),
 		.container = intern(b, "container"),
 		.cmdline = intern(b, "cmdline"),
+		.input_dims = intern(b, "input_dims"),
 	};
 	if (b->m->comment && *b->m->comment)
 		b->comment = intern(b, b->m->comment);
@@ -341,6 +342,10 @@ static void add_labels(struct builder *b, pb_sample *s,
 		add_label(b, s, b->keys.cmdline,
 			  intern_len(b, proc->cmdline,
 				     cmdline_len(proc->cmdline)), 0);
+	/* --shapes: the op's Input Dims, for pprof -tagfocus/-tags. */
+	if (r->shapes && r->shapes - 1 < b->names->nr)
+		add_label(b, s, b->keys.input_dims,
+			  intern(b, names_get(b->names, r->shapes - 1)), 0);
 }
 
 static void add_sample(struct builder *b, const struct stack_row *r)

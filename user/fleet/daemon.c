@@ -297,10 +297,14 @@ static void merge_stacks(struct daemon *d, struct stack_profile *into,
 		const struct stack_row *r = &j->window_stacks.rows[i];
 		uint32_t frames[r->depth ? r->depth : 1];
 		const char *tn = names_get(jn, r->thread_name);
+		const char *dims = r->shapes ? names_get(jn, r->shapes - 1) :
+				   NULL;
 		struct stack_key key = {
 			.pid = r->pid, .tid = r->tid, .frames = frames,
 			.depth = r->depth,
 			.thread_name = names_intern(&d->names, tn, strlen(tn)),
+			.shapes = dims ? names_intern(&d->names, dims,
+						      strlen(dims)) + 1 : 0,
 		};
 		struct stack_values v = {
 			.calls = llround(r->v.calls * k),
@@ -428,6 +432,9 @@ static void end_interval(struct daemon *d, double now)
 		j->s.trace.counts.py_no_thread = c.py_no_thread;
 		j->s.trace.counts.py_truncated = c.py_truncated;
 		j->s.trace.counts.py_faults = c.py_faults;
+		/* ... and --shapes'. */
+		j->s.trace.counts.inputs_cut = c.inputs_cut;
+		j->s.trace.counts.inputs_faults = c.inputs_faults;
 		merge_stacks(d, &d->profile, j);
 		if (d->on_demand_secs)
 			merge_stacks(d, &d->on_demand, j);

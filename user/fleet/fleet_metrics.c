@@ -100,6 +100,42 @@ static void unpaired(struct prom_buf *b, struct job *const *jobs, size_t nr)
 	}
 }
 
+/* --shapes: input records read, and those lost or cut, by why (jobs
+ * traced without shapes have no series). */
+static void input_records(struct prom_buf *b, struct job *const *jobs,
+			  size_t nr)
+{
+	static const char *const read = "rfbpf_job_input_records_total";
+	static const char *const lost = "rfbpf_job_input_records_lost_total";
+
+	prom_family(b, read, "counter", "Input records (dims, dtypes, "
+		    "scalars) of sampled ops read");
+	for (size_t i = 0; i < nr; i++) {
+		struct prom_label l[JOB_LABELS];
+		char pid[16];
+
+		if (!jobs[i]->s.trace.inputs.nr_dtypes)
+			continue;
+		job_labels(jobs[i], l, pid, sizeof(pid));
+		prom_sample(b, read, l, JOB_LABELS,
+			    jobs[i]->s.trace.counts.inputs_records);
+	}
+	prom_family(b, lost, "counter", "Input records with no op open, or "
+		    "cut short, by reason (see rfbpf's README)");
+	for (size_t i = 0; i < nr; i++) {
+		const struct counts *c = &jobs[i]->s.trace.counts;
+		const struct reason r[] = {
+			{ "no_op_open", c->inputs_orphans },
+			{ "cut", c->inputs_cut },
+			{ "unreadable", c->inputs_faults },
+		};
+
+		if (jobs[i]->s.trace.inputs.nr_dtypes)
+			reason_samples(b, lost, jobs[i], r,
+				       sizeof(r) / sizeof(r[0]));
+	}
+}
+
 /* --python-stacks: stacks read, and ops or frames left without, by why
  * (jobs traced without Python stacks have no series). */
 static void python_stacks(struct prom_buf *b, struct job *const *jobs,
@@ -349,6 +385,7 @@ void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 		"share biases the sampled estimates", v_ops_on_started);
 	unpaired(b, jobs, nr);
 	python_stacks(b, jobs, nr);
+	input_records(b, jobs, nr);
 	cupti_state(b, jobs, nr);
 	gpu_losses(b, jobs, nr);
 	gauge(b, "rfbpf_jobs_traced", "gauge", "Processes traced now",

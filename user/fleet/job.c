@@ -132,6 +132,7 @@ int job_start(struct job *j, const struct torch_process *proc,
 	 * safe point soon (still importing torch) is tried again later. */
 	j->s.attach_find_ms = 1000;
 	stack_profile_init(&j->window_stacks);
+	j->window_stacks.by_shapes = opt->shapes;
 	aggregate_init(&j->window_agg);
 	if (session_setup(&j->s, &j->opt)) {
 		snprintf(err, len, "%s", j->s.error);

@@ -2,6 +2,15 @@
 #include <string.h>
 #include "profile_sink.h"
 
+/* by_shapes: the Input Dims of input set id, as the key has them. */
+static uint32_t shapes_of(const struct stack_profile *p,
+			  const struct trace *t, uint32_t id)
+{
+	const struct input_set *in = op_inputs_get(&t->inputs, id);
+
+	return p->by_shapes && in ? in->dims + 1 : 0;
+}
+
 void profile_add_op(struct stack_profile *p, struct trace *t,
 		    const struct closed_op *c)
 {
@@ -9,6 +18,7 @@ void profile_add_op(struct stack_profile *p, struct trace *t,
 		.pid = c->pid, .tid = c->op->tid,
 		.thread_name = c->thread ? c->thread->comm_name : UINT32_MAX,
 		.frames = c->frames, .depth = c->depth,
+		.shapes = shapes_of(p, t, c->op->inputs),
 	};
 	struct stack_values v = { .calls = 1, .self_ns = c->self_ns };
 
@@ -29,6 +39,7 @@ void profile_add_gpu(struct stack_profile *p, struct trace *t,
 	key = (struct stack_key){
 		.pid = l->pid, .tid = l->tid, .thread_name = l->thread_name,
 		.frames = l->frames, .depth = l->depth,
+		.shapes = shapes_of(p, t, l->op_inputs),
 	};
 	if (stack_profile_add(p, &key, &v))
 		t->counts.oom++;

@@ -33,6 +33,7 @@ static uint64_t hash_key(const struct stack_key *k)
 
 	h = mix(h, (uint64_t)k->pid << 32 | k->tid);
 	h = mix(h, (uint64_t)k->thread_name << 32 | k->depth);
+	h = mix(h, k->shapes);
 	for (uint32_t i = 0; i < k->depth; i++)
 		h = mix(h, k->frames[i]);
 	return h;
@@ -42,6 +43,7 @@ static int row_is(const struct stack_row *r, const struct stack_key *k)
 {
 	return r->pid == k->pid && r->tid == k->tid &&
 	       r->thread_name == k->thread_name && r->depth == k->depth &&
+	       r->shapes == k->shapes &&
 	       (!k->depth ||
 		!memcmp(r->frames, k->frames, k->depth * sizeof(*k->frames)));
 }
@@ -62,7 +64,7 @@ static struct stack_key key_of(const struct stack_row *r)
 {
 	return (struct stack_key){
 		.pid = r->pid, .tid = r->tid, .thread_name = r->thread_name,
-		.frames = r->frames, .depth = r->depth,
+		.frames = r->frames, .depth = r->depth, .shapes = r->shapes,
 	};
 }
 
@@ -155,6 +157,7 @@ int stack_profile_add(struct stack_profile *p, const struct stack_key *key,
 	r->pid = key->pid;
 	r->tid = key->tid;
 	r->thread_name = key->thread_name;
+	r->shapes = key->shapes;
 	r->v = *v;
 	*slot = ++p->nr;
 	return 0;

@@ -10,6 +10,7 @@
 #ifndef RFBPF_STACK_PROFILE_H
 #define RFBPF_STACK_PROFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,8 @@ struct stack_key {
 	uint32_t thread_name;
 	const uint32_t *frames;
 	uint32_t depth;
+	uint32_t shapes;	/* by_shapes: the innermost op's Input Dims
+				 * (an id in the names table) + 1, else 0 */
 };
 
 /* What was measured there; raw sums over the recorded ops (an exporter
@@ -34,6 +37,7 @@ struct stack_values {
 struct stack_row {
 	uint32_t pid, tid, thread_name;
 	uint32_t depth;
+	uint32_t shapes;	/* as stack_key's */
 	uint32_t *frames;	/* owned copy */
 	struct stack_values v;
 	/* frames' allocated length. Row slots and their buffers outlive a
@@ -46,6 +50,8 @@ struct stack_profile {
 	size_t nr, cap;
 	uint32_t *index;	/* open addressing over rows: row + 1, 0 empty */
 	size_t index_cap;
+	bool by_shapes;		/* --shapes in fleet mode: rows per stack and
+				 * input dims (pprof labels them) */
 };
 
 void stack_profile_init(struct stack_profile *p);
