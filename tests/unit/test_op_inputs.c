@@ -152,6 +152,18 @@ TEST(dtypes_by_build_and_undefined_tensors)
 	format(&r, NR_DTYPES_1_13, &l);
 	CHECK_STR(l.types, "[\"c10::Half\", \"\", \"unsigned char\"]");
 	CHECK_STR(l.dims, "[[2, 2], [], []]");
+	/* An undefined tensor's impl has one dim of 0: written as None. */
+	r.n = 0;
+	tensor(&r, NR_DTYPES_1_13, 1, (int64_t[]){ 0 }, (int64_t[]){ 1 });
+	tensor(&r, 0, 1, (int64_t[]){ 0 }, (int64_t[]){ 1 });
+	format(&r, NR_DTYPES_1_13, &l);
+	CHECK_STR(l.dims, "[[], [0]]");
+	CHECK_STR(l.types, "[\"\", \"unsigned char\"]");
+	CHECK_STR(l.strides, "[[], [1]]");
+	r.n = 0;
+	tensor(&r, HALF, 2, (int64_t[]){ 2, 2 }, (int64_t[]){ 2, 1 });
+	tensor(&r, 18, 0, NULL, NULL);
+	tensor(&r, 0, 0, NULL, NULL);
 	format(&r, NR_DTYPES_2_14, &l);
 	CHECK_STR(l.types,
 		  "[\"c10::Half\", \"c10::bits1x8\", \"unsigned char\"]");

@@ -110,6 +110,14 @@ static bool is_scalar(unsigned kind)
 	return kind == RF_IN_INT || kind == RF_IN_DOUBLE || kind == RF_IN_BOOL;
 }
 
+/* An undefined tensor (at::Tensor(): a conv's missing bias) is the
+ * UndefinedTensorImpl, whose dtype is TypeMeta()'s, ScalarType::Undefined,
+ * right after the build's scalar types. Profilers write it as None. */
+static bool undefined(uint64_t h, unsigned nr_dtypes)
+{
+	return !op_inputs_dtype(RF_IN_AUX(h), nr_dtypes)[0];
+}
+
 /* The words a value takes, its header included. */
 static uint32_t value_words(uint64_t h)
 {
@@ -195,7 +203,7 @@ void op_inputs_format(const uint64_t *w, uint32_t nw, unsigned nr_dtypes,
 			at += put_list(&l, w, at, nw);
 			continue;
 		}
-		if (kind == RF_IN_TENSOR) {
+		if (kind == RF_IN_TENSOR && !undefined(h, nr_dtypes)) {
 			put_sizes(&l.dims, w, at, nw, h, false);
 			put_sizes(&l.strides, w, at, nw, h, true);
 			put(&l.types, "\"%s\"",
