@@ -16,9 +16,10 @@ Suites:
   long     --sample 0.01 over long phases (its cost is below the noise of
            short ones)
   python-tiny, python-mlp
-           --python-stacks: its cost per recorded op (full trace with and
-           without), the slowdown with --sample 0.01, and torch.profiler
-           with with_stack=True and record_shapes=True
+           --python-stacks and --shapes: the cost per recorded op of each
+           (full trace with and without), the slowdown with --sample 0.01
+           and both, and torch.profiler with with_stack=True and
+           record_shapes=True
 
   sudo bench/overhead.py --suite tiny [--steps N] [--reps R]
                          [--markdown FILE]
@@ -46,15 +47,23 @@ MODES = [
 PY_FULL = ("rfbpf", ["--probes", "callback", "--python-stacks"])
 PY_SAMPLE = ("rfbpf", ["--probes", "callback", "--sample", "0.01",
                        "--python-stacks"])
+SH_FULL = ("rfbpf", ["--probes", "callback", "--shapes"])
+BOTH_SAMPLE = ("rfbpf", ["--probes", "callback", "--sample", "0.01",
+                         "--python-stacks", "--shapes"])
 PY_FULL_NAME = "rfbpf full, callback probes, --python-stacks"
 PY_SAMPLE_NAME = "rfbpf --sample 0.01, callback probes, --python-stacks"
+SH_FULL_NAME = "rfbpf full, callback probes, --shapes"
+BOTH_SAMPLE_NAME = ("rfbpf --sample 0.01, callback probes, --python-stacks "
+                    "--shapes")
 PYTHON_MODES = [
     MODES[0],
     ("torch.profiler with_stack, record_shapes", ("torch_stack", [])),
     MODES[2],
     (PY_FULL_NAME, PY_FULL),
+    (SH_FULL_NAME, SH_FULL),
     MODES[4],
     (PY_SAMPLE_NAME, PY_SAMPLE),
+    (BOTH_SAMPLE_NAME, BOTH_SAMPLE),
 ]
 BREAKDOWN = [
     ("callback registered, no uprobes", ("callback_only", [])),
@@ -177,21 +186,28 @@ def breakdown(added):
 
 
 def python_summary(added):
-    """What --python-stacks adds per recorded op, and the bar: with
-    --sample 0.01 it adds at most as much again as --sample 0.01."""
-    full, full_py = added[MODES[2][0]], added[PY_FULL_NAME]
+    """What --python-stacks and --shapes add per recorded op, and the bar:
+    with --sample 0.01 both together add at most as much again as
+    --sample 0.01 alone."""
+    full = added[MODES[2][0]]
     smp, smp_py = added[MODES[4][0]], added[PY_SAMPLE_NAME]
-    per_op = full_py - full
-    verdict = (f"{smp_py / smp:.2f}x (the goal: at most 2x)" if smp > 0
-               else "not a ratio: --sample 0.01 alone added nothing "
-               "measurable in this run")
+    smp_both = added[BOTH_SAMPLE_NAME]
+
+    def verdict(v):
+        return (f"{v / smp:.2f}x (the goal: at most 2x)" if smp > 0 else
+                "not a ratio: --sample 0.01 alone added nothing "
+                "measurable in this run")
     return ("\n\n| what | added per op (us) |\n|---|---|\n"
             f"| --python-stacks, per recorded op (full trace with it "
-            f"less without) | {per_op:.3f} |\n"
+            f"less without) | {added[PY_FULL_NAME] - full:.3f} |\n"
+            f"| --shapes, per recorded op (full trace with it less "
+            f"without) | {added[SH_FULL_NAME] - full:.3f} |\n"
             f"| --sample 0.01 | {smp:.3f} |\n"
             f"| --sample 0.01 --python-stacks | {smp_py:.3f} |\n"
-            f"\n--sample 0.01 with --python-stacks over --sample 0.01 "
-            f"alone, added time: {verdict}.")
+            f"| --sample 0.01 --python-stacks --shapes | {smp_both:.3f} |\n"
+            f"\nAdded time over --sample 0.01 alone: with --python-stacks "
+            f"{verdict(smp_py)}; with --python-stacks --shapes "
+            f"{verdict(smp_both)}.")
 
 
 def scaling(times, thread_counts, ops_by_t):
