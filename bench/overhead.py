@@ -185,18 +185,20 @@ def breakdown(added):
     return "\n".join(out)
 
 
-def python_summary(added):
+def python_summary(added, noise):
     """What --python-stacks and --shapes add per recorded op, and the bar:
     with --sample 0.01 both together add at most as much again as
-    --sample 0.01 alone."""
+    --sample 0.01 alone. noise: the untraced runs' spread, per op."""
     full = added[MODES[2][0]]
     smp, smp_py = added[MODES[4][0]], added[PY_SAMPLE_NAME]
     smp_both = added[BOTH_SAMPLE_NAME]
 
     def verdict(v):
-        return (f"{v / smp:.2f}x (the goal: at most 2x)" if smp > 0 else
-                "not a ratio: --sample 0.01 alone added nothing "
-                "measurable in this run")
+        if smp > noise:
+            return f"{v / smp:.2f}x (the goal: at most 2x)"
+        return (f"{v - smp:+.3f} us per op over it; not a ratio, as "
+                f"--sample 0.01 alone added less than this run's noise "
+                f"(untraced runs spread {noise:.3f} us per op)")
     return ("\n\n| what | added per op (us) |\n|---|---|\n"
             f"| --python-stacks, per recorded op (full trace with it "
             f"less without) | {added[PY_FULL_NAME] - full:.3f} |\n"
@@ -251,7 +253,9 @@ def main():
             text += ("\n\nWhere the full trace's time goes (differences "
                      "of the medians above):\n\n" + breakdown(added))
         if args.suite.startswith("python"):
-            text += python_summary(added)
+            untraced = times[(1, "untraced", "phase_seconds")]
+            noise = (max(untraced) - min(untraced)) / ops_by_t[1] * 1e6
+            text += python_summary(added, noise)
     print(head + "\n\n" + text)
     if args.markdown:
         with open(args.markdown, "a") as f:
