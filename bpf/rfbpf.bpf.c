@@ -571,10 +571,12 @@ static long py_walk_one(__u32 i, void *data)
 	o = py_cfg.frame_previous;
 	w->frame = o <= RF_PY_FRAME_WINDOW - 8 ? *(__u64 *)&f[o] : 0;
 	o = py_cfg.frame_owner;
-	if (o < RF_PY_FRAME_WINDOW && f[o] == py_cfg.owner_cstack)
-		return 0;	/* the C stack's shim: no Python code */
+	if (o < RF_PY_FRAME_WINDOW && (f[o] == py_cfg.owner_cstack ||
+				       f[o] == py_cfg.owner_interpreter))
+		return 0;	/* a shim or entry frame: no Python code */
 	o = py_cfg.frame_code;
-	code = o <= RF_PY_FRAME_WINDOW - 8 ? *(__u64 *)&f[o] : 0;
+	/* 3.14's f_executable is a _PyStackRef: tag in the low bits. */
+	code = o <= RF_PY_FRAME_WINDOW - 8 ? *(__u64 *)&f[o] & ~7ull : 0;
 	o = py_cfg.frame_prev_instr;
 	prev_instr = o <= RF_PY_FRAME_WINDOW - 8 ? *(__u64 *)&f[o] : 0;
 	start = code + py_cfg.code_code_adaptive;

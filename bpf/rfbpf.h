@@ -202,8 +202,9 @@ struct rf_thread_exit_event {
  * as a header with RF_PY_F_SAME.
  */
 #define RF_PY_MAX_FRAMES 128
-/* Bytes of a frame read at once: every field the walk needs is in it. */
-#define RF_PY_FRAME_WINDOW 72
+/* Bytes of a frame read at once: every field the walk needs is in it
+ * (3.14's owner byte is at 74). */
+#define RF_PY_FRAME_WINDOW 80
 /* No such field in this version. */
 #define RF_PY_NO_FIELD 0xffffffffu
 
@@ -220,6 +221,8 @@ struct rf_py_config {
 	__u32 frame_owner;		/* RF_PY_NO_FIELD: not checked */
 	__u32 owner_cstack;		/* owner value of a C-stack shim
 					 * frame (skipped) */
+	__u32 owner_interpreter;	/* ... and of 3.14's interpreter
+					 * entry frames (skipped) */
 	__u32 code_code_adaptive;	/* PyCodeObject: first code unit */
 };
 
@@ -230,7 +233,8 @@ struct rf_py_config {
 						 * the stack stops there */
 
 struct rf_py_frame {
-	__u64 code;		/* PyCodeObject * in the target */
+	__u64 code;		/* PyCodeObject * in the target (3.14's
+				 * tagged f_executable: tag bits cleared) */
 	__s32 unit;		/* code unit it is at, -1 before the first */
 	__u32 pad;
 };

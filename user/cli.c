@@ -111,7 +111,8 @@ static const struct argp_option options[] = {
 	  "its fork", 0 },
 	{ "python-stacks", OPT_PYTHON_STACKS, NULL, 0,
 	  "Record the Python stack of each op's thread at its start "
-	  "(CPython 3.11): folded stacks and pprof show the model code "
+	  "(CPython 3.11, 3.13, 3.14): folded stacks and pprof show the "
+	  "model code "
 	  "above the ops", 0 },
 	{ "shapes", OPT_SHAPES, NULL, 0,
 	  "Record each op's inputs: tensors' dims, dtypes and strides, "

@@ -96,6 +96,34 @@ def work(stop):
         step(layer)
 
 
+def profiled_ops(prof):
+    """(op, its Python frames innermost first, its input shapes) per op
+    event. torch 2.x keeps the frames only in its trace (FunctionEvent.
+    stack is empty): there they are the python_function slices around
+    the op."""
+    import json
+    import tempfile
+    if any(e.stack for e in prof.events()):
+        return [(e.name, e.stack, e.input_shapes) for e in prof.events()]
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        with open(f.name) as fh:
+            events = json.load(fh)["traceEvents"]
+    x = [e for e in events if e.get("ph") == "X"]
+    py = [e for e in x if e.get("cat") == "python_function"]
+    out = []
+    for op in x:
+        if op.get("cat") != "cpu_op":
+            continue
+        around = [p for p in py if p["tid"] == op["tid"] and
+                  p["ts"] <= op["ts"] and
+                  p["ts"] + p["dur"] >= op["ts"] + op["dur"]]
+        around.sort(key=lambda p: (p["ts"], -p["dur"]), reverse=True)
+        out.append((op["name"], [p["name"] for p in around],
+                    op["args"].get("Input Dims")))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=5.0)
@@ -112,11 +140,11 @@ def main():
         from torch.profiler import profile
         with profile(with_stack=True, record_shapes=True) as prof:
             step(Layer())
-        for e in prof.events():
-            if e.name.startswith("aten::") and e.stack:
-                frames = [s for s in e.stack if not s.startswith("<")]
-                print(f"{e.name}\t{';'.join(frames[:2])}"
-                      f"\t{len(frames)}\t{e.input_shapes}")
+        for name, stack, shapes in profiled_ops(prof):
+            if name.startswith("aten::") and stack:
+                frames = [s for s in stack if not s.startswith("<")]
+                print(f"{name}\t{';'.join(frames[:2])}"
+                      f"\t{len(frames)}\t{shapes}")
         return
     if args.expect:
         for site, (fn, file, line) in sorted(SITES.items()):

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "py_stack.h"
 #include "line_table.h"
+#include "py_debug_words.h"
 #include "attach/elf_symbols.h"
 #include "attach/target.h"
 #include "rfbpf.h"
@@ -23,7 +24,7 @@ const struct py_offsets py_offsets_311 = {
 	.code_filename = 112, .code_qualname = 128, .code_firstlineno = 72,
 	.code_linetable = 136, .code_code_adaptive = 184,
 	/* 3.11 has no C-stack shim frames: no owner value names one. */
-	.frame_owner = 69, .owner_cstack = 0xff,
+	.frame_owner = 69, .owner_cstack = 0xff, .owner_interpreter = 0xff,
 	.interp_modules = 888, .module_dict = 16,
 	.dict_keys = 32, .dict_values = 40,
 	.keys_log2_index_bytes = 9, .keys_kind = 10, .keys_nentries = 24,
@@ -33,7 +34,72 @@ const struct py_offsets py_offsets_311 = {
 	.unicode_length = 16, .unicode_state = 32,
 	.unicode_ascii_data = 48, .unicode_compact_data = 72,
 	.bytes_size = 16, .bytes_data = 32,
+	.thread_names = true,
 };
+
+#define DEBUG_WORDS 81
+
+/* r->debug from the interpreter's _Py_DebugOffsets; 0, or -ENOTSUP with
+ * a line in err. */
+static int offsets_from_debug(struct py_reader *r, const char *shown,
+			      unsigned minor, char *err, size_t len)
+{
+	const struct debug_words *d = NULL;
+	uint64_t w[DEBUG_WORDS];
+	struct py_offsets *o = &r->debug;
+
+	for (size_t i = 0; i < sizeof(debug_words) / sizeof(*d); i++)
+		if (debug_words[i].minor == minor)
+			d = &debug_words[i];
+	if (!d)
+		return snprintf(err, len, "%s: Python 3.%u's layout is not "
+				"known (3.11, 3.13 and 3.14 are)", shown,
+				minor), -ENOTSUP;
+	if (target_read(r->pid, r->runtime, w, sizeof(w)) ||
+	    memcmp(w, "xdebugpy", 8) || (w[1] >> 24) != 3 ||
+	    (w[1] >> 16 & 0xff) != minor)
+		return snprintf(err, len, "%s: no Python 3.%u debug offsets "
+				"at _PyRuntime", shown, minor), -ENOTSUP;
+	if (w[d->free_threaded])
+		return snprintf(err, len, "%s: a free-threaded build (not "
+				"supported)", shown), -ENOTSUP;
+	*o = (struct py_offsets){
+		.major = 3, .minor = minor,
+		.runtime_interpreters_head = w[d->interpreters_head],
+		.interp_threads_head = w[d->threads_head],
+		.tstate_next = w[d->tstate_next],
+		.tstate_native_thread_id = w[d->tstate_native_thread_id],
+		/* No _PyCFrame since 3.12: the frame is the thread's own. */
+		.tstate_cframe = RF_PY_NO_FIELD,
+		.cframe_current_frame = w[d->tstate_current_frame],
+		.frame_code = w[d->frame_executable],
+		.frame_previous = w[d->frame_previous],
+		/* instr_ptr: the unit running (or about to), which CPython
+		 * itself maps to the frame's line. */
+		.frame_prev_instr = w[d->frame_instr_ptr],
+		.frame_owner = w[d->frame_owner],
+		.owner_cstack = d->owner_cstack,
+		.owner_interpreter = d->owner_interpreter,
+		.code_filename = w[d->code_filename],
+		.code_qualname = w[d->code_qualname],
+		.code_firstlineno = w[d->code_firstlineno],
+		.code_linetable = w[d->code_linetable],
+		.code_code_adaptive = w[d->code_code_adaptive],
+		.unicode_length = w[d->unicode_length],
+		.unicode_state = w[d->unicode_state],
+		.unicode_ascii_data = w[d->unicode_ascii_size],
+		/* PyCompactUnicodeObject adds utf8_length and utf8 (3.12
+		 * dropped wstr): not in the debug offsets. */
+		.unicode_compact_data = w[d->unicode_ascii_size] + 16,
+		.bytes_size = w[d->bytes_size],
+		.bytes_data = w[d->bytes_data],
+		/* Dict internals are not in the debug offsets: threads keep
+		 * their comm on 3.13+. */
+		.thread_names = false,
+	};
+	r->off = o;
+	return 0;
+}
 
 /* Lists the interpreter never has more of: a loop in a corrupt list (or
  * one read while it changes) ends here. */
@@ -112,16 +178,19 @@ int py_reader_open(struct py_reader *r, pid_t pid, char *err, size_t len)
 	if (!version_of(base, &major, &minor))
 		return snprintf(err, len, "%s: no Python version in its name",
 				shown), -ENOTSUP;
-	if (major != 3 || minor != 11)
+	if (major != 3 || minor < 11 || minor == 12)
 		return snprintf(err, len, "%s: Python %u.%u's layout is not "
-				"known (3.11 is)", shown, major, minor),
-		       -ENOTSUP;
-	r->off = &py_offsets_311;
+				"known (3.11, 3.13 and 3.14 are)", shown,
+				major, minor), -ENOTSUP;
 	if (elf_find_objects(path, names, 1, &off) != 1 ||
 	    target_addr_of_data_offset(pid, path, off, &r->runtime))
 		return snprintf(err, len, "%s: no _PyRuntime mapped", shown),
 		       -ENOENT;
-	return 0;
+	if (minor == 11) {
+		r->off = &py_offsets_311;
+		return 0;
+	}
+	return offsets_from_debug(r, shown, minor, err, len);
 }
 
 /* Walks the main interpreter's thread states: fn(ctx, tid, tstate) for
@@ -207,14 +276,27 @@ int py_read_frames(struct py_reader *r, uint64_t tstate,
 	uint64_t cframe, frame, code, prev_instr, start;
 	int n = 0, ret;
 
-	if ((ret = rd_ptr(r, tstate + o->tstate_cframe, &cframe)) ||
-	    (ret = rd_ptr(r, cframe + o->cframe_current_frame, &frame)))
+	if (o->tstate_cframe == RF_PY_NO_FIELD)
+		cframe = tstate;	/* 3.12+: the frame is the thread's */
+	else if ((ret = rd_ptr(r, tstate + o->tstate_cframe, &cframe)))
+		return ret;
+	if ((ret = rd_ptr(r, cframe + o->cframe_current_frame, &frame)))
 		return ret;
 	while (frame && n < max) {
+		uint8_t owner = 0;
+
 		if ((ret = rd_ptr(r, frame + o->frame_code, &code)) ||
 		    (ret = rd_ptr(r, frame + o->frame_prev_instr,
-				  &prev_instr)))
+				  &prev_instr)) ||
+		    (ret = rd(r, frame + o->frame_owner, &owner, 1)))
 			return ret;
+		if (owner == o->owner_cstack || owner == o->owner_interpreter) {
+			if ((ret = rd_ptr(r, frame + o->frame_previous,
+					  &frame)))
+				return ret;
+			continue;
+		}
+		code &= ~7ull;		/* 3.14: a tagged _PyStackRef */
 		/* prev_instr: the unit last run; one before the code when
 		 * the frame has not run any (3.11's _PyInterpreterFrame). */
 		start = code + o->code_code_adaptive;
@@ -472,6 +554,7 @@ void py_bpf_config(const struct py_reader *r, unsigned depth,
 	c->frame_prev_instr = o->frame_prev_instr;
 	c->frame_owner = o->frame_owner;
 	c->owner_cstack = o->owner_cstack;
+	c->owner_interpreter = o->owner_interpreter;
 	c->code_code_adaptive = o->code_code_adaptive;
 }
 

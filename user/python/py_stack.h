@@ -30,6 +30,7 @@ struct py_offsets {
 	uint32_t cframe_current_frame;		/* _PyCFrame */
 	uint32_t frame_code, frame_previous, frame_prev_instr;
 	uint32_t frame_owner, owner_cstack;	/* shim frames, skipped */
+	uint32_t owner_interpreter;		/* 3.14 entry frames, too */
 	uint32_t code_filename, code_qualname, code_firstlineno;
 	uint32_t code_linetable, code_code_adaptive;
 	uint32_t unicode_length, unicode_state;	/* PyASCIIObject */
@@ -47,6 +48,7 @@ struct py_offsets {
 	uint32_t heaptype_cached_keys;		/* PyHeapTypeObject */
 	uint32_t long_digit;			/* PyLongObject */
 	uint64_t managed_dict_flag;		/* Py_TPFLAGS_MANAGED_DICT */
+	bool thread_names;	/* the fields above are known */
 };
 extern const struct py_offsets py_offsets_311;
 
@@ -68,6 +70,7 @@ struct py_code_entry;
 struct py_reader {
 	pid_t pid;
 	const struct py_offsets *off;
+	struct py_offsets debug;	/* 3.13+: from _Py_DebugOffsets */
 	uint64_t runtime;	/* &_PyRuntime in the target */
 	struct py_code_entry *codes;	/* symbolized code objects */
 	size_t nr_codes, cap_codes;

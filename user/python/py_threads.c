@@ -134,6 +134,8 @@ int py_thread_names(struct py_reader *r, struct py_thread_name *out,
 	uint32_t size;
 	int nr = 0;
 
+	if (!o->thread_names)
+		return -ENOTSUP;
 	interp = ptr_at(r, r->runtime + o->runtime_interpreters_head);
 	threading = interp ? dict_get(r, ptr_at(r, interp + o->interp_modules),
 				      "threading") : 0;
