@@ -20,6 +20,8 @@ Suites:
            (full trace with and without), the slowdown with --sample 0.01
            and both, and torch.profiler with with_stack=True and
            record_shapes=True
+  python-long
+           --sample 0.01 with and without both, over long phases
 
   sudo bench/overhead.py --suite tiny [--steps N] [--reps R]
                          [--markdown FILE]
@@ -78,6 +80,9 @@ SUITES = {  # name: (workload, default steps, default reps, threads, modes)
     "long": ("tiny", 100000, 5, [1], [MODES[0], MODES[4], MODES[5]]),
     "python-tiny": ("tiny", 50000, 3, [1], PYTHON_MODES),
     "python-mlp": ("mlp", 400, 3, [1], PYTHON_MODES),
+    "python-long": ("tiny", 100000, 5, [1],
+                    [MODES[0], MODES[4], (PY_SAMPLE_NAME, PY_SAMPLE),
+                     (BOTH_SAMPLE_NAME, BOTH_SAMPLE)]),
 }
 TORCH_E2E = {"phase_seconds": "torch.profiler, profiled region only",
              "e2e_table_seconds": "torch.profiler end to end + "
@@ -103,17 +108,17 @@ def measure(suite, steps, reps):
     return times, accts
 
 
-def rows_of(times, t):
+def rows_of(times, t, figure="phase_seconds"):
     """(label, samples) per table row, torch.profiler split in three."""
     for (tt, name, fig), v in times.items():
-        if tt != t:
+        if tt != t or fig == "phase_cpu_seconds":
             continue
         if name == "torch.profiler":
             yield TORCH_E2E[fig], v
         elif name.startswith("torch.profiler"):
             yield TORCH_E2E[fig] + ", with_stack and record_shapes", v
-        else:
-            yield name, v
+        elif fig == "phase_seconds":
+            yield name, times.get((t, name, figure), v)
 
 
 def acct_cells(accts):
@@ -146,8 +151,8 @@ def marginal_cpu(accts, t):
             f"{per_m:.2f} us per event on the loader's CPU.\n")
 
 
-def table(times, accts, t, ops):
-    base = statistics.median(times[(t, "untraced", "phase_seconds")])
+def table(times, accts, t, ops, figure="phase_seconds"):
+    base = statistics.median(times[(t, "untraced", figure)])
     e2e = times.get((t, "torch.profiler", "e2e_table_seconds")) or \
         times.get((t, PYTHON_MODES[1][0], "e2e_table_seconds"))
     e2e_added = statistics.median(e2e) - base if e2e else None
@@ -156,7 +161,7 @@ def table(times, accts, t, ops):
            "rfbpf CPU (s) | rfbpf CPU s per M events | rfbpf peak RSS "
            "(MiB) |", "|---|---|---|---|---|---|---|---|---|"]
     added = {}
-    for label, v in rows_of(times, t):
+    for label, v in rows_of(times, t, figure):
         med = statistics.median(v)
         added[label] = (med - base) / ops * 1e6
         share = (f"{(med - base) / e2e_added:.3f}" if e2e_added and
@@ -189,9 +194,15 @@ def python_summary(added, noise):
     """What --python-stacks and --shapes add per recorded op, and the bar:
     with --sample 0.01 both together add at most as much again as
     --sample 0.01 alone. noise: the untraced runs' spread, per op."""
-    full = added[MODES[2][0]]
+    full = added.get(MODES[2][0])
     smp, smp_py = added[MODES[4][0]], added[PY_SAMPLE_NAME]
     smp_both = added[BOTH_SAMPLE_NAME]
+    per_op = ""
+    if full is not None:
+        per_op = (f"| --python-stacks, per recorded op (full trace with it "
+                  f"less without) | {added[PY_FULL_NAME] - full:.3f} |\n"
+                  f"| --shapes, per recorded op (full trace with it less "
+                  f"without) | {added[SH_FULL_NAME] - full:.3f} |\n")
 
     def verdict(v):
         if smp > noise:
@@ -199,17 +210,28 @@ def python_summary(added, noise):
         return (f"{v - smp:+.3f} us per op over it; not a ratio, as "
                 f"--sample 0.01 alone added less than this run's noise "
                 f"(untraced runs spread {noise:.3f} us per op)")
-    return ("\n\n| what | added per op (us) |\n|---|---|\n"
-            f"| --python-stacks, per recorded op (full trace with it "
-            f"less without) | {added[PY_FULL_NAME] - full:.3f} |\n"
-            f"| --shapes, per recorded op (full trace with it less "
-            f"without) | {added[SH_FULL_NAME] - full:.3f} |\n"
+    return ("\n\n| what | added per op (us) |\n|---|---|\n" + per_op +
             f"| --sample 0.01 | {smp:.3f} |\n"
             f"| --sample 0.01 --python-stacks | {smp_py:.3f} |\n"
             f"| --sample 0.01 --python-stacks --shapes | {smp_both:.3f} |\n"
             f"\nAdded time over --sample 0.01 alone: with --python-stacks "
             f"{verdict(smp_py)}; with --python-stacks --shapes "
-            f"{verdict(smp_both)}.")
+            f"{verdict(smp_both)}." + derived(added, smp))
+
+
+def derived(added, smp):
+    """The bar's ratio from what can be measured apart from the noise:
+    each option's cost per recorded op (full traces), of which --sample
+    0.01 pays for one op in a hundred."""
+    if MODES[2][0] not in added or smp <= 0:
+        return ""
+    full = added[MODES[2][0]]
+    per_op = (added[PY_FULL_NAME] - full) + (added[SH_FULL_NAME] - full)
+    return (f"\n\nFrom the full traces instead: both options cost "
+            f"{per_op:.3f} us per recorded op, so at --sample 0.01 "
+            f"{per_op / 100:.4f} us per op on top of --sample 0.01's "
+            f"{smp:.3f}: {(smp + per_op / 100) / smp:.2f}x (the goal: at "
+            f"most 2x).")
 
 
 def scaling(times, thread_counts, ops_by_t):
@@ -252,8 +274,18 @@ def main():
         if args.suite == "tiny":
             text += ("\n\nWhere the full trace's time goes (differences "
                      "of the medians above):\n\n" + breakdown(added))
+        if args.suite == "python-long":
+            # Long sampled phases: CPU time, less disturbed than wall
+            # time by whatever else this VM runs.
+            cpu, added = table(times, accts, 1, ops_by_t[1],
+                               "phase_cpu_seconds")
+            text += ("\n\nThe same phases' CPU time (the workload's user "
+                     "and system time):\n\n" + cpu)
+            fig = "phase_cpu_seconds"
+        else:
+            fig = "phase_seconds"
         if args.suite.startswith("python"):
-            untraced = times[(1, "untraced", "phase_seconds")]
+            untraced = times[(1, "untraced", fig)]
             noise = (max(untraced) - min(untraced)) / ops_by_t[1] * 1e6
             text += python_summary(added, noise)
     print(head + "\n\n" + text)

@@ -66,6 +66,7 @@ suite long "$steps_long"
 cat bench/doc/python.md >> "$out"
 suite python-tiny "$([ $q = 1 ] && echo 3000)"
 suite python-mlp "$steps_mlp"
+suite python-long "$steps_long"
 cat bench/doc/op_times.md >> "$out"
 /usr/bin/python3 bench/op_times.py --markdown "$out" \
 	$([ $q = 1 ] && echo --steps 300 --reps 1)

@@ -108,7 +108,8 @@ def run_variant(kind, args, workload, steps, threads):
     else:
         _, err, acct = run_rfbpf(["--top", "5", *args], work)
     figures = {k: seconds(err, k) for k in
-               ("phase_seconds", "e2e_table_seconds", "e2e_trace_seconds")}
+               ("phase_seconds", "phase_cpu_seconds", "e2e_table_seconds",
+                "e2e_trace_seconds")}
     if figures["phase_seconds"] is None:
         raise RuntimeError(f"no phase time from {kind} {args}:\n{err}")
     return figures, acct
