@@ -14,6 +14,7 @@
 #include "session_children.h"
 #include "session_gpu.h"
 #include "attach/target.h"
+#include "attach/torch_layouts.h"
 
 volatile sig_atomic_t stop_signals;
 
@@ -399,6 +400,28 @@ static void quiet_stubs(struct session *s)
 {
 	if (s->act.page.addr && target_alive(s->pid))
 		stub_page_set_on(s->pid, &s->act.page, false);
+}
+
+void session_set_build(struct session *s, const char *path,
+		       const struct torch_symbols *syms)
+{
+	struct rf_inputs_config cfg;
+	int major = 0, minor = 0;
+	char why[256];
+
+	s->trace.fwd_threads = probes_set_build(&s->probes, path, syms);
+	if (!s->opt->shapes)
+		return;
+	torch_version(path, &major, &minor);
+	if (!torch_inputs_layout(major, minor, syms->old_string_abi, &cfg,
+				 &s->trace.inputs.nr_dtypes, why,
+				 sizeof(why))) {
+		status_clear(&s->status);
+		fprintf(stderr, "rfbpf: warning: --shapes: %s; ops are traced "
+			"without their inputs\n", why);
+		return;
+	}
+	probes_set_inputs(&s->probes, &cfg);
 }
 
 /* Probes a library the command mapped that was not probed before exec. */

@@ -19,7 +19,6 @@
 #include "attach/elf_symbols.h"
 #include "attach/privileges.h"
 #include "attach/target.h"
-#include "attach/torch_layouts.h"
 #include "attach/calibrate.h"
 #include "session.h"
 #include "session_children.h"
@@ -234,28 +233,6 @@ static void calibrate_probe_cost(const struct options *opt,
 		snprintf(note, len, "%s", entry_path_note);
 	else if (!calibrate_sampled_op_cost(&cal, note, len))
 		calibration_probe_cost(&cal, cost);
-}
-
-void session_set_build(struct session *s, const char *path,
-		       const struct torch_symbols *syms)
-{
-	struct rf_inputs_config cfg;
-	int major = 0, minor = 0;
-	char why[256];
-
-	s->trace.fwd_threads = probes_set_build(&s->probes, path, syms);
-	if (!s->opt->shapes)
-		return;
-	torch_version(path, &major, &minor);
-	if (!torch_inputs_layout(major, minor, syms->old_string_abi, &cfg,
-				 &s->trace.inputs.nr_dtypes, why,
-				 sizeof(why))) {
-		status_clear(&s->status);
-		fprintf(stderr, "rfbpf: warning: --shapes: %s; ops are traced "
-			"without their inputs\n", why);
-		return;
-	}
-	probes_set_inputs(&s->probes, &cfg);
 }
 
 int session_setup(struct session *s, struct options *opt)
