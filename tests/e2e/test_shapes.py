@@ -145,6 +145,39 @@ def test_group_by_shapes_table(workload):
     assert any(l.startswith("Inputs: ") for l in lines), lines[-8:]
 
 
+def test_fleet_pprof_and_metrics_carry_the_shapes(workload, tmp_path):
+    """The daemon with --shapes: go tool pprof splits aten::mm by its
+    input_dims label, and the metrics count the records (promtool)."""
+    from test_fleet import GO_ENV, Daemon, metric
+    prom = tmp_path / "rfbpf.prom"
+    d = Daemon(["-p", str(workload.pid), "--interval", "3",
+                "--budget", "50", "--pprof-dir", str(tmp_path),
+                "--prom-file", str(prom), "--shapes"])
+    try:
+        d.wait_for(r"traced, sampling")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(
+                list(tmp_path.glob("profile-*.pb.gz"))) < 3:
+            time.sleep(0.2)
+    finally:
+        assert d.finish() == 0, d.log()
+    files = [str(f) for f in sorted(tmp_path.glob("profile-*.pb.gz"))]
+    r = subprocess.run(["go", "tool", "pprof", "-tags", "-focus",
+                        "^aten::mm$", *files], capture_output=True,
+                       text=True, env=GO_ENV, timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "input_dims" in out, out
+    assert "[[32, 64], [64, 16]]" in out and "[[8, 8], [8, 8]]" in out, out
+    text = prom.read_text()
+    assert metric(text, "rfbpf_job_input_records_total") > 0
+    assert metric(text, "rfbpf_job_input_records_lost_total",
+                  reason="cut") == 0
+    r = subprocess.run(["promtool", "check", "metrics"], input=text,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("args,says", [
     (["--group-by", "shapes"], "--group-by shapes needs --shapes"),
     (["--group-by", "shape"], "invalid --group-by 'shape'"),
