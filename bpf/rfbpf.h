@@ -72,6 +72,10 @@ enum rf_event_kind {
 	RF_EV_INPUTS = 9,	/* --shapes: the inputs of the op whose before
 				 * event came last from the same thread
 				 * (struct rf_inputs_event) */
+	RF_EV_OFF_CPU = 10,	/* --off-cpu: a traced thread ran again after
+				 * an interval off CPU (rf_off_cpu_event) */
+	RF_EV_WAKE = 11,	/* --off-cpu: a traced thread woke another
+				 * traced one (rf_wake_event) */
 };
 
 /*
@@ -109,6 +113,8 @@ enum rf_counter {
 	RF_CNT_INPUTS_CUT,		/* --shapes: input records cut short
 					 * (too many inputs, dims, elements) */
 	RF_CNT_INPUTS_FAULTS,		/* ... or by unreadable memory */
+	RF_CNT_SWITCHES,		/* --off-cpu: context switches of
+					 * traced threads seen */
 	RF_CNT_NR,
 };
 
@@ -336,5 +342,37 @@ struct rf_inputs_event {
 #define RF_INPUTS_SIZE(n) \
 	(sizeof(struct rf_inputs_event) - \
 	 (RF_IN_MAX_WORDS + RF_IN_SLACK - (n)) * sizeof(__u64))
+
+/*
+ * --off-cpu: the scheduler's switch tracepoint notes when a traced thread
+ * leaves the CPU and why (task storage), and sends one record when it runs
+ * again; the waking tracepoint, which runs in the waker's context, notes
+ * who woke it. Untraced tasks cost a comparison of their tgid per switch.
+ */
+enum rf_off_cpu_reason {
+	RF_OFF_PREEMPTED = 1,	/* switched out while runnable */
+	RF_OFF_SLEEP,		/* interruptible sleep (S): locks, queues,
+				 * sleep(), a GIL wait */
+	RF_OFF_UNINTERRUPTIBLE,	/* uninterruptible (D), not for I/O */
+	RF_OFF_BLOCK_IO,	/* D with in_iowait: waiting on block I/O */
+	RF_OFF_NR,
+};
+
+struct rf_off_cpu_event {
+	struct rf_event_hdr hdr;	/* tid, pid: the thread; ts_ns: when it
+					 * ran again */
+	__u64 start_ns;			/* when it left the CPU */
+	__u64 wake_ns;			/* when it was woken, 0: not seen */
+	__u32 reason;			/* enum rf_off_cpu_reason */
+	__u32 waker_tid, waker_pid;	/* who woke it (0: not seen, or an
+					 * interrupt: see wake_ns) */
+	char waker_comm[16];		/* "[interrupt]" for one */
+};
+
+struct rf_wake_event {
+	struct rf_event_hdr hdr;	/* tid, pid: the waker */
+	__u32 woken_tid;
+	__u32 pad;
+};
 
 #endif /* RFBPF_H */

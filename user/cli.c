@@ -31,6 +31,7 @@ static const char doc[] =
 "  sudo rfbpf -p 1234 --python-stacks --folded f.txt  # model code over ops\n"
 "  sudo rfbpf -p 1234 --python-stacks --group-by stack:3  # per call site\n"
 "  sudo rfbpf -p 1234 --shapes --group-by shapes -o t.json  # input dims\n"
+"  sudo rfbpf -p 1234 --off-cpu --top-wakers 10 -o t.json  # waiting ops\n"
 "  sudo rfbpf --deactivate -p 1234     # remove what a killed rfbpf left\n"
 "  sudo rfbpf --sort total --top 20 -- python3 train.py\n"
 "  sudo rfbpf --lib /opt/venv/lib/python3.11/site-packages/torch/lib/"
@@ -52,7 +53,7 @@ enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_CHILDREN, OPT_CONTINUOUS, OPT_ALL, OPT_INTERVAL, OPT_BUDGET,
        OPT_PPROF_DIR, OPT_PPROF_KEEP, OPT_PROM_FILE, OPT_LISTEN, OPT_MAX_OPS,
        OPT_CONFIG, OPT_RAW_TIMES, OPT_PYTHON_STACKS, OPT_PYTHON_DEPTH,
-       OPT_GROUP_BY, OPT_SHAPES };
+       OPT_GROUP_BY, OPT_SHAPES, OPT_OFF_CPU, OPT_TOP_WAKERS };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -119,6 +120,13 @@ static const struct argp_option options[] = {
 	  "scalars' values (torch 1.13, 2.6, 2.14), as "
 	  "record_shapes=True: the Chrome trace's Input Dims and Input type",
 	  0 },
+	{ "off-cpu", OPT_OFF_CPU, NULL, 0,
+	  "Follow the traced threads off and back on the CPU (scheduler "
+	  "tracepoints): each op's off-CPU time, why (sleeping, preempted, "
+	  "block I/O) and who woke it, in the table and the trace", 0 },
+	{ "top-wakers", OPT_TOP_WAKERS, "N", 0,
+	  "With --off-cpu: after the table, the N pairs of ops where one "
+	  "thread's op most often woke another's", 0 },
 	{ "python-depth", OPT_PYTHON_DEPTH, "N", 0,
 	  "With --python-stacks: keep the N innermost Python frames "
 	  "(default 64, at most 128); deeper stacks are marked truncated", 0 },
@@ -400,6 +408,12 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_CHILDREN: opt->children = true; break;
 	case OPT_PYTHON_STACKS: opt->python_stacks = true; break;
 	case OPT_SHAPES: opt->shapes = true; break;
+	case OPT_OFF_CPU: opt->off_cpu = true; break;
+	case OPT_TOP_WAKERS:
+		opt->top_wakers = parse_long(arg, 1, 1000000,
+					     "invalid --top-wakers '%s': "
+					     "expected a number of rows");
+		break;
 	case OPT_GROUP_BY:
 		if (!strcmp(arg, "shapes"))
 			opt->group_shapes = true;
@@ -463,6 +477,8 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			bad("%s--group-by stack needs --python-stacks", "");
 		if (opt->group_shapes && !opt->shapes)
 			bad("%s--group-by shapes needs --shapes", "");
+		if (opt->top_wakers && !opt->off_cpu)
+			bad("%s--top-wakers needs --off-cpu", "");
 		if (!opt->gpu && opt->gpu_folded_path)
 			bad("%s--gpu-folded needs GPU tracing (drop --no-gpu)",
 			    "");

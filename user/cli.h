@@ -42,6 +42,8 @@ struct options {
 	bool shapes;		/* --shapes: ops' input dims and dtypes */
 	bool group_shapes;	/* --group-by shapes: rows per op and its
 				 * input dims */
+	bool off_cpu;		/* --off-cpu: threads off CPU, per op */
+	unsigned top_wakers;	/* --top-wakers N (0: none) */
 	/* Fleet mode (--continuous): a daemon for every PyTorch job. */
 	bool continuous;	/* --continuous */
 	bool all;		/* --all: every process mapping libtorch_cpu */

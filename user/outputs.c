@@ -84,11 +84,13 @@ int outputs_finish(struct outputs *o, const struct trace *t,
 	char bias[512];
 	int ret = 0;
 
-	if (opt->table)
+	if (opt->table) {
 		print_table(stdout, t, opt->group_stack_n ||
 			    opt->group_shapes ? &o->grouped :
 			    &o->agg, opt->sort, opt->top);
-	else if (trace_sampler_bias_note(t, bias, sizeof(bias)))
+		if (opt->top_wakers)
+			print_wakers(stdout, t, &o->agg, opt->top_wakers);
+	} else if (trace_sampler_bias_note(t, bias, sizeof(bias)))
 		fprintf(stderr, "rfbpf: warning: %s\n", bias);
 	if (o->chrome_open && chrome_finish(&o->chrome, t, &o->agg))
 		ret = failed(opt->trace_path);

@@ -107,6 +107,16 @@ static int handle_event(void *ctx, void *data, size_t size)
 			return 0;
 		trace_gpu_activity(&s->trace, data);
 		break;
+	case RF_EV_OFF_CPU:
+		if (size < sizeof(struct rf_off_cpu_event))
+			return 0;
+		stacks_off_cpu(&s->trace, data);
+		break;
+	case RF_EV_WAKE:
+		if (size < sizeof(struct rf_wake_event))
+			return 0;
+		stacks_wake(&s->trace, data);
+		break;
 	case RF_EV_INPUTS:
 		if (size < RF_INPUTS_SIZE(0))
 			return 0;

@@ -288,6 +288,14 @@ int session_setup(struct session *s, struct options *opt)
 		return setup_error(s, "%s", why);
 	if (libs.nr)
 		session_set_build(s, libs.path[0], &libs.syms[0]);
+	if (opt->off_cpu && (err = probes_attach_off_cpu(&s->probes)))
+		return setup_error(s, "--off-cpu: %s", err == -EXDEV ?
+				   "rfbpf runs in another PID namespace than "
+				   "the kernel's (run it in the host's)" :
+				   "cannot attach the scheduler tracepoints "
+				   "(sched_switch, sched_waking): needs BTF "
+				   "and CAP_BPF with CAP_PERFMON");
+	s->trace.off_cpu = opt->off_cpu;
 	s->trace.tree_prob = opt->tree_prob;
 	/* Tests only: widen the window in which a target can exit mid-attach,
 	 * so "exits during attach" is tested deterministically. */

@@ -318,6 +318,27 @@ int probes_follow_children(struct probes *p, bool wake_on_fork)
 	return 0;
 }
 
+int probes_attach_off_cpu(struct probes *p)
+{
+	struct bpf_program *progs[] = { p->skel->progs.off_cpu_switch,
+					p->skel->progs.off_cpu_waking };
+
+	if (p->skel->rodata->pidns_ino)
+		return -EXDEV;	/* tasks' ids are the kernel's: see BPF */
+	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+		struct bpf_link *l;
+
+		if (p->nr_links == (int)(sizeof(p->links) /
+					 sizeof(p->links[0])))
+			return -E2BIG;
+		l = bpf_program__attach(progs[i]);
+		if (!l)
+			return -errno;
+		p->links[p->nr_links++] = l;
+	}
+	return 0;
+}
+
 int probes_trace_child(struct probes *p, pid_t child, bool on)
 {
 	int fd = bpf_map__fd(p->skel->maps.traced_children);
@@ -485,6 +506,8 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 			c->inputs_cut = sum;
 		else if (slot == RF_CNT_INPUTS_FAULTS)
 			c->inputs_faults = sum;
+		else if (slot == RF_CNT_SWITCHES)
+			c->off_cpu_switches = sum;
 	}
 	free(vals);
 }

@@ -79,6 +79,9 @@ int probes_arm_callback_stop(struct probes *p, int sig, const pid_t *tids,
  * (runtime 0 turns it off). */
 struct rf_py_config;
 struct rf_inputs_config;
+/* --off-cpu: the scheduler's switch and waking tracepoints, for the
+ * target's threads; -EXDEV when rfbpf runs in another PID namespace. */
+int probes_attach_off_cpu(struct probes *p);
 /* --shapes: read each recorded op's inputs with this build's layout. */
 void probes_set_inputs(struct probes *p, const struct rf_inputs_config *cfg);
 void probes_set_python(struct probes *p, const struct rf_py_config *cfg);

@@ -232,6 +232,12 @@ static void write_op_stats(FILE *f, const struct trace *t,
 				(unsigned long long)r->self_ns);
 		fprintf(f, ",\"truncated_calls\":%llu",
 			(unsigned long long)r->truncated);
+		/* --off-cpu: time its threads were off CPU in it (self:
+		 * while it was the innermost op; its own calls only). */
+		if (t->off_cpu && self_known)
+			fprintf(f, ",\"self_off_cpu_ns\":%llu,\"off_cpu_ns\":%llu",
+				(unsigned long long)r->self_off_cpu_ns,
+				(unsigned long long)r->off_cpu_ns);
 		/* Which op launched a kernel is unknown under --sample (see
 		 * the table); kept trees hold all their launches. */
 		if (t->gpu.counts.agent_seen && self_known)
@@ -377,6 +383,20 @@ static void write_other_data(const struct chrome_writer *w,
 		COUNT("python_stacks_cut_unreadable", c->py_faults);
 		COUNT("python_frames_unnamed", t->py.unresolved);
 	}
+	if (t->off_cpu) {
+		COUNT("off_cpu_intervals", c->off_cpu_intervals);
+		COUNT("off_cpu_intervals_outside_ops", c->off_cpu_outside_ops);
+		COUNT("off_cpu_ns_outside_ops", c->off_cpu_outside_ns);
+		COUNT("off_cpu_switches", c->off_cpu_switches);
+		COUNT("wakeups_by_traced_threads", c->wakes);
+		COUNT("off_cpu_ns_preempted",
+		      c->off_cpu_by_reason_ns[RF_OFF_PREEMPTED]);
+		COUNT("off_cpu_ns_sleeping", c->off_cpu_by_reason_ns[RF_OFF_SLEEP]);
+		COUNT("off_cpu_ns_uninterruptible",
+		      c->off_cpu_by_reason_ns[RF_OFF_UNINTERRUPTIBLE]);
+		COUNT("off_cpu_ns_block_io",
+		      c->off_cpu_by_reason_ns[RF_OFF_BLOCK_IO]);
+	}
 	if (t->inputs.nr_dtypes) {
 		COUNT("input_records", c->inputs_records);
 		COUNT("input_sets", t->inputs.nr);
@@ -422,6 +442,20 @@ static void on_py_stack(void *ctx, struct trace *t, const struct op *o)
 	chrome_py_opened(ctx, t, o, trace_pid_of(t, o->tid));
 }
 
+static void on_off_cpu(void *ctx, struct trace *t,
+		       const struct off_cpu_interval *iv)
+{
+	struct chrome_writer *w = ctx;
+	const struct thread *th = NULL;
+	long i = trace_thread_index(t, iv->tid);
+
+	if (i >= 0)
+		th = &t->threads[i];
+	if (th)
+		name_thread(w, t, th, iv->pid);
+	chrome_write_off_cpu(w, t, iv);
+}
+
 static void on_thread_exit(void *ctx, struct trace *t, uint32_t tid)
 {
 	chrome_py_thread_exit(ctx, t, tid);
@@ -432,6 +466,7 @@ struct trace_sink chrome_sink(struct chrome_writer *w)
 	return (struct trace_sink){ .op = write_op, .gpu = on_gpu,
 				    .gpu_api = on_gpu_api,
 				    .py_stack = on_py_stack,
+				    .off_cpu = on_off_cpu,
 				    .thread_exit = on_thread_exit, .ctx = w };
 }
 

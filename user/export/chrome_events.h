@@ -67,4 +67,9 @@ void chrome_write_gpu(struct chrome_writer *w, const struct trace *t,
 void chrome_write_gpu_api(struct chrome_writer *w, const struct trace *t,
 			  const struct gpu_launch *call);
 
+/* From chrome_off_cpu.c: --off-cpu's interval, and the wakeup flow to it
+ * from the traced op that woke it. */
+void chrome_write_off_cpu(struct chrome_writer *w, const struct trace *t,
+			  const struct off_cpu_interval *iv);
+
 #endif

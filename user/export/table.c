@@ -38,8 +38,12 @@ static const int gpu_w[] = { 10, 10, 7 };
  * follows it (last, it is printed whole). */
 #define SHAPES_W 40
 
+/* --off-cpu's two columns. */
+static const char *const off_cols[] = { "Self off-CPU", "Off-CPU total" };
+#define OFF_W 12
+
 /* Where the Source Location column starts. */
-static int source_column(bool sampled, bool gpu, bool shapes)
+static int source_column(bool sampled, bool gpu, bool off, bool shapes)
 {
 	const int *w = sampled ? sampled_w : full_w;
 	int x = NAME_W;
@@ -48,6 +52,7 @@ static int source_column(bool sampled, bool gpu, bool shapes)
 		x += 2 + w[c];
 	for (int c = 0; gpu && c < 3; c++)
 		x += 2 + gpu_w[c];
+	x += off ? 2 * (2 + OFF_W) : 0;
 	return x + (shapes ? 2 + SHAPES_W : 0);
 }
 
@@ -58,7 +63,8 @@ static void dashes(FILE *f, int n)
 		fputc('-', f);
 }
 
-static void rule(FILE *f, bool sampled, bool gpu, bool shapes, bool source)
+static void rule(FILE *f, bool sampled, bool gpu, bool off, bool shapes,
+		 bool source)
 {
 	const int *w = sampled ? sampled_w : full_w;
 
@@ -74,6 +80,8 @@ static void rule(FILE *f, bool sampled, bool gpu, bool shapes, bool source)
 		for (int i = 0; i < gpu_w[c]; i++)
 			fputc('-', f);
 	}
+	for (int c = 0; off && c < 2; c++)
+		dashes(f, OFF_W);
 	if (shapes)
 		dashes(f, source ? SHAPES_W : 20);
 	if (source)
@@ -133,6 +141,24 @@ static void print_gpu_cells(FILE *f, const struct trace *t,
 	fprintf(f, "  %10s  %10s  %7.0f", self, total, r->kernels / p);
 }
 
+/* --off-cpu: the time the op's threads were off CPU in it, scaled like
+ * the other columns; not available when self time is not (under --sample
+ * an interval goes to the nearest recorded op, not to the op it was in). */
+static void print_off_cpu_cells(FILE *f, const struct trace *t,
+				const struct op_stats *r)
+{
+	double p = trace_keep_prob(t);
+	char self[24], total[24];
+
+	if (!trace_self_known(t)) {
+		fprintf(f, "  %*s  %*s", OFF_W, "n/a", OFF_W, "n/a");
+		return;
+	}
+	format_duration(llround(r->self_off_cpu_ns / p), self, sizeof(self));
+	format_duration(llround(r->off_cpu_ns / p), total, sizeof(total));
+	fprintf(f, "  %*s  %*s", OFF_W, self, OFF_W, total);
+}
+
 /* A row's name; '*' marks a row with calls cut short. */
 static void print_name(FILE *f, const struct op_stats *r, const char *name)
 {
@@ -183,8 +209,8 @@ static void print_sampled_row(FILE *f, const struct op_stats *r,
 		e.calls, e.calls_se);
 }
 
-static void print_header(FILE *f, bool sampled, bool gpu, bool shapes,
-			 bool source)
+static void print_header(FILE *f, bool sampled, bool gpu, bool off,
+			 bool shapes, bool source)
 {
 	const char *const *cols = sampled ? sampled_cols : full_cols;
 	const int *w = sampled ? sampled_w : full_w;
@@ -194,6 +220,8 @@ static void print_header(FILE *f, bool sampled, bool gpu, bool shapes,
 		fprintf(f, "  %*s", w[c], cols[c]);
 	for (int c = 0; gpu && c < 3; c++)
 		fprintf(f, "  %*s", gpu_w[c], gpu_cols[c]);
+	for (int c = 0; off && c < 2; c++)
+		fprintf(f, "  %*s", OFF_W, off_cols[c]);
 	if (shapes)
 		fprintf(f, "  %-*s", source ? SHAPES_W : 0, "Input Shapes");
 	if (source)
@@ -275,6 +303,8 @@ static void print_footer(FILE *f, const struct trace *t,
 		fprintf(f, "Python stacks: %s\n", losses);
 	if (trace_inputs_note(t, losses, sizeof(losses)))
 		fprintf(f, "Inputs: %s\n", losses);
+	if (trace_off_cpu_note(t, losses, sizeof(losses)))
+		fprintf(f, "Off CPU: %s\n", losses);
 	if (t->sample_prob < 1.0)
 		fprintf(f, "SAMPLED: RecordFunction kept each op with p=%g; "
 			"Est. columns are the sampled values scaled by 1/p, "
@@ -316,6 +346,7 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 	bool self_known = trace_self_known(t);
 	bool gpu = t->gpu.counts.agent_seen;
 	bool source = a->group_n > 0, shapes = a->group_inputs != NULL;
+	bool off = t->off_cpu;
 	struct op_stats *rows = aggregate_sorted(a, t, sort == SORT_SELF &&
 						 !self_known ? SORT_TOTAL :
 						 sort, &nr);
@@ -325,9 +356,9 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 		free(rows);
 		return;
 	}
-	rule(f, sampled, gpu, shapes, source);
-	print_header(f, sampled, gpu, shapes, source);
-	rule(f, sampled, gpu, shapes, source);
+	rule(f, sampled, gpu, off, shapes, source);
+	print_header(f, sampled, gpu, off, shapes, source);
+	rule(f, sampled, gpu, off, shapes, source);
 	for (size_t i = 0; i < nr && (!top || shown < (size_t)top); i++) {
 		const char *name = names_get(&t->names, rows[i].name);
 
@@ -340,18 +371,58 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 			print_row(f, &rows[i], name, a->self_ns);
 		if (gpu)
 			print_gpu_cells(f, t, &rows[i]);
+		if (off)
+			print_off_cpu_cells(f, t, &rows[i]);
 		if (shapes)
 			print_shapes(f, t, &rows[i], source);
 		if (source)
 			print_source(f, t, &rows[i],
-				     source_column(sampled, gpu, shapes));
+				     source_column(sampled, gpu, off, shapes));
 		fputc('\n', f);
 		shown++;
 	}
-	rule(f, sampled, gpu, shapes, source);
+	rule(f, sampled, gpu, off, shapes, source);
 	if (shown < a->nr_called)
 		fprintf(f, "(%zu more ops not shown: --top 0 shows all)\n",
 			a->nr_called - shown);
 	print_footer(f, t, a, sort);
 	free(rows);
+}
+
+static int by_wakes(const void *x, const void *y)
+{
+	const struct waker_pair *a = x, *b = y;
+
+	return a->wakes < b->wakes ? 1 : a->wakes > b->wakes ? -1 :
+	       a->off_cpu_ns < b->off_cpu_ns ? 1 : -1;
+}
+
+void print_wakers(FILE *f, const struct trace *t, const struct aggregate *a,
+		  unsigned top)
+{
+	struct waker_pair *w = malloc((a->nr_wakers ? a->nr_wakers : 1) *
+				      sizeof(*w));
+	char off[24];
+
+	if (!w) {
+		fprintf(f, "rfbpf: out of memory building the wakers table\n");
+		return;
+	}
+	memcpy(w, a->wakers, a->nr_wakers * sizeof(*w));
+	qsort(w, a->nr_wakers, sizeof(*w), by_wakes);
+	fprintf(f, "\nWho woke whom (a traced thread's op woke a thread off CPU "
+		"in an op):\n%-40s  %-40s  %8s  %12s\n", "Waker op",
+		"Woken op", "Wakeups", "Woken off-CPU");
+	for (size_t i = 0; i < a->nr_wakers && i < top; i++) {
+		format_duration(w[i].off_cpu_ns, off, sizeof(off));
+		print_cell(f, names_get(&t->names, w[i].waker), 40, 0);
+		fputs("  ", f);
+		print_cell(f, names_get(&t->names, w[i].woken), 40, 0);
+		fprintf(f, "  %8llu  %12s\n", (unsigned long long)w[i].wakes,
+			off);
+	}
+	if (!a->nr_wakers)
+		fprintf(f, "(none: no traced thread woke another inside an "
+			"op)\n");
+	free(w);
 }

@@ -13,4 +13,9 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 /* "1.234ms"-style durations, as torch.profiler prints them. */
 void format_duration(uint64_t ns, char *buf, size_t len);
 
+/* --top-wakers: the top pairs of ops where a traced thread woke another
+ * (aggregate.wakers), most wakeups first. */
+void print_wakers(FILE *f, const struct trace *t, const struct aggregate *a,
+		  unsigned top);
+
 #endif

@@ -263,6 +263,8 @@ void aggregate_add(struct aggregate *a, const struct closed_op *c)
 			tree_close(a, tr);
 	}
 	r->truncated += (o->flags & OP_TRUNCATED) != 0;
+	r->self_off_cpu_ns += c->self_off_cpu_ns;
+	r->off_cpu_ns += c->off_cpu_ns;
 	r->latency[agg_latency_bucket(d)]++;
 	a->self_ns += c->self_ns;
 }
@@ -296,9 +298,50 @@ static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 			r->gpu_total_ns += d;
 }
 
+/* --off-cpu: a woken interval with a traced waker's op counts for the
+ * pair. */
+static void on_off_cpu(void *ctx, struct trace *t,
+		       const struct off_cpu_interval *iv)
+{
+	struct aggregate *a = ctx;
+	uint64_t key, *at;
+	struct waker_pair *w;
+
+	(void)t;
+	if (iv->waker_op_name == UINT32_MAX || iv->op_name == UINT32_MAX)
+		return;
+	key = ((uint64_t)iv->waker_op_name << 32 | iv->op_name) + 1;
+	if ((at = u64map_get(&a->waker_index, key))) {
+		w = &a->wakers[*at];
+	} else {
+		if (a->nr_wakers == a->cap_wakers) {
+			size_t cap = a->cap_wakers ? 2 * a->cap_wakers : 16;
+			struct waker_pair *p = realloc(a->wakers,
+						       cap * sizeof(*p));
+
+			if (!p) {
+				a->oom = true;
+				return;
+			}
+			a->wakers = p;
+			a->cap_wakers = cap;
+		}
+		if (!u64map_put(&a->waker_index, key, a->nr_wakers)) {
+			a->oom = true;
+			return;
+		}
+		w = &a->wakers[a->nr_wakers++];
+		*w = (struct waker_pair){ .waker = iv->waker_op_name,
+					  .woken = iv->op_name };
+	}
+	w->wakes++;
+	w->off_cpu_ns += iv->end_ns - iv->start_ns;
+}
+
 struct trace_sink aggregate_sink(struct aggregate *a)
 {
-	return (struct trace_sink){ .op = on_op, .gpu = on_gpu, .ctx = a };
+	return (struct trace_sink){ .op = on_op, .gpu = on_gpu,
+				    .off_cpu = on_off_cpu, .ctx = a };
 }
 
 static int by_self(const void *x, const void *y)
@@ -383,6 +426,8 @@ void aggregate_reset(struct aggregate *a)
 	a->nr = 0;
 	u64map_free(&a->group_index);
 	u64map_free(&a->group_pairs);
+	u64map_free(&a->waker_index);
+	a->nr_wakers = 0;
 	a->self_ns = a->gpu_self_ns = 0;
 	a->nr_called = 0;
 }
@@ -393,8 +438,10 @@ void aggregate_free(struct aggregate *a)
 		free(a->trees[i].parts);
 	free(a->trees);
 	free(a->rows);
+	free(a->wakers);
 	u64map_free(&a->group_index);
 	u64map_free(&a->group_pairs);
+	u64map_free(&a->waker_index);
 	memset(a, 0, sizeof(*a));
 }
 

@@ -30,6 +30,9 @@ struct op_stats {
 	uint32_t shapes;	/* grouped by shapes: its Input Dims (an id
 				 * in trace.names) + 1, 0 if none recorded
 				 * or not grouped */
+	/* --off-cpu: its threads off CPU while it was the innermost op,
+	 * and while it or an op below it was. */
+	uint64_t self_off_cpu_ns, off_cpu_ns;
 	uint8_t scope;		/* scope of its first call */
 	uint64_t calls;
 	uint64_t total_ns, self_ns;
@@ -75,6 +78,13 @@ struct open_tree {
 	size_t nr, cap;
 };
 
+/* --off-cpu: a thread in op `waker` woke a thread off CPU in op `woken`
+ * (name ids) this many times; the woken threads' intervals off CPU. */
+struct waker_pair {
+	uint32_t waker, woken;
+	uint64_t wakes, off_cpu_ns;
+};
+
 struct aggregate {
 	struct op_stats *rows;	/* indexed by name id */
 	/* by_tree: squares are taken per top-level tree, not per op */
@@ -96,6 +106,11 @@ struct aggregate {
 	 * group_by_input_shape (with stacks: per both). */
 	const struct op_inputs *group_inputs;
 	struct u64map group_pairs;	/* (stack, shapes) + 1 -> its number */
+	/* --off-cpu: which op woke which (by name), in order of first
+	 * sight, keyed in waker_index by the pair. */
+	struct waker_pair *wakers;
+	size_t nr_wakers, cap_wakers;
+	struct u64map waker_index;
 };
 
 void aggregate_init(struct aggregate *a);

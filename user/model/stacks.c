@@ -76,11 +76,14 @@ static void emit(struct trace *t, uint32_t i)
 	 * self time (as torch.profiler gives async ops none), and is no
 	 * child of its parent, whose thread went on with other children
 	 * meanwhile: adding its time too would count that span twice. */
+	c.self_off_cpu_ns = o->off_cpu_ns;
+	c.off_cpu_ns = o->off_cpu_ns + o->child_off_cpu_ns;
 	if (o->flags & OP_ASYNC_END) {
 		c.self_ns = 0;
 	} else if (o->parent >= 0) {
 		struct op *p = &t->ops[o->parent];
 
+		p->child_off_cpu_ns += c.off_cpu_ns;
 		p->child_ns += t->child_weight ?
 			(uint64_t)llround(d * t->child_weight(
 				t->child_weight_ctx, o)) : d;
@@ -235,6 +238,83 @@ void stacks_before_event(struct trace *t, const struct rf_event_hdr *h,
 		t->ops[i].rf_thread = e->thread_id;
 		t->ops[i].fwd_thread = e->fwd_thread_id;
 	}
+}
+
+const char *off_cpu_reason_name(unsigned reason)
+{
+	static const char *const names[RF_OFF_NR] = {
+		[RF_OFF_PREEMPTED] = "preempted",
+		[RF_OFF_SLEEP] = "sleeping",
+		[RF_OFF_UNINTERRUPTIBLE] = "uninterruptible",
+		[RF_OFF_BLOCK_IO] = "block I/O",
+	};
+
+	return reason < RF_OFF_NR && names[reason] ? names[reason] : "off CPU";
+}
+
+void stacks_wake(struct trace *t, const struct rf_wake_event *e)
+{
+	struct thread *woken = trace_thread(t, e->woken_tid, NULL);
+	int32_t slot = stacks_innermost_op(t, e->hdr.tid);
+
+	t->counts.events++;
+	t->counts.wakes++;
+	if (!woken)
+		return;
+	woken->waker_op = slot >= 0 ? (int64_t)t->ops[slot].id : -1;
+	woken->waker_op_name = slot >= 0 ? t->ops[slot].name : UINT32_MAX;
+	woken->waker_op_tid = e->hdr.tid;
+}
+
+void stacks_off_cpu(struct trace *t, const struct rf_off_cpu_event *e)
+{
+	struct thread *th = trace_thread(t, e->hdr.tid, NULL);
+	int32_t slot = stacks_innermost_op(t, e->hdr.tid);
+	uint64_t start = e->start_ns, d;
+	struct off_cpu_interval iv = {
+		.pid = e->hdr.pid, .tid = e->hdr.tid, .start_ns = e->start_ns,
+		.end_ns = e->hdr.ts_ns, .reason = e->reason, .op_id = -1,
+		.op_name = UINT32_MAX, .waker_tid = e->waker_tid,
+		.waker_pid = e->waker_pid, .waker_comm = e->waker_comm,
+		.waker_op_id = -1, .waker_op_name = UINT32_MAX,
+		.wake_ns = e->wake_ns,
+	};
+	char comm[sizeof(e->waker_comm) + 1] = "";
+
+	t->counts.events++;
+	if (e->hdr.ts_ns < e->start_ns)
+		return;
+	memcpy(comm, e->waker_comm, sizeof(e->waker_comm));
+	iv.waker_comm = comm;
+	t->counts.off_cpu_intervals++;
+	/* The op that was innermost when the thread left: it cannot have
+	 * opened or closed one since. */
+	if (slot >= 0) {
+		struct op *o = &t->ops[slot];
+
+		if (start < o->start_ns)
+			start = o->start_ns;
+		o->off_cpu_ns += e->hdr.ts_ns - start;
+		iv.op_id = (int64_t)o->id;
+		iv.op_name = o->name;
+	}
+	d = e->hdr.ts_ns - start;
+	if (slot < 0) {
+		t->counts.off_cpu_outside_ops++;
+		t->counts.off_cpu_outside_ns += d;
+	}
+	if (e->reason < RF_OFF_NR)
+		t->counts.off_cpu_by_reason_ns[e->reason] += d;
+	if (th && e->wake_ns && e->waker_tid &&
+	    th->waker_op_tid == e->waker_tid) {
+		iv.waker_op_id = th->waker_op;
+		iv.waker_op_name = th->waker_op_name;
+	}
+	if (th)
+		th->waker_op_tid = 0;
+	for (int k = 0; k < t->nr_sinks; k++)
+		if (t->sinks[k].off_cpu)
+			t->sinks[k].off_cpu(t->sinks[k].ctx, t, &iv);
 }
 
 void stacks_inputs(struct trace *t, const struct rf_inputs_event *e,

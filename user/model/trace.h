@@ -67,6 +67,10 @@ struct op {
 				 * in trace.py), 0 if none */
 	uint32_t inputs;	/* --shapes: its inputs (an id in
 				 * trace.inputs), 0 if none */
+	uint64_t off_cpu_ns;	/* --off-cpu: its thread off CPU while it
+				 * was the innermost op open */
+	uint64_t child_off_cpu_ns;	/* ... and while its descendants
+					 * were (closed so far) */
 };
 
 #define RECENT_ENDS 8
@@ -84,6 +88,10 @@ struct thread {
 	bool exited;
 	bool started_traced;	/* not alive when tracing began */
 	uint32_t py_last;	/* the Python stack it sent last */
+	/* --off-cpu: the op of the traced thread that woke it last, while
+	 * it was off CPU (op id, -1: none; name id). */
+	int64_t waker_op;
+	uint32_t waker_op_name, waker_op_tid;
 	bool py_named;		/* comm_name is its Python thread name */
 	uint8_t py_name_tries;	/* lookups of that name so far */
 };
@@ -130,6 +138,12 @@ struct counts {
 	 * elements past the caps) or by unreadable memory. */
 	uint64_t inputs_records, inputs_orphans;
 	uint64_t inputs_cut, inputs_faults;
+	/* --off-cpu: intervals off CPU seen, and those no op was open for
+	 * (with their time); from BPF, switches of traced threads seen. */
+	uint64_t off_cpu_intervals, off_cpu_outside_ops;
+	uint64_t off_cpu_outside_ns, off_cpu_switches;
+	uint64_t off_cpu_by_reason_ns[RF_OFF_NR];
+	uint64_t wakes;			/* by a traced thread */
 };
 
 /* An op that has just closed, as the consumers see it; valid only during
@@ -148,7 +162,27 @@ struct closed_op {
 	const struct thread *thread;
 	const uint32_t *frames;
 	uint32_t depth;
+	/* --off-cpu: its thread off CPU while it was the innermost op, and
+	 * while it or any op below it was (0 without --off-cpu). */
+	uint64_t self_off_cpu_ns, off_cpu_ns;
 };
+
+/* --off-cpu: an interval a traced thread spent off CPU; valid only
+ * during the call. */
+struct off_cpu_interval {
+	uint32_t pid, tid;
+	uint64_t start_ns, end_ns;
+	uint32_t reason;		/* enum rf_off_cpu_reason */
+	int64_t op_id;			/* the innermost op open, -1: none */
+	uint32_t op_name;		/* its name id (UINT32_MAX: none) */
+	uint32_t waker_tid, waker_pid;	/* 0: no wakeup seen */
+	const char *waker_comm;
+	int64_t waker_op_id;		/* the traced waker's op, -1: none */
+	uint32_t waker_op_name;
+	uint64_t wake_ns;
+};
+/* "preempted", "sleeping", "uninterruptible", "block I/O" */
+const char *off_cpu_reason_name(unsigned reason);
 
 /* GPU work that completed, joined to the launch that queued it (NULL if
  * none was seen); valid only during the call. */
@@ -179,6 +213,9 @@ struct trace_sink {
 	 * py_stack), and a thread exited (every op of it closed). */
 	void (*py_stack)(void *ctx, struct trace *t, const struct op *o);
 	void (*thread_exit)(void *ctx, struct trace *t, uint32_t tid);
+	/* --off-cpu: a traced thread was off CPU. */
+	void (*off_cpu)(void *ctx, struct trace *t,
+			const struct off_cpu_interval *iv);
 	void *ctx;
 };
 #define TRACE_MAX_SINKS 8
@@ -226,6 +263,7 @@ struct trace {
 	 * frames BPF sends (py_resolver.gen NULL: stacks are off). */
 	struct py_frames py;
 	struct py_resolver py_resolver;
+	bool off_cpu;			/* --off-cpu is on */
 	/* --shapes: the input sets seen (nr_dtypes 0: shapes are off). */
 	struct op_inputs inputs;
 	uint32_t *chain;		/* scratch for trace_frames */
@@ -292,6 +330,10 @@ int32_t stacks_open_op(const struct trace *t, uint32_t tid, uint64_t rf_addr);
 int32_t stacks_innermost_op(const struct trace *t, uint32_t tid);
 /* --python-stacks: the Python stack of the op just opened on its
  * thread (size: the record's bytes). */
+/* --off-cpu: a thread's interval off CPU, charged to its innermost open
+ * op; a traced thread woke another. */
+void stacks_off_cpu(struct trace *t, const struct rf_off_cpu_event *e);
+void stacks_wake(struct trace *t, const struct rf_wake_event *e);
 /* --shapes: an op's inputs, read at its start (size: the record's). */
 void stacks_inputs(struct trace *t, const struct rf_inputs_event *e,
 		   size_t size);
@@ -347,6 +389,9 @@ void format_losses(const struct counts *c, char *buf, size_t len);
 /* --shapes: a line on the input records (read, cut, lost); false when
  * shapes are off. */
 bool trace_inputs_note(const struct trace *t, char *buf, size_t len);
+/* --off-cpu: a line on the intervals seen and their reasons; false when
+ * it is off. */
+bool trace_off_cpu_note(const struct trace *t, char *buf, size_t len);
 bool trace_python_note(const struct trace *t, char *buf, size_t len);
 /* Ops whose end was not their own end() call. */
 uint64_t counts_truncated(const struct counts *c);
