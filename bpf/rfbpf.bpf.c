@@ -1205,14 +1205,34 @@ static __always_inline bool traced_task(const struct task_struct *t)
 		bpf_map_lookup_elem(&traced_children, &tgid));
 }
 
+/* The target's GIL state (the loader finds it in the interpreter; 0: not
+ * Python, or not found). */
+volatile __u64 gil_addr = 0;
+
+/* A thread that sleeps in futex(2) on an address inside the GIL's state
+ * waits for the GIL: its registers at the system call say where. */
+static __always_inline bool waits_for_gil(struct task_struct *prev)
+{
+	struct pt_regs *regs;
+	__u64 uaddr;
+
+	if (!gil_addr || (__u32)prev->tgid != targ_tgid)
+		return false;
+	regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+	if (!regs || BPF_CORE_READ(regs, orig_ax) != 202)	/* futex */
+		return false;
+	uaddr = BPF_CORE_READ(regs, di);
+	return uaddr >= gil_addr && uaddr < gil_addr + RF_GIL_STATE_SIZE;
+}
+
 static __always_inline __u32 off_reason(bool preempt,
-					const struct task_struct *prev,
+					struct task_struct *prev,
 					unsigned int prev_state)
 {
 	if (preempt || !(prev_state & 3))
 		return RF_OFF_PREEMPTED;
 	if (prev_state & 1)
-		return RF_OFF_SLEEP;
+		return waits_for_gil(prev) ? RF_OFF_GIL : RF_OFF_SLEEP;
 	return BPF_CORE_READ_BITFIELD(prev, in_iowait) ? RF_OFF_BLOCK_IO :
 	       RF_OFF_UNINTERRUPTIBLE;
 }

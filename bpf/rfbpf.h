@@ -355,8 +355,15 @@ enum rf_off_cpu_reason {
 				 * sleep(), a GIL wait */
 	RF_OFF_UNINTERRUPTIBLE,	/* uninterruptible (D), not for I/O */
 	RF_OFF_BLOCK_IO,	/* D with in_iowait: waiting on block I/O */
+	RF_OFF_GIL,		/* S in a futex wait on the GIL's own
+				 * condition variable or mutex */
 	RF_OFF_NR,
 };
+
+/* CPython's struct _gil_runtime_state (3.11 to 3.14): its condition
+ * variable and mutex, the futexes a thread waiting for the GIL sleeps on,
+ * are inside it. */
+#define RF_GIL_STATE_SIZE 208
 
 struct rf_off_cpu_event {
 	struct rf_event_hdr hdr;	/* tid, pid: the thread; ts_ns: when it

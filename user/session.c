@@ -15,6 +15,7 @@
 #include "session_gpu.h"
 #include "attach/target.h"
 #include "attach/torch_layouts.h"
+#include "python/py_stack.h"
 
 volatile sig_atomic_t stop_signals;
 
@@ -493,10 +494,29 @@ void session_check_launched_lib(struct session *s)
 	}
 }
 
+/* --off-cpu: where the target's GIL is, so that BPF can tell a wait for
+ * it from other sleeps (nothing to do for a process that is not Python). */
+static void find_gil(struct session *s)
+{
+	struct py_reader r;
+	uint64_t gil = 0;
+	char why[256];
+
+	if (!s->opt->off_cpu || s->gil_found ||
+	    py_reader_open(&r, s->pid, why, sizeof(why)))
+		return;
+	if (!py_gil_address(&r, &gil)) {
+		probes_set_gil(&s->probes, gil);
+		s->gil_found = true;
+	}
+	py_reader_close(&r);
+}
+
 void session_python_start(struct session *s)
 {
 	char why[256];
 
+	find_gil(s);
 	if (!s->opt->python_stacks ||
 	    py_session_start(&s->py, s->pid, s->opt->python_depth,
 			     &s->probes, &s->trace, why, sizeof(why)) ||

@@ -84,6 +84,7 @@ struct session {
 	int activation_err;	/* ...and -errno if activation failed */
 	int attach_find_ms;	/* how long to look for a safe point (0:
 				 * ATTACH_FIND_MS) */
+	bool gil_found;		/* --off-cpu: the GIL's address is in BPF */
 };
 
 /* Sets the session up for opt (session_setup.c): claims the target or

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include "check.h"
 #include "python/py_stack.h"
+#include "rfbpf.h"
 
 #define FIX "tests/fixtures/"
 
@@ -42,7 +43,8 @@ TEST(offsets_are_the_interpreters_own)
 		F(keys_log2_index_bytes), F(keys_kind), F(keys_nentries),
 		F(keys_indices), F(entry_general), F(entry_unicode),
 		F(type_flags), F(heaptype_cached_keys), F(long_digit),
-		F(managed_dict_flag),
+		F(managed_dict_flag), F(runtime_gil),
+		{ "gil_state_size", RF_GIL_STATE_SIZE },
 #undef F
 	};
 	char name[64];

@@ -339,6 +339,11 @@ int probes_attach_off_cpu(struct probes *p)
 	return 0;
 }
 
+void probes_set_gil(struct probes *p, uint64_t addr)
+{
+	p->skel->bss->gil_addr = addr;
+}
+
 int probes_trace_child(struct probes *p, pid_t child, bool on)
 {
 	int fd = bpf_map__fd(p->skel->maps.traced_children);

@@ -82,6 +82,9 @@ struct rf_inputs_config;
 /* --off-cpu: the scheduler's switch and waking tracepoints, for the
  * target's threads; -EXDEV when rfbpf runs in another PID namespace. */
 int probes_attach_off_cpu(struct probes *p);
+/* --off-cpu: the target's GIL state, whose futexes mean "waiting for the
+ * GIL" (RF_OFF_GIL). */
+void probes_set_gil(struct probes *p, uint64_t addr);
 /* --shapes: read each recorded op's inputs with this build's layout. */
 void probes_set_inputs(struct probes *p, const struct rf_inputs_config *cfg);
 void probes_set_python(struct probes *p, const struct rf_py_config *cfg);

@@ -396,6 +396,7 @@ static void write_other_data(const struct chrome_writer *w,
 		      c->off_cpu_by_reason_ns[RF_OFF_UNINTERRUPTIBLE]);
 		COUNT("off_cpu_ns_block_io",
 		      c->off_cpu_by_reason_ns[RF_OFF_BLOCK_IO]);
+		COUNT("off_cpu_ns_gil", c->off_cpu_by_reason_ns[RF_OFF_GIL]);
 	}
 	if (t->inputs.nr_dtypes) {
 		COUNT("input_records", c->inputs_records);

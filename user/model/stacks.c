@@ -247,6 +247,7 @@ const char *off_cpu_reason_name(unsigned reason)
 		[RF_OFF_SLEEP] = "sleeping",
 		[RF_OFF_UNINTERRUPTIBLE] = "uninterruptible",
 		[RF_OFF_BLOCK_IO] = "block I/O",
+		[RF_OFF_GIL] = "GIL",
 	};
 
 	return reason < RF_OFF_NR && names[reason] ? names[reason] : "off CPU";

@@ -21,6 +21,7 @@ struct debug_words {
 	unsigned code_firstlineno, code_code_adaptive;
 	unsigned bytes_size, bytes_data;
 	unsigned unicode_state, unicode_length, unicode_ascii_size;
+	unsigned interp_gil;	/* interpreter_state.gil_runtime_state */
 	/* enum _frameowner (pycore_frame.h; 3.14: pycore_interpframe_structs.h) */
 	unsigned owner_cstack, owner_interpreter;
 };
@@ -33,7 +34,7 @@ static const struct debug_words debug_words[] = {
 	  .code_firstlineno = 39, .code_code_adaptive = 43,
 	  .bytes_size = 65, .bytes_data = 66, .unicode_state = 68,
 	  .unicode_length = 69, .unicode_ascii_size = 70,
-	  .owner_cstack = 3, .owner_interpreter = 0xff },
+	  .interp_gil = 15, .owner_cstack = 3, .owner_interpreter = 0xff },
 	{ .minor = 14, .free_threaded = 2, .interpreters_head = 5,
 	  .threads_head = 9, .tstate_next = 24, .tstate_current_frame = 26,
 	  .tstate_native_thread_id = 28, .frame_previous = 32,
@@ -42,7 +43,7 @@ static const struct debug_words debug_words[] = {
 	  .code_firstlineno = 44, .code_code_adaptive = 48,
 	  .bytes_size = 75, .bytes_data = 76, .unicode_state = 78,
 	  .unicode_length = 79, .unicode_ascii_size = 80,
-	  .owner_cstack = 4, .owner_interpreter = 3 },
+	  .interp_gil = 16, .owner_cstack = 4, .owner_interpreter = 3 },
 };
 
 #endif

@@ -35,6 +35,7 @@ const struct py_offsets py_offsets_311 = {
 	.unicode_ascii_data = 48, .unicode_compact_data = 72,
 	.bytes_size = 16, .bytes_data = 32,
 	.thread_names = true,
+	.runtime_gil = 360,
 };
 
 #define DEBUG_WORDS 81
@@ -93,6 +94,7 @@ static int offsets_from_debug(struct py_reader *r, const char *shown,
 		.unicode_compact_data = w[d->unicode_ascii_size] + 16,
 		.bytes_size = w[d->bytes_size],
 		.bytes_data = w[d->bytes_data],
+		.interp_gil = w[d->interp_gil],
 		/* Dict internals are not in the debug offsets: threads keep
 		 * their comm on 3.13+. */
 		.thread_names = false,
@@ -527,6 +529,27 @@ int py_locate(struct py_reader *r, const struct py_frame *f,
 	snprintf(loc->qualname, sizeof(loc->qualname), "%s", e->name);
 	snprintf(loc->filename, sizeof(loc->filename), "%s", e->file);
 	loc->line = line_at(e, f->unit);
+	return 0;
+}
+
+int py_gil_address(const struct py_reader *r, uint64_t *addr)
+{
+	const struct py_offsets *o = r->off;
+	uint64_t interp;
+	int ret;
+
+	if (o->runtime_gil) {
+		*addr = r->runtime + o->runtime_gil;
+		return 0;
+	}
+	if (!o->interp_gil)
+		return -ENOTSUP;
+	if ((ret = rd_ptr(r, r->runtime + o->runtime_interpreters_head,
+			  &interp)))
+		return ret;
+	if (!interp)
+		return -ENOENT;
+	*addr = interp + o->interp_gil;
 	return 0;
 }
 

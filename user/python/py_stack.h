@@ -49,6 +49,9 @@ struct py_offsets {
 	uint32_t long_digit;			/* PyLongObject */
 	uint64_t managed_dict_flag;		/* Py_TPFLAGS_MANAGED_DICT */
 	bool thread_names;	/* the fields above are known */
+	/* The GIL's state: at runtime_gil in _PyRuntime (3.11), or at
+	 * interp_gil in the main interpreter (3.12+); 0 where not. */
+	uint32_t runtime_gil, interp_gil;
 };
 extern const struct py_offsets py_offsets_311;
 
@@ -85,6 +88,9 @@ struct py_reader {
  * mapping with _PyRuntime): 0, -ENOENT (not Python), -ENOTSUP (a version
  * whose layout is not known), or -errno; a line in err. */
 int py_reader_open(struct py_reader *r, pid_t pid, char *err, size_t len);
+/* Where the interpreter keeps its GIL's state (struct
+ * _gil_runtime_state, RF_GIL_STATE_SIZE bytes): 0, or -errno. */
+int py_gil_address(const struct py_reader *r, uint64_t *addr);
 /* The thread state of thread tid (its native id): 0 or -ENOENT. */
 int py_thread_state(struct py_reader *r, pid_t tid, uint64_t *tstate);
 /* Every thread the interpreter has, as (native id, thread state), at
