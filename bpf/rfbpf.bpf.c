@@ -1287,19 +1287,26 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev,
 }
 
 /* In an interrupt or softirq handler, current is only the task it
- * interrupted. x86-64 runs those on the CPU's IRQ stack, not on the task's
- * stack: a local variable's address tells which. (preempt_count would say
- * so too, but the kernel's per-CPU variables are not visible to BPF
- * without CONFIG_KALLSYMS_ALL.) */
+ * interrupted. x86-64 runs a handler that interrupted the kernel on the
+ * CPU's IRQ stack, not on the task's: a local variable's address tells.
+ * One that interrupted user code runs on the task's stack, but the
+ * registers saved at that entry say "interrupt": orig_ax holds ~vector,
+ * where a system call leaves its number. (preempt_count would say all of
+ * this, but per-CPU variables are not visible to BPF without
+ * CONFIG_KALLSYMS_ALL.) */
 static __always_inline bool in_interrupt_context(struct task_struct *cur)
 {
 	__u64 base = (__u64)BPF_CORE_READ(cur, stack), here = 0;
 	void *local = &base;
+	struct pt_regs *regs;
 
 	/* The address as a number (the verifier keeps stack pointers
 	 * apart from scalars): read from where it is stored. */
 	bpf_probe_read_kernel(&here, sizeof(here), &local);
-	return here - base >= 4 * 16384;	/* beyond any THREAD_SIZE */
+	if (here - base >= 4 * 16384)		/* beyond any THREAD_SIZE */
+		return true;
+	regs = (struct pt_regs *)bpf_task_pt_regs(cur);
+	return regs && (long)BPF_CORE_READ(regs, orig_ax) < 0;
 }
 
 /* Runs in the waker's context (sched_wakeup may run on the woken task's

@@ -1,0 +1,117 @@
+"""--off-cpu against what the workload measures itself: a scope that
+sleeps, one that spins, two threads contending for a lock (the waker
+named), a file read with O_DIRECT (block I/O), and a thread pinned to the
+CPU a hog process is pinned to (preemption). tests/workloads/off_cpu.py
+sums each scope's wall time and its thread's CPU time; rfbpf's off-CPU
+time of the scope must be the difference, its reasons the right ones."""
+import collections
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import PYTHON, RFBPF, ROOT, load_trace, rebuild_nesting, run
+
+WORKLOAD = os.path.join(ROOT, "tests", "workloads", "off_cpu.py")
+DATA = "/var/tmp/rfbpf-offcpu.bin"
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    """One traced run of every case; (trace, the workload's totals)."""
+    if not os.path.exists(DATA):
+        with open(DATA, "wb") as f:
+            f.write(os.urandom(16 << 20))
+    hog = subprocess.Popen([PYTHON, "-c", "while True: pass"],
+                           preexec_fn=lambda: os.sched_setaffinity(0, {0}))
+    out = tmp_path_factory.mktemp("offcpu") / "t.json"
+    try:
+        r = run([RFBPF, "-q", "--off-cpu", "--top-wakers", "5", "-o",
+                 str(out), "--", PYTHON, WORKLOAD, "--seconds", "3",
+                 "--read", DATA, "--pin", "0"])
+    finally:
+        hog.kill()
+        hog.wait()
+    assert r.returncode == 0, r.stderr
+    totals = json.loads([l for l in r.stdout.splitlines()
+                         if l.startswith("{")][-1])
+    return load_trace(out), totals, r.stdout
+
+
+def stats(trace):
+    return {s["name"]: s for s in trace["otherData"]["op_stats"]}
+
+
+def slices(trace, op):
+    return [e for e in trace["traceEvents"]
+            if e.get("cat") == "off_cpu" and e["args"].get("op") == op]
+
+
+def test_off_cpu_time_is_what_the_workload_measured(traced):
+    trace, totals, _ = traced
+    st = stats(trace)
+    for name in ("sleep_scope", "spin_scope", "wait_lock", "hold_lock",
+                 "read_file", "pinned_spin"):
+        t, s = totals[name], st[name]
+        # The workload's clock covers the scope and the ops inside it.
+        theirs = t["wall_ns"] - t["cpu_ns"]
+        ours = s["off_cpu_ns"]
+        assert s["calls"] == t["calls"], (name, s["calls"], t["calls"])
+        # The workload's clock reads sit just inside the scope: what is
+        # off CPU between them and the scope's edges (a wait for the GIL
+        # on the way in or out) is rfbpf's alone.
+        gil = sum(float(e["dur"]) * 1000 for e in slices(trace, name)
+                  if e["args"]["reason"] == "GIL")
+        slack = 0.1 * theirs + 100_000 * t["calls"] ** 0.5
+        assert theirs - slack <= ours <= theirs + gil + slack, \
+            (name, ours, theirs, gil)
+    # The bar's two ends: a sleeping scope is off CPU, a spinning one on.
+    sleep, spin = st["sleep_scope"], st["spin_scope"]
+    assert sleep["self_off_cpu_ns"] >= 0.85 * sleep["self_ns"]
+    # Self: while the scope itself was innermost, not its aten::mm.
+    mm = st["aten::mm"]
+    assert spin["self_off_cpu_ns"] + mm["off_cpu_ns"] >= \
+        spin["off_cpu_ns"] - 1
+    assert spin["off_cpu_ns"] > spin["self_off_cpu_ns"]
+
+
+def test_reasons_and_wakers(traced):
+    trace, _, stdout = traced
+    by = {}
+    for op in ("sleep_scope", "wait_lock", "read_file", "pinned_spin"):
+        c = collections.Counter()
+        for e in slices(trace, op):
+            c[e["args"]["reason"]] += float(e["dur"])
+        by[op] = c
+    # A sleep is a sleep, woken by its timer (an interrupt, not a task),
+    # then maybe a wait for the GIL to run Python again.
+    sleep = by["sleep_scope"]
+    assert sleep.most_common(1)[0][0] == "sleeping", sleep
+    assert sleep["sleeping"] + sleep["GIL"] >= 0.9 * sum(sleep.values())
+    timer = [e for e in slices(trace, "sleep_scope")
+             if e["args"]["reason"] == "sleeping"]
+    assert sum(e["args"].get("waker") == "[interrupt]" for e in timer) >= \
+        0.8 * len(timer)
+    # The lock's waiter is woken by the holder's thread, in hold_lock.
+    woken = [e for e in slices(trace, "wait_lock")
+             if e["args"]["reason"] == "sleeping"]
+    named = [e["args"].get("waker op") for e in woken
+             if e["args"].get("waker op")]
+    assert named and collections.Counter(named).most_common(1)[0][0] == \
+        "hold_lock", collections.Counter(named)
+    assert "hold_lock" in stdout and "Who woke whom" in stdout
+    # O_DIRECT reads wait on the device.
+    assert by["read_file"]["block I/O"] > 0, by["read_file"]
+    assert trace["otherData"]["off_cpu_ns_block_io"] > 0
+    # The pinned thread shares its CPU with the hog: preempted.
+    assert by["pinned_spin"]["preempted"] > 0, by["pinned_spin"]
+    # Every interval lies inside its op: the trace nests.
+    _, violations = rebuild_nesting(trace)
+    assert violations == []
+
+
+def test_top_wakers_needs_off_cpu():
+    r = run([RFBPF, "-p", "1", "--top-wakers", "3"])
+    assert r.returncode == 2
+    assert "--top-wakers needs --off-cpu" in r.stderr
