@@ -220,7 +220,7 @@ demo: deps
 # (bench/probe_target.S) with an empty program (bench/empty.bpf.c, its own
 # skeleton) and with rfbpf's programs, loaded by user/probes.c.
 BENCH_BINS := $(addprefix $(OUT)/bench/,loader_throughput uprobe_cost \
-	uprobe_fanout ring_throughput ring_rate callback_only)
+	uprobe_fanout ring_throughput ring_rate callback_only switch_pingpong)
 bench: rfbpf $(BENCH_BINS)
 	$(Q)$(MAKE) -s --no-print-directory cupti
 	$(Q)bench/run.sh
@@ -263,6 +263,12 @@ $(OUT)/bench/callback_only: bench/callback_only.c $(CALLBACK_ONLY_SRCS) \
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -I$(OUT)/bench $< $(CALLBACK_ONLY_SRCS) $(LDLIBS) \
 		-o $@
+
+# Context switches for bench/off_cpu_cost.py: no rfbpf code in it.
+$(OUT)/bench/switch_pingpong: bench/switch_pingpong.c | $(OUT)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) -O2 -Wall -Wextra -Werror -pthread $< -o $@
 
 $(OUT)/bench/loader_throughput: bench/loader_throughput.c $(LOGIC_SRCS) \
 		$(USER_HDRS) | $(OUT)

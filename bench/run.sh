@@ -67,6 +67,9 @@ cat bench/doc/python.md >> "$out"
 suite python-tiny "$([ $q = 1 ] && echo 3000)"
 suite python-mlp "$steps_mlp"
 suite python-long "$steps_long"
+cat bench/doc/off_cpu.md >> "$out"
+/usr/bin/python3 bench/off_cpu_cost.py --markdown "$out" \
+	$([ $q = 1 ] && echo --reps 1 --switches 100000)
 cat bench/doc/op_times.md >> "$out"
 /usr/bin/python3 bench/op_times.py --markdown "$out" \
 	$([ $q = 1 ] && echo --steps 300 --reps 1)
