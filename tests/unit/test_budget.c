@@ -99,6 +99,28 @@ TEST(every_plan_is_within_budget)
 				}
 }
 
+/* --off-cpu's scheduler programs cost the job whatever is sampled: that
+ * share comes off the budget first, and the plan's estimate includes it. */
+TEST(fixed_costs_come_off_the_budget)
+{
+	struct budget_input in = {
+		.cost_ns = 2000, .op_rate = 1e6, .cpu_rate = 1,
+		.budget = 0.01, .interval_s = 60, .hold_s = 0.005,
+	};
+	struct budget_plan free_of, with;
+
+	budget_plan(&in, &free_of);
+	in.fixed_share = 0.004;
+	budget_plan(&in, &with);
+	CHECK(with.sample_prob < free_of.sample_prob);
+	CHECK(with.est_overhead <= in.budget + 1e-9);
+	CHECK(with.est_overhead >= in.fixed_share);
+	in.fixed_share = 0.02;		/* over budget by itself */
+	budget_plan(&in, &with);
+	CHECK(with.sample_prob <= BUDGET_MIN_PROB * 1.0001);
+	CHECK(with.window_s == 0);
+}
+
 TEST(reregister_only_on_a_2x_change)
 {
 	CHECK(!budget_should_change(0.01, 0.015));

@@ -33,7 +33,8 @@ static int add(struct stack_profile *p, uint32_t pid, uint32_t tid,
 {
 	struct stack_key k = { .pid = pid, .tid = tid, .thread_name = thread,
 			       .frames = frames, .depth = depth };
-	struct stack_values v = { calls, self_ns, gpu_ns };
+	struct stack_values v = { .calls = calls, .self_ns = self_ns,
+				  .gpu_ns = gpu_ns };
 
 	return stack_profile_add(p, &k, &v);
 }
@@ -560,6 +561,43 @@ TEST(pprof_input_dims_label)
 			      s->value[0] == 2);
 	}
 	CHECK_EQ_U64(labelled, 2);
+	perftools__profiles__profile__free_unpacked(pr, NULL);
+out:
+	fixture_free(&f);
+}
+
+/* --off-cpu in fleet mode: an "off_cpu" sample type after the others,
+ * scaled like them. */
+TEST(pprof_off_cpu_sample_type)
+{
+	struct fixture f;
+	struct pprof_meta m;
+	struct stack_values v = { .calls = 2, .self_ns = 100,
+				  .off_cpu_ns = 4000 };
+	struct stack_key k;
+	pb_profile *pr;
+	const pb_sample *s;
+
+	fixture_init(&f);
+	k = (struct stack_key){ .pid = 400, .tid = 401,
+				.thread_name = UINT32_MAX,
+				.frames = &f.mm, .depth = 1 };
+	CHECK(!stack_profile_add(&f.p, &k, &v));
+	m = meta_of(&f, 2.0, false);
+	m.off_cpu = true;
+	pr = encode(&f.p, &f.names, &m);
+	CHECK(pr != NULL);
+	if (!pr)
+		goto out;
+	CHECK_EQ_U64(pr->n_sample_type, 3);
+	CHECK(!strcmp(str(pr, pr->sample_type[2]->type), "off_cpu"));
+	CHECK(!strcmp(str(pr, pr->sample_type[2]->unit), "nanoseconds"));
+	s = sample_with_stack(pr, "aten::mm", 400);
+	CHECK(s != NULL);
+	if (s) {
+		CHECK_EQ_U64(s->n_value, 3);
+		CHECK_EQ_U64(s->value[2], 8000);
+	}
 	perftools__profiles__profile__free_unpacked(pr, NULL);
 out:
 	fixture_free(&f);

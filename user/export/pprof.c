@@ -59,7 +59,8 @@ typedef Perftools__Profiles__Function pb_function;
  * marker profile_sink.c gives GPU kernels launched outside any op. */
 #define OUTSIDE_ANY_OP "[outside any op]"
 
-enum sample_type { TYPE_CALLS, TYPE_SELF_CPU, TYPE_GPU, TYPES_MAX };
+enum sample_type { TYPE_CALLS, TYPE_SELF_CPU, TYPE_GPU, TYPE_OFF_CPU,
+		   TYPES_MAX };
 
 /* One op name: its function, its location, the location's single line. */
 struct op_frame {
@@ -80,7 +81,8 @@ struct builder {
 	struct names strings;		/* the string table; "" is 0 */
 	bool nomem;			/* sticky: an allocation failed */
 	struct label_keys keys;
-	size_t nr_types;		/* TYPES_MAX, or one less without gpu */
+	size_t nr_types;		/* the types this profile has */
+	enum sample_type order[TYPES_MAX];	/* ... which, in order */
 	pb_value_type types[TYPES_MAX], *type_ptrs[TYPES_MAX], period_type;
 	int64_t default_type, comment;
 	/* Per sample, sized up front. */
@@ -154,6 +156,7 @@ static void intern_fixed(struct builder *b)
 		       intern(b, "count"));
 	set_value_type(&b->types[TYPE_SELF_CPU], intern(b, "self_cpu"), ns);
 	set_value_type(&b->types[TYPE_GPU], intern(b, "gpu"), ns);
+	set_value_type(&b->types[TYPE_OFF_CPU], intern(b, "off_cpu"), ns);
 	set_value_type(&b->period_type, intern(b, "cpu"), ns);
 	b->default_type = b->types[TYPE_SELF_CPU].type;
 	b->keys = (struct label_keys){
@@ -175,9 +178,14 @@ static int builder_init(struct builder *b, const struct stack_profile *p,
 	memset(b, 0, sizeof(*b));
 	b->names = names;
 	b->m = m;
-	b->nr_types = m->gpu ? TYPES_MAX : TYPES_MAX - 1;
-	for (size_t i = 0; i < TYPES_MAX; i++)
-		b->type_ptrs[i] = &b->types[i];
+	b->order[b->nr_types++] = TYPE_CALLS;
+	b->order[b->nr_types++] = TYPE_SELF_CPU;
+	if (m->gpu)
+		b->order[b->nr_types++] = TYPE_GPU;
+	if (m->off_cpu)
+		b->order[b->nr_types++] = TYPE_OFF_CPU;
+	for (size_t i = 0; i < b->nr_types; i++)
+		b->type_ptrs[i] = &b->types[b->order[i]];
 	for (size_t i = 0; i < rows; i++)
 		ids += p->rows[i].depth ? p->rows[i].depth : 1;
 	b->samples = alloc_array(rows, sizeof(*b->samples));
@@ -351,16 +359,20 @@ static void add_labels(struct builder *b, pb_sample *s,
 static void add_sample(struct builder *b, const struct stack_row *r)
 {
 	double scale = b->m->scale;
-	int64_t v[TYPES_MAX] = {
+	const int64_t all[TYPES_MAX] = {
 		[TYPE_CALLS] = scaled(r->v.calls, scale),
 		[TYPE_SELF_CPU] = scaled(r->v.self_ns, scale),
 		[TYPE_GPU] = scaled(r->v.gpu_ns, scale),
+		[TYPE_OFF_CPU] = scaled(r->v.off_cpu_ns, scale),
 	};
+	int64_t v[TYPES_MAX];
 	bool any = false;
 	pb_sample *s;
 
-	for (size_t i = 0; i < b->nr_types; i++)
+	for (size_t i = 0; i < b->nr_types; i++) {
+		v[i] = all[b->order[i]];
 		any |= v[i] != 0;
+	}
 	if (!any)
 		return;
 	s = &b->samples[b->nr_samples];

@@ -39,6 +39,7 @@ struct pprof_meta {
 	 * and all-zero samples are left out). */
 	double scale;
 	bool gpu;		/* add the "gpu" sample type */
+	bool off_cpu;		/* add "off_cpu" (--off-cpu) */
 	const char *comment;	/* which estimator fed the values; may be NULL */
 	/* The labels of pid. NULL, or returning NULL: a pid label only. */
 	const struct pprof_process *(*process)(void *ctx, uint32_t pid);

@@ -7,14 +7,17 @@ static double clamp(double x, double lo, double hi)
 	return x < lo ? lo : x > hi ? hi : x;
 }
 
-void budget_plan(const struct budget_input *in, struct budget_plan *out)
+static void plan_ops(const struct budget_input *in, struct budget_plan *out)
 {
-	double f, u = in->cpu_rate, t = in->interval_s, b = in->budget;
+	double f, u = in->cpu_rate, t = in->interval_s;
+	double b = in->budget - in->fixed_share;
 	double h = in->hold_s > 0 ? in->hold_s : BUDGET_FIRST_HOLD_S;
 	double half, k;
 
 	out->full_cost = 0;
 	out->span = 1;
+	if (b < 0)	/* the fixed costs alone are over budget: the least */
+		b = 0;
 	if (!(in->op_rate > 0) || !(u > 0) || !(in->cost_ns > 0)) {
 		/* Nothing measured yet (or an idle job): stay cheap. */
 		out->sample_prob = BUDGET_FIRST_PROB;
@@ -48,6 +51,12 @@ void budget_plan(const struct budget_input *in, struct budget_plan *out)
 			    (1 - out->window_s / (out->span * t)) +
 			    (out->window_s * f * u + 2 * h) /
 			    (out->span * t * u);
+}
+
+void budget_plan(const struct budget_input *in, struct budget_plan *out)
+{
+	plan_ops(in, out);
+	out->est_overhead += in->fixed_share;
 }
 
 bool budget_should_change(double current_p, double wanted_p)

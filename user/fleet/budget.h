@@ -30,6 +30,11 @@
 #define BUDGET_MAX_SPAN 60
 /* What a re-registration stops a thread for, until one was measured. */
 #define BUDGET_FIRST_HOLD_S 0.01
+/* --off-cpu: what one context switch of a traced thread costs (the
+ * switch program, its record, the loader reading it), an estimate from
+ * bench/off_cpu_cost.py's program run times and the loader's per-event
+ * cost, on the high side. */
+#define BUDGET_OFF_CPU_NS_PER_SWITCH 1000.0
 /* Sampling never goes below this: RecordFunction's sampler needs p > 0,
  * and below it a job's counts would rest on a handful of ops. */
 #define BUDGET_MIN_PROB 1e-5
@@ -43,6 +48,10 @@ struct budget_input {
 	double interval_s;
 	double hold_s;		/* one re-registration's stop, measured (0:
 				 * not yet) */
+	double fixed_share;	/* share of its CPU that tracing costs
+				 * whatever is sampled (--off-cpu's
+				 * scheduler programs): taken from the
+				 * budget first */
 };
 
 struct budget_plan {

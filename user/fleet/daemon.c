@@ -310,6 +310,7 @@ static void merge_stacks(struct daemon *d, struct stack_profile *into,
 			.calls = llround(r->v.calls * k),
 			.self_ns = llround(r->v.self_ns * k),
 			.gpu_ns = llround(r->v.gpu_ns * k),
+			.off_cpu_ns = llround(r->v.off_cpu_ns * k),
 		};
 
 		for (uint32_t f = 0; f < r->depth; f++) {
@@ -358,6 +359,7 @@ static int encode(struct daemon *d, const struct stack_profile *p,
 	for (size_t i = 0; i < d->nr_jobs; i++)
 		gpu |= d->jobs[i]->s.trace.gpu.counts.agent_seen;
 	m.gpu = gpu;
+	m.off_cpu = d->opt.off_cpu;
 	m.py = &d->py;
 	return pprof_encode(p, &d->names, &m, gz, len);
 }
@@ -432,7 +434,8 @@ static void end_interval(struct daemon *d, double now)
 		j->s.trace.counts.py_no_thread = c.py_no_thread;
 		j->s.trace.counts.py_truncated = c.py_truncated;
 		j->s.trace.counts.py_faults = c.py_faults;
-		/* ... and --shapes'. */
+		/* ... and --shapes' and --off-cpu's. */
+		j->s.trace.counts.off_cpu_switches = c.off_cpu_switches;
 		j->s.trace.counts.inputs_cut = c.inputs_cut;
 		j->s.trace.counts.inputs_faults = c.inputs_faults;
 		merge_stacks(d, &d->profile, j);
@@ -443,6 +446,12 @@ static void end_interval(struct daemon *d, double now)
 		in.cost_ns = d->cal.ns_per_sampled_op + j->loader_ns_per_op;
 		in.op_rate = j->op_rate;
 		in.cpu_rate = j->cpu_rate;
+		/* --off-cpu costs every switch of the job's threads. */
+		in.fixed_share = j->cpu_rate > 0 ?
+			(c.off_cpu_switches - j->switches_prev) /
+			d->opt.interval_s * BUDGET_OFF_CPU_NS_PER_SWITCH *
+			1e-9 / j->cpu_rate : 0;
+		j->switches_prev = c.off_cpu_switches;
 		in.hold_s = j->hold_s;
 		budget_plan(&in, &plan);
 		job_plan(j, &plan, d->opt.interval_s, now);

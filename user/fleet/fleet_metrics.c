@@ -100,6 +100,45 @@ static void unpaired(struct prom_buf *b, struct job *const *jobs, size_t nr)
 	}
 }
 
+/* --off-cpu: the time the job's threads spent off CPU, by why, and the
+ * part with no recorded op open. */
+static void off_cpu(struct prom_buf *b, struct job *const *jobs, size_t nr)
+{
+	static const char *const name = "rfbpf_job_off_cpu_seconds_total";
+	static const char *const outside =
+		"rfbpf_job_off_cpu_outside_ops_seconds_total";
+
+	prom_family(b, name, "counter", "Time the job's threads were off CPU "
+		    "while traced, by reason");
+	for (size_t i = 0; i < nr; i++) {
+		const struct counts *c = &jobs[i]->s.trace.counts;
+		struct prom_label l[JOB_LABELS + 1];
+		char pid[16];
+
+		if (!jobs[i]->s.trace.off_cpu)
+			continue;
+		job_labels(jobs[i], l, pid, sizeof(pid));
+		for (unsigned r = 1; r < RF_OFF_NR; r++) {
+			l[JOB_LABELS] = (struct prom_label){
+				"reason", off_cpu_reason_name(r) };
+			prom_sample(b, name, l, JOB_LABELS + 1,
+				    c->off_cpu_by_reason_ns[r] / 1e9);
+		}
+	}
+	prom_family(b, outside, "counter", "Of that, the time no recorded "
+		    "op was open on the thread");
+	for (size_t i = 0; i < nr; i++) {
+		struct prom_label l[JOB_LABELS];
+		char pid[16];
+
+		if (!jobs[i]->s.trace.off_cpu)
+			continue;
+		job_labels(jobs[i], l, pid, sizeof(pid));
+		prom_sample(b, outside, l, JOB_LABELS,
+			    jobs[i]->s.trace.counts.off_cpu_outside_ns / 1e9);
+	}
+}
+
 /* --shapes: input records read, and those lost or cut, by why (jobs
  * traced without shapes have no series). */
 static void input_records(struct prom_buf *b, struct job *const *jobs,
@@ -386,6 +425,7 @@ void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 	unpaired(b, jobs, nr);
 	python_stacks(b, jobs, nr);
 	input_records(b, jobs, nr);
+	off_cpu(b, jobs, nr);
 	cupti_state(b, jobs, nr);
 	gpu_losses(b, jobs, nr);
 	gauge(b, "rfbpf_jobs_traced", "gauge", "Processes traced now",

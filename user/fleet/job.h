@@ -95,6 +95,8 @@ struct job {
 	uint64_t drops_prev;
 	bool bias_logged;	/* the sampler-bias line was logged */
 	int setup_err;		/* job_start: -errno of a failed activation */
+	uint64_t switches_prev;	/* --off-cpu: BPF's switch count at the
+				 * last interval */
 };
 
 /* Traces proc: claims it, probes it, registers the callback at p. 0, or

@@ -20,7 +20,8 @@ void profile_add_op(struct stack_profile *p, struct trace *t,
 		.frames = c->frames, .depth = c->depth,
 		.shapes = shapes_of(p, t, c->op->inputs),
 	};
-	struct stack_values v = { .calls = 1, .self_ns = c->self_ns };
+	struct stack_values v = { .calls = 1, .self_ns = c->self_ns,
+				  .off_cpu_ns = c->self_off_cpu_ns };
 
 	if (stack_profile_add(p, &key, &v))
 		t->counts.oom++;

@@ -124,6 +124,7 @@ static void add_values(struct stack_values *to, const struct stack_values *v)
 	to->calls += v->calls;
 	to->self_ns += v->self_ns;
 	to->gpu_ns += v->gpu_ns;
+	to->off_cpu_ns += v->off_cpu_ns;
 }
 
 void stack_profile_init(struct stack_profile *p)

@@ -32,6 +32,8 @@ struct stack_values {
 	uint64_t calls;		/* ops that closed with this stack */
 	uint64_t self_ns;	/* their self time */
 	uint64_t gpu_ns;	/* GPU activity launched directly by them */
+	uint64_t off_cpu_ns;	/* --off-cpu: their threads off CPU while
+				 * they were the innermost op */
 };
 
 struct stack_row {
