@@ -53,7 +53,8 @@ enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_CHILDREN, OPT_CONTINUOUS, OPT_ALL, OPT_INTERVAL, OPT_BUDGET,
        OPT_PPROF_DIR, OPT_PPROF_KEEP, OPT_PROM_FILE, OPT_LISTEN, OPT_MAX_OPS,
        OPT_CONFIG, OPT_RAW_TIMES, OPT_PYTHON_STACKS, OPT_PYTHON_DEPTH,
-       OPT_GROUP_BY, OPT_SHAPES, OPT_OFF_CPU, OPT_TOP_WAKERS };
+       OPT_GROUP_BY, OPT_SHAPES, OPT_OFF_CPU, OPT_TOP_WAKERS,
+       OPT_OFF_CPU_FOLDED };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -124,6 +125,10 @@ static const struct argp_option options[] = {
 	  "Follow the traced threads off and back on the CPU (scheduler "
 	  "tracepoints): each op's off-CPU time, why (sleeping, preempted, "
 	  "block I/O) and who woke it, in the table and the trace", 0 },
+	{ "off-cpu-folded", OPT_OFF_CPU_FOLDED, "FILE", 0,
+	  "With --off-cpu: folded op stacks weighted by the time their "
+	  "threads were off CPU in the innermost op (an off-CPU flame "
+	  "graph)", 0 },
 	{ "top-wakers", OPT_TOP_WAKERS, "N", 0,
 	  "With --off-cpu: after the table, the N pairs of ops where one "
 	  "thread's op most often woke another's", 0 },
@@ -297,7 +302,8 @@ static void check_continuous(struct options *opt)
 		    "-p PID, not a command", "");
 	else if (!opt->all && !opt->nr_pids)
 		bad("%s--continuous needs --all or -p PID", "");
-	else if (opt->trace_path || opt->folded_path || opt->gpu_folded_path)
+	else if (opt->trace_path || opt->folded_path || opt->gpu_folded_path ||
+		 opt->off_cpu_folded_path)
 		bad("%s--continuous writes --pprof-dir, --prom-file and "
 		    "--listen, not -o, --folded or --gpu-folded (those are for "
 		    "one run)", "");
@@ -409,6 +415,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_PYTHON_STACKS: opt->python_stacks = true; break;
 	case OPT_SHAPES: opt->shapes = true; break;
 	case OPT_OFF_CPU: opt->off_cpu = true; break;
+	case OPT_OFF_CPU_FOLDED: opt->off_cpu_folded_path = arg; break;
 	case OPT_TOP_WAKERS:
 		opt->top_wakers = parse_long(arg, 1, 1000000,
 					     "invalid --top-wakers '%s': "
@@ -479,13 +486,16 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			bad("%s--group-by shapes needs --shapes", "");
 		if (opt->top_wakers && !opt->off_cpu)
 			bad("%s--top-wakers needs --off-cpu", "");
+		if (opt->off_cpu_folded_path && !opt->off_cpu)
+			bad("%s--off-cpu-folded needs --off-cpu", "");
 		if (!opt->gpu && opt->gpu_folded_path)
 			bad("%s--gpu-folded needs GPU tracing (drop --no-gpu)",
 			    "");
 		/* A stack needs every op above the leaf; RecordFunction's
 		 * sampler drops some, so a stack would be made up. */
 		if (opt->sample_prob != 1.0 &&
-		    (opt->folded_path || opt->gpu_folded_path))
+		    (opt->folded_path || opt->gpu_folded_path ||
+		     opt->off_cpu_folded_path))
 			bad("%s--folded and --gpu-folded need whole op stacks, "
 			    "which --sample does not keep: use --tree-sample",
 			    "");

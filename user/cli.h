@@ -18,6 +18,7 @@ struct options {
 	const char *trace_path;	/* -o */
 	const char *folded_path;/* --folded */
 	const char *gpu_folded_path;	/* --gpu-folded */
+	const char *off_cpu_folded_path;	/* --off-cpu-folded */
 	bool gpu;		/* off with --no-gpu */
 	bool raw_times;		/* --raw-times: no probe-cost compensation */
 	const char *lib;	/* --lib */

@@ -40,7 +40,7 @@ int outputs_start(struct outputs *o, struct trace *t,
 		s = aggregate_sink(&o->grouped);
 		trace_add_sink(t, &s);
 	}
-	if (opt->folded_path) {
+	if (opt->folded_path || opt->off_cpu_folded_path) {
 		s = profile_sink_ops(&o->stacks);
 		trace_add_sink(t, &s);
 	}
@@ -57,6 +57,10 @@ int outputs_start(struct outputs *o, struct trace *t,
 	}
 	if (opt->gpu_folded_path && creatable(opt->gpu_folded_path)) {
 		o->bad_path = opt->gpu_folded_path;
+		return -1;
+	}
+	if (opt->off_cpu_folded_path && creatable(opt->off_cpu_folded_path)) {
+		o->bad_path = opt->off_cpu_folded_path;
 		return -1;
 	}
 	if (opt->trace_path) {
@@ -98,6 +102,9 @@ int outputs_finish(struct outputs *o, const struct trace *t,
 	if (opt->folded_path &&
 	    export_folded(t, &o->stacks, opt->folded_path))
 		ret = failed(opt->folded_path);
+	if (opt->off_cpu_folded_path &&
+	    export_off_cpu_folded(t, &o->stacks, opt->off_cpu_folded_path))
+		ret = failed(opt->off_cpu_folded_path);
 	if (opt->gpu_folded_path && !t->gpu.counts.agent_seen)
 		fprintf(stderr, "rfbpf: %s has no GPU frames: the target never "
 			"loaded the CUPTI agent (run it with "

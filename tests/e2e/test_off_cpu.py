@@ -8,6 +8,7 @@ import collections
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -26,17 +27,18 @@ def traced(tmp_path_factory):
     hog = subprocess.Popen([PYTHON, "-c", "while True: pass"],
                            preexec_fn=lambda: os.sched_setaffinity(0, {0}))
     out = tmp_path_factory.mktemp("offcpu") / "t.json"
+    folded = out.with_suffix(".folded")
     try:
         r = run([RFBPF, "-q", "--off-cpu", "--top-wakers", "5", "-o",
-                 str(out), "--", PYTHON, WORKLOAD, "--seconds", "3",
-                 "--read", DATA, "--pin", "0"])
+                 str(out), "--off-cpu-folded", str(folded), "--", PYTHON,
+                 WORKLOAD, "--seconds", "3", "--read", DATA, "--pin", "0"])
     finally:
         hog.kill()
         hog.wait()
     assert r.returncode == 0, r.stderr
     totals = json.loads([l for l in r.stdout.splitlines()
                          if l.startswith("{")][-1])
-    return load_trace(out), totals, r.stdout
+    return load_trace(out), totals, r.stdout + folded.read_text()
 
 
 def stats(trace):
@@ -109,6 +111,58 @@ def test_reasons_and_wakers(traced):
     # Every interval lies inside its op: the trace nests.
     _, violations = rebuild_nesting(trace)
     assert violations == []
+
+
+def test_off_cpu_flame_graph(traced):
+    """--off-cpu-folded: each stack weighted by its innermost op's off-CPU
+    time, summing to op_stats' self off-CPU time per op."""
+    trace, _, text = traced
+    weight = collections.Counter()
+    for line in text.splitlines():
+        if ";" in line and line.rsplit(" ", 1)[-1].isdigit():
+            stack, w = line.rsplit(" ", 1)
+            weight[stack.split(";")[-1]] += int(w)
+    st = stats(trace)
+    for op in ("sleep_scope", "wait_lock", "read_file"):
+        assert weight[op] == st[op]["self_off_cpu_ns"], (op, weight[op])
+
+
+def test_fleet_profiles_and_metrics_have_off_cpu(tmp_path):
+    """The daemon with --off-cpu: pprof has an off_cpu sample type that
+    go tool pprof reads, the metrics the time by reason (promtool)."""
+    from test_fleet import GO_ENV, Daemon, metric
+    p = subprocess.Popen([PYTHON, WORKLOAD, "--seconds", "60"],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        prom = tmp_path / "rfbpf.prom"
+        d = Daemon(["-p", str(p.pid), "--interval", "2", "--budget", "50",
+                    "--pprof-dir", str(tmp_path), "--prom-file", str(prom),
+                    "--off-cpu"])
+        try:
+            d.wait_for(r"traced, sampling")
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and len(
+                    list(tmp_path.glob("profile-*.pb.gz"))) < 3:
+                time.sleep(0.2)
+        finally:
+            assert d.finish() == 0, d.log()
+    finally:
+        p.kill()
+        p.wait()
+    files = [str(f) for f in sorted(tmp_path.glob("profile-*.pb.gz"))]
+    r = subprocess.run(["go", "tool", "pprof", "-sample_index", "off_cpu",
+                        "-top", *files], capture_output=True, text=True,
+                       env=GO_ENV, timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "sleep_scope" in out, out
+    text = prom.read_text()
+    assert metric(text, "rfbpf_job_off_cpu_seconds_total",
+                  reason="sleeping") > 0
+    r = subprocess.run(["promtool", "check", "metrics"], input=text,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_top_wakers_needs_off_cpu():

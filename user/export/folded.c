@@ -71,6 +71,16 @@ int write_folded(FILE *f, const struct trace *t, const struct stack_profile *p)
 	return 0;
 }
 
+int write_off_cpu_folded(FILE *f, const struct trace *t,
+			 const struct stack_profile *p)
+{
+	for (size_t i = 0; i < p->nr; i++)
+		if (p->rows[i].v.off_cpu_ns)
+			write_row(f, t, &p->rows[i], NULL,
+				  estimated(t, p->rows[i].v.off_cpu_ns));
+	return 0;
+}
+
 int write_gpu_folded(FILE *f, const struct trace *t,
 		     const struct stack_profile *p)
 {
@@ -114,4 +124,10 @@ int export_gpu_folded(const struct trace *t, const struct stack_profile *p,
 		      const char *path)
 {
 	return export(t, p, path, write_gpu_folded);
+}
+
+int export_off_cpu_folded(const struct trace *t,
+			  const struct stack_profile *p, const char *path)
+{
+	return export(t, p, path, write_off_cpu_folded);
 }

@@ -27,6 +27,13 @@ int export_gpu_folded(const struct trace *t, const struct stack_profile *p,
 int write_gpu_folded(FILE *f, const struct trace *t,
 		     const struct stack_profile *p);
 
+/* --off-cpu-folded: p is fed by profile_sink_ops(), weighted by the time
+ * the threads were off CPU with the stack's last op innermost, in ns. */
+int export_off_cpu_folded(const struct trace *t,
+			  const struct stack_profile *p, const char *path);
+int write_off_cpu_folded(FILE *f, const struct trace *t,
+			 const struct stack_profile *p);
+
 /* Appends a frame to buf[0..used), with ';' (the separator) replaced. */
 size_t folded_put_frame(char *buf, size_t used, size_t cap, const char *s);
 
