@@ -30,6 +30,7 @@ def test_debug_words_are_the_headers(includes, tmp_path, minor):
     r = run(["gcc", "-Wall", "-Wextra", "-Werror",
              f"-I{inc}/python3.{minor}", f"-I{inc}",
              f"-I{os.path.join(ROOT, 'user', 'python')}",
+             f"-I{os.path.join(ROOT, 'bpf')}",
              os.path.join(ROOT, "tests", "fixtures", "py_debug_words.c"),
              "-o", str(exe)])
     assert r.returncode == 0, r.stderr
