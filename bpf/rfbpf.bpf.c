@@ -1241,14 +1241,15 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
 {
+	bool out = traced_task(prev), in = traced_task(next);
 	struct rf_off_cpu_event *e;
 	struct off_cpu_state *st;
 	__u64 now;
 
-	if (!traced_task(prev) && !traced_task(next))
+	if (!out && !in)
 		return 0;
 	now = bpf_ktime_get_ns();
-	if (traced_task(prev)) {
+	if (out) {
 		count(RF_CNT_SWITCHES);
 		st = bpf_task_storage_get(&off_cpu_states, prev, 0,
 					  BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -1259,7 +1260,7 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev,
 			st->reason = off_reason(preempt, prev, prev_state);
 		}
 	}
-	if (!traced_task(next))
+	if (!in)
 		return 0;
 	st = bpf_task_storage_get(&off_cpu_states, next, 0, 0);
 	if (!st || !st->start_ns)

@@ -276,8 +276,7 @@ void stacks_off_cpu(struct trace *t, const struct rf_off_cpu_event *e)
 		.pid = e->hdr.pid, .tid = e->hdr.tid, .start_ns = e->start_ns,
 		.end_ns = e->hdr.ts_ns, .reason = e->reason, .op_id = -1,
 		.op_name = UINT32_MAX, .waker_tid = e->waker_tid,
-		.waker_pid = e->waker_pid, .waker_comm = e->waker_comm,
-		.waker_op_id = -1, .waker_op_name = UINT32_MAX,
+		.waker_pid = e->waker_pid, .waker_op_id = -1, .waker_op_name = UINT32_MAX,
 		.wake_ns = e->wake_ns,
 	};
 	char comm[sizeof(e->waker_comm) + 1] = "";
