@@ -10,6 +10,7 @@ import collections
 import decimal
 import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -42,6 +43,23 @@ PERF_EVENT = {
     "before(FunctionDescriptor)": "before_descriptor",
     "end()": "end_call",
 }
+
+
+SID_ROOT = "/var/tmp/rfbpf-sid-root"
+
+
+def sid_root_with(*files):
+    """The Debian sid root with torch 2.14 (built once by
+    tools/make-torch-root.sh), files copied into its /tmp; skips the test
+    where it cannot be built."""
+    r = run([os.path.join(ROOT, "tools", "make-torch-root.sh"), "sid",
+             SID_ROOT], timeout=1800)
+    if r.returncode != 0:
+        pytest.skip("cannot build a Debian sid root with torch 2.14 "
+                    f"(debootstrap failed: {r.stderr.strip()[-300:]})")
+    for f in files:
+        shutil.copy(f, os.path.join(SID_ROOT, "tmp", os.path.basename(f)))
+    return SID_ROOT
 
 
 def run(cmd, **kw):

@@ -112,6 +112,40 @@ def metric(text, name, **labels):
     return None
 
 
+def daemon_profiles(pid, tmp_path, *options, interval=3):
+    """rfbpf --continuous on pid, with a budget that pays for windows long
+    enough to hold a job's ops, until it has written three profiles:
+    (their paths, the metrics it wrote last)."""
+    prom = tmp_path / "rfbpf.prom"
+    d = Daemon(["-p", str(pid), "--interval", str(interval), "--budget",
+                "50", "--pprof-dir", str(tmp_path), "--prom-file",
+                str(prom), *options])
+    try:
+        d.wait_for(r"traced, sampling")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(
+                list(tmp_path.glob("profile-*.pb.gz"))) < 3:
+            time.sleep(0.2)
+    finally:
+        assert d.finish() == 0, d.log()
+    files = [str(f) for f in sorted(tmp_path.glob("profile-*.pb.gz"))]
+    return files, prom.read_text()
+
+
+def pprof_files(files, *options):
+    """go tool pprof OPTIONS over files, merged: (status, its output)."""
+    r = subprocess.run(["go", "tool", "pprof", *options, *files],
+                       capture_output=True, text=True, env=GO_ENV,
+                       timeout=120)
+    return r.returncode, r.stdout + r.stderr
+
+
+def promtool_check(text):
+    r = subprocess.run(["promtool", "check", "metrics"], input=text,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def pprof_top(source, *extra):
     r = subprocess.run(["go", "tool", "pprof", *extra, "-top", source],
                        capture_output=True, text=True, env=GO_ENV,

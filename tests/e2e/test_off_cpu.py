@@ -8,7 +8,6 @@ import collections
 import json
 import os
 import subprocess
-import time
 
 import pytest
 
@@ -130,39 +129,22 @@ def test_off_cpu_flame_graph(traced):
 def test_fleet_profiles_and_metrics_have_off_cpu(tmp_path):
     """The daemon with --off-cpu: pprof has an off_cpu sample type that
     go tool pprof reads, the metrics the time by reason (promtool)."""
-    from test_fleet import GO_ENV, Daemon, metric
+    from test_fleet import daemon_profiles, metric, pprof_files, promtool_check
     p = subprocess.Popen([PYTHON, WORKLOAD, "--seconds", "60"],
                          stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "ready"
-        prom = tmp_path / "rfbpf.prom"
-        d = Daemon(["-p", str(p.pid), "--interval", "2", "--budget", "50",
-                    "--pprof-dir", str(tmp_path), "--prom-file", str(prom),
-                    "--off-cpu"])
-        try:
-            d.wait_for(r"traced, sampling")
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and len(
-                    list(tmp_path.glob("profile-*.pb.gz"))) < 3:
-                time.sleep(0.2)
-        finally:
-            assert d.finish() == 0, d.log()
+        files, text = daemon_profiles(p.pid, tmp_path, "--off-cpu",
+                                      interval=2)
     finally:
         p.kill()
         p.wait()
-    files = [str(f) for f in sorted(tmp_path.glob("profile-*.pb.gz"))]
-    r = subprocess.run(["go", "tool", "pprof", "-sample_index", "off_cpu",
-                        "-top", *files], capture_output=True, text=True,
-                       env=GO_ENV, timeout=120)
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out
+    status, out = pprof_files(files, "-sample_index", "off_cpu", "-top")
+    assert status == 0, out
     assert "sleep_scope" in out, out
-    text = prom.read_text()
     assert metric(text, "rfbpf_job_off_cpu_seconds_total",
                   reason="sleeping") > 0
-    r = subprocess.run(["promtool", "check", "metrics"], input=text,
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stdout + r.stderr
+    promtool_check(text)
 
 
 def test_top_wakers_needs_off_cpu():

@@ -9,14 +9,12 @@ threads labelled with their threading.Thread names."""
 import collections
 import os
 import re
-import shutil
 import subprocess
-import time
 
 import pytest
 
 from conftest import (PYTHON, RFBPF, ROOT, all_nodes, load_trace,
-                      rebuild_nesting, run)
+                      rebuild_nesting, run, sid_root_with)
 
 CALLSITES = os.path.join(ROOT, "tests", "workloads", "py_callsites.py")
 LABEL = re.compile(r"^(.*) \((.*):(-?\d+)\)$")
@@ -209,20 +207,12 @@ def check_torch_profilers_frames(rows, python):
         assert ours[op] == theirs[op], (op, ours[op], theirs[op])
 
 
-SID = "/var/tmp/rfbpf-sid-root"
-
-
 @pytest.fixture(scope="module")
 def sid_python():
     """Python 3.14 with torch 2.14 (Debian sid), where the offsets come
     from the interpreter's own _Py_DebugOffsets."""
-    r = run([os.path.join(ROOT, "tools", "make-torch-root.sh"), "sid", SID],
-            timeout=1800)
-    if r.returncode != 0:
-        pytest.skip("cannot build a Debian sid root with torch 2.14 "
-                    f"(debootstrap failed: {r.stderr.strip()[-300:]})")
-    shutil.copy(CALLSITES, os.path.join(SID, "tmp", "py_callsites.py"))
-    return ("chroot", SID, "python3", "/tmp/py_callsites.py")
+    return ("chroot", sid_root_with(CALLSITES), "python3",
+            "/tmp/py_callsites.py")
 
 
 def test_python_3_14_from_its_debug_offsets(sid_python, tmp_path):
@@ -294,41 +284,21 @@ def test_table_grouped_by_call_site(workload):
 def test_fleet_pprof_places_ops_in_model_code(workload, tmp_path):
     """The daemon with --python-stacks: its pprof files, as go tool
     pprof reads them, put aten::mm under its call sites' file:line."""
-    from test_fleet import GO_ENV, Daemon, metric
-    # A budget that pays for windows long enough to hold both call
-    # sites (at 1%, a window of this job is a few ms every few seconds).
-    prom = tmp_path / "rfbpf.prom"
-    d = Daemon(["-p", str(workload.pid), "--interval", "3",
-                "--budget", "50", "--pprof-dir", str(tmp_path),
-                "--prom-file", str(prom), "--python-stacks"])
-    try:
-        d.wait_for(r"traced, sampling")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(
-                list(tmp_path.glob("profile-*.pb.gz"))) < 3:
-            time.sleep(0.2)
-    finally:
-        assert d.finish() == 0, d.log()
+    from test_fleet import daemon_profiles, metric, pprof_files, promtool_check
+    files, text = daemon_profiles(workload.pid, tmp_path, "--python-stacks")
     # Every interval's profile, merged as go tool pprof merges them (an
     # interval's window may be too short to hold both call sites).
-    files = [str(f) for f in sorted(tmp_path.glob("profile-*.pb.gz"))]
-    r = subprocess.run(["go", "tool", "pprof", "-lines", "-focus",
-                        "aten::mm", "-top", *files], capture_output=True,
-                       text=True, env=GO_ENV, timeout=120)
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out
+    status, out = pprof_files(files, "-lines", "-focus", "aten::mm", "-top")
+    assert status == 0, out
     for site in ("mm_a", "mm_b"):
         fn, rest = workload.sites[site].split(" (", 1)
-        assert f"{fn} {rest[:-1]}" in out, (site, out, d.log())
+        assert f"{fn} {rest[:-1]}" in out, (site, out)
     # The metrics count the stacks read and what was lost, and pass
     # promtool.
-    text = prom.read_text()
     assert metric(text, "rfbpf_job_python_stacks_total", kind="whole") > 0
     assert metric(text, "rfbpf_job_python_stacks_lost_total",
                   reason="truncated") > 0       # deep() is 80 deep
-    r = subprocess.run(["promtool", "check", "metrics"], input=text,
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stdout + r.stderr
+    promtool_check(text)
 
 
 def test_chrome_trace_has_python_function_slices(workload, tmp_path):

@@ -11,17 +11,14 @@ import collections
 import glob
 import json
 import os
-import shutil
 import subprocess
-import time
 
 import pytest
 
 from conftest import (PYTHON, RFBPF, ROOT, all_nodes, load_trace, ops_of,
-                      rebuild_nesting, run)
+                      rebuild_nesting, run, sid_root_with)
 
 SHAPED = os.path.join(ROOT, "tests", "workloads", "shaped_ops.py")
-SID = "/var/tmp/rfbpf-sid-root"
 KINETO_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
 
 
@@ -148,34 +145,16 @@ def test_group_by_shapes_table(workload):
 def test_fleet_pprof_and_metrics_carry_the_shapes(workload, tmp_path):
     """The daemon with --shapes: go tool pprof splits aten::mm by its
     input_dims label, and the metrics count the records (promtool)."""
-    from test_fleet import GO_ENV, Daemon, metric
-    prom = tmp_path / "rfbpf.prom"
-    d = Daemon(["-p", str(workload.pid), "--interval", "3",
-                "--budget", "50", "--pprof-dir", str(tmp_path),
-                "--prom-file", str(prom), "--shapes"])
-    try:
-        d.wait_for(r"traced, sampling")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(
-                list(tmp_path.glob("profile-*.pb.gz"))) < 3:
-            time.sleep(0.2)
-    finally:
-        assert d.finish() == 0, d.log()
-    files = [str(f) for f in sorted(tmp_path.glob("profile-*.pb.gz"))]
-    r = subprocess.run(["go", "tool", "pprof", "-tags", "-focus",
-                        "^aten::mm$", *files], capture_output=True,
-                       text=True, env=GO_ENV, timeout=120)
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out
+    from test_fleet import daemon_profiles, metric, pprof_files, promtool_check
+    files, text = daemon_profiles(workload.pid, tmp_path, "--shapes")
+    status, out = pprof_files(files, "-tags", "-focus", "^aten::mm$")
+    assert status == 0, out
     assert "input_dims" in out, out
     assert "[[32, 64], [64, 16]]" in out and "[[8, 8], [8, 8]]" in out, out
-    text = prom.read_text()
     assert metric(text, "rfbpf_job_input_records_total") > 0
     assert metric(text, "rfbpf_job_input_records_lost_total",
                   reason="cut") == 0
-    r = subprocess.run(["promtool", "check", "metrics"], input=text,
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stdout + r.stderr
+    promtool_check(text)
 
 
 @pytest.mark.parametrize("args,says", [
@@ -191,13 +170,7 @@ def test_bad_options_one_line(args, says):
 
 @pytest.fixture(scope="module")
 def sid_root():
-    r = run([os.path.join(ROOT, "tools", "make-torch-root.sh"), "sid", SID],
-            timeout=1800)
-    if r.returncode != 0:
-        pytest.skip("cannot build a Debian sid root with torch 2.14 "
-                    f"(debootstrap failed: {r.stderr.strip()[-300:]})")
-    shutil.copy(SHAPED, os.path.join(SID, "tmp", "shaped_ops.py"))
-    return SID
+    return sid_root_with(SHAPED)
 
 
 def kineto_args(root):

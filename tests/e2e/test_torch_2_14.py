@@ -9,26 +9,18 @@ the workload runs in it with chroot, so rfbpf also opens the library
 through /proc/PID/root as it does for containers."""
 import glob
 import os
-import shutil
 
 import pytest
 
 from conftest import (DESCRIPTOR_SYMBOLS, KernelCounts, RFBPF, ROOT, WORKLOAD,
-                      load_trace, ops_of, rebuild_nesting, run)
+                      load_trace, ops_of, rebuild_nesting, run, sid_root_with)
 
-SID = "/var/tmp/rfbpf-sid-root"
 STEPS = 5
 
 
 @pytest.fixture(scope="module")
 def sid_root():
-    r = run([os.path.join(ROOT, "tools", "make-torch-root.sh"), "sid", SID],
-            timeout=1800)
-    if r.returncode != 0:
-        pytest.skip("cannot build a Debian sid root with torch 2.14 "
-                    f"(debootstrap failed: {r.stderr.strip()[-300:]})")
-    shutil.copy(WORKLOAD, os.path.join(SID, "tmp", "mlp_threads.py"))
-    return SID
+    return sid_root_with(WORKLOAD)
 
 
 def losses(stdout):
