@@ -194,6 +194,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory asan-unit
 	$(Q)$(MAKE) --no-print-directory asan
 	$(Q)$(MAKE) --no-print-directory cupti-test
+	$(Q)$(MAKE) --no-print-directory fuzz-smoke
 	$(Q)$(MAKE) --no-print-directory e2e
 
 # AddressSanitizer + UBSan build of the loader and the unit tests.
@@ -278,6 +279,8 @@ $(OUT)/bench/loader_throughput: bench/loader_throughput.c $(LOGIC_SRCS) \
 
 # The CUDA side: librfbpf_cupti.so and its tests (cupti-* targets).
 include cupti/cupti.mk
+# libFuzzer targets (make fuzz, make fuzz-smoke).
+include tests/fuzz/fuzz.mk
 
 clean:
 	$(Q)rm -rf build build-asan rfbpf $(VMLINUX)

@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
 	make gcc g++ clang llvm		# the loader and the BPF object
+	libclang-rt-14-dev		# libFuzzer and the sanitizers (make fuzz)
 	libstdc++-12-dev		# __cxa_demangle for kernel names (g++ has it)
 	libbpf-dev bpftool libelf-dev zlib1g-dev
 	python3-torch			# the real PyTorch traced by demo and tests

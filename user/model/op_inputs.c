@@ -185,9 +185,10 @@ void op_inputs_format(const uint64_t *w, uint32_t nw, unsigned nr_dtypes,
 		      const struct input_lists *out)
 {
 	struct lists l = {
-		.dims = { out->dims, out->len }, .types = { out->types, out->len },
-		.strides = { out->strides, out->len },
-		.concrete = { out->concrete, out->len },
+		.dims = { .p = out->dims, .len = out->len },
+		.types = { .p = out->types, .len = out->len },
+		.strides = { .p = out->strides, .len = out->len },
+		.concrete = { .p = out->concrete, .len = out->len },
 	};
 	struct out *all[] = { &l.dims, &l.types, &l.strides, &l.concrete };
 

@@ -1,0 +1,44 @@
+# Fuzzing: libFuzzer targets built with clang, ASan and UBSan. Included by
+# the top Makefile.
+#
+#   tests/fuzz/fuzz_NAME.c + $(LOGIC_SRCS) + $(FUZZ_EXTRA_NAME)
+#       --clang -fsanitize=fuzzer,address,undefined--> $(OUT)/fuzz/fuzz_NAME
+#
+# Each target's seed corpus is tests/fuzz/corpus/NAME/ (in the tree, read
+# only: new inputs go to $(OUT)/fuzz/corpus-NAME/), and every input that
+# once crashed it is kept in tests/fuzz/regressions/NAME/ and replayed
+# before each run.
+#
+#   make fuzz          each target for FUZZ_SECONDS (default 60)
+#   make fuzz-smoke    each target for a few seconds (part of make test)
+#   make fuzz-build    build them only
+
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 3
+FUZZ_SANITIZE := -fsanitize=fuzzer,address,undefined \
+	-fno-sanitize-recover=all -fno-omit-frame-pointer
+# The loader's flags, but clang's sanitizers and no -O2 surprises in
+# stack traces. The protobuf-c sources are generated (not ours to warn on).
+FUZZ_CFLAGS := -g -O1 $(FUZZ_SANITIZE) $(WARN) -std=gnu11 -D_GNU_SOURCE \
+	-I$(OUT) -Ibpf -Iuser -Itests/fuzz
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS := $(addprefix $(OUT)/fuzz/fuzz_,$(FUZZ_NAMES))
+
+.PHONY: fuzz fuzz-smoke fuzz-build
+fuzz-build: $(FUZZ_BINS)
+
+# Extra sources a target needs beyond LOGIC_SRCS: FUZZ_EXTRA_NAME.
+.SECONDEXPANSION:
+$(OUT)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) \
+		$(LOGIC_SRCS) $$(FUZZ_EXTRA_$$*) $(USER_HDRS) $(GEN_HDRS)
+	$(call msg,FUZZ-CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(LOGIC_SRCS) $(FUZZ_EXTRA_$*) \
+		$(LDLIBS) -ldl -o $@
+
+fuzz: $(FUZZ_BINS)
+	$(Q)tests/fuzz/run.sh $(FUZZ_SECONDS) $(OUT) $(FUZZ_NAMES)
+
+fuzz-smoke: $(FUZZ_BINS)
+	$(Q)tests/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(OUT) $(FUZZ_NAMES)
