@@ -82,13 +82,24 @@ struct libraries {
 /* The libtorch_cpu mapped in a running target, or a one-line reason. */
 static int library_of_target(struct session *s, char *path, size_t len)
 {
-	int err = target_find_libtorch(s->pid, path, len);
+	struct target_mapping m;
+	int err = target_find_mapping_at("/proc", s->pid, is_libtorch_cpu_name,
+					 &m);
 
+	if (!err)
+		err = target_mapping_path(s->pid, &m, path, len);
 	if (err == -ENOENT)
 		return setup_error(s, "process %d (%s) has no libtorch_cpu.so mapped: "
 			  "not a PyTorch process, or torch not imported yet "
 			  "(name the library with --lib)", s->pid,
 			  s->trace.process_name);
+	if (err == -EPERM)
+		return setup_error(s, "process %d maps %s, %s since it was "
+			  "loaded: the copy it runs can be read only through "
+			  "/proc/%d/map_files, which needs CAP_SYS_ADMIN (or "
+			  "CAP_CHECKPOINT_RESTORE)", s->pid, m.file, m.deleted ?
+			  "deleted or replaced on disk" : "not the file at "
+			  "that path now", s->pid);
 	if (err)
 		return setup_error(s, "cannot read /proc/%d/maps: %s%s", s->pid,
 			  strerror(-err), err == -EACCES ? " (needs "
@@ -167,7 +178,7 @@ static void describe_path(struct session *s, const char *path)
 {
 	char real[PATH_MAX];
 
-	if (!strncmp(path, "/proc/", 6) && strstr(path, "/map_files/"))
+	if (!strncmp(path, "/proc/", 6))	/* map_files/ or root/ */
 		target_mapped_name(path, real, sizeof(real));
 	else if (!realpath(path, real))
 		snprintf(real, sizeof(real), "%s", path);

@@ -141,6 +141,71 @@ bool is_cupti_library_name(const char *base)
 	return !strncmp(base, "libcupti.so", 11);
 }
 
+static const char deleted_suffix[] = " (deleted)";
+
+/* The length of a maps path without the " (deleted)" the kernel appends
+ * to a file unlinked (or renamed over: a package upgrade) since it was
+ * mapped. n is the path's length. */
+static size_t without_deleted(const char *path, size_t n, bool *deleted)
+{
+	size_t d = sizeof(deleted_suffix) - 1;
+
+	*deleted = n > d && !memcmp(path + n - d, deleted_suffix, d);
+	return *deleted ? n - d : n;
+}
+
+bool target_parse_maps_line(const char *line, struct target_mapping *m)
+{
+	unsigned long long start, end, ino;
+	unsigned int maj, min;
+	const char *file;
+	size_t n;
+	int at = 0;
+
+	/* "START-END perms offset MAJ:MIN inode   path": the path is the
+	 * rest of the line, spaces and all (only a newline in a name is
+	 * escaped, as \012). */
+	if (sscanf(line, "%llx-%llx %*s %*x %x:%x %llu %n", &start, &end,
+		   &maj, &min, &ino, &at) != 5 || !at || line[at] != '/')
+		return false;
+	file = line + at;
+	n = strcspn(file, "\n");
+	if (n >= sizeof(m->file))
+		return false;
+	/* map_files/ names a range without the leading zeros maps pads it
+	 * with (a non-PIE executable at 0x400000). */
+	snprintf(m->range, sizeof(m->range), "%llx-%llx", start, end);
+	memcpy(m->file, file, n);
+	m->file[n] = 0;
+	without_deleted(file, n, &m->deleted);
+	m->dev = makedev(maj, min);
+	m->ino = ino;
+	return true;
+}
+
+/* Does the file name of a maps line's path (" (deleted)" left off)
+ * satisfy match()? Looks at the name only: cheap for lines that are not
+ * the library. */
+static bool name_matches(const char *line, bool (*match)(const char *base))
+{
+	const char *file = strchr(line, '/'), *base;
+	char name[NAME_MAX + 1];
+	size_t n;
+	bool deleted;
+
+	if (!file)
+		return false;
+	base = file + strcspn(file, "\n");
+	while (base > file && base[-1] != '/')
+		base--;
+	n = without_deleted(base, strcspn(base, "\n"), &deleted);
+	if (n > NAME_MAX)
+		return false;
+	memcpy(name, base, n);
+	name[n] = 0;
+	return match(name);
+}
+
 /*
  * Called every second for every process on the host in fleet mode, so
  * one line buffer serves the whole file and only a line whose file name
@@ -153,8 +218,6 @@ int target_find_mapping_at(const char *proc_root, pid_t pid,
 			   struct target_mapping *m)
 {
 	char path[PATH_MAX], *line = NULL, io[16384];
-	unsigned int maj, min;
-	unsigned long long ino;
 	size_t cap = 0;
 	int err = -ENOENT;
 	FILE *f;
@@ -165,32 +228,49 @@ int target_find_mapping_at(const char *proc_root, pid_t pid,
 	if (!f)
 		return -errno;
 	setvbuf(f, io, _IOFBF, sizeof(io));
-	while (getline(&line, &cap, f) > 0) {
-		char *file = strchr(line, '/'), *base;
-		unsigned long long start, end;
-
-		if (!file)
-			continue;
-		file[strcspn(file, "\n")] = 0;
-		base = strrchr(file, '/') + 1;
-		if (!match(base))
-			continue;
-		/* "START-END perms offset MAJ:MIN inode path" */
-		if (sscanf(line, "%llx-%llx %*s %*x %x:%x %llu", &start, &end,
-			   &maj, &min, &ino) != 5)
-			continue;
-		/* map_files/ names a range without the leading zeros maps
-		 * pads it with (a non-PIE executable at 0x400000). */
-		snprintf(m->range, sizeof(m->range), "%llx-%llx", start, end);
-		snprintf(m->file, sizeof(m->file), "%s", file);
-		m->dev = makedev(maj, min);
-		m->ino = ino;
-		err = 0;
-		break;
-	}
+	while (err && getline(&line, &cap, f) > 0)
+		if (name_matches(line, match) &&
+		    target_parse_maps_line(line, m))
+			err = 0;
 	free(line);
 	fclose(f);
 	return err;
+}
+
+/* 0 if the file at path (rfbpf's view) is the one the mapping maps,
+ * -ESTALE if another file is there, or stat()'s -errno. */
+static int check_mapped_file(const char *path, const struct target_mapping *m)
+{
+	struct stat st;
+
+	if (stat(path, &st))
+		return -errno;
+	return st.st_dev == m->dev && st.st_ino == m->ino ? 0 : -ESTALE;
+}
+
+int target_mapping_path(pid_t pid, const struct target_mapping *m,
+			char *buf, size_t len)
+{
+	char root[PATH_MAX], name[PATH_MAX];
+	bool deleted;
+	int err;
+
+	snprintf(buf, len, "/proc/%d/map_files/%s", pid, m->range);
+	err = check_mapped_file(buf, m);
+	if (!err)
+		return 0;
+	/* maps names a file in the target's mount namespace (a container's
+	 * root) but, for a process that chroot()ed in rfbpf's, as rfbpf
+	 * sees it: try both, and take the one that is the mapped file. */
+	snprintf(name, sizeof(name), "%.*s", (int)without_deleted(m->file,
+		 strlen(m->file), &deleted), m->file);
+	if (snprintf(root, sizeof(root), "/proc/%d/root%s", pid, name) <
+	    (int)sizeof(root) && !check_mapped_file(root, m))
+		return snprintf(buf, len, "%s", root), 0;
+	if (!check_mapped_file(name, m))
+		return snprintf(buf, len, "%s", name), 0;
+	/* map_files/ refused (no CAP_SYS_ADMIN), or the mapping is gone. */
+	return err == -EACCES || err == -EPERM ? -EPERM : -ENOENT;
 }
 
 int target_find_library(pid_t pid, bool (*match)(const char *base),
@@ -199,9 +279,7 @@ int target_find_library(pid_t pid, bool (*match)(const char *base),
 	struct target_mapping m;
 	int err = target_find_mapping_at("/proc", pid, match, &m);
 
-	if (!err)
-		snprintf(buf, len, "/proc/%d/map_files/%s", pid, m.range);
-	return err;
+	return err ? err : target_mapping_path(pid, &m, buf, len);
 }
 
 int target_find_libtorch(pid_t pid, char *buf, size_t len)
@@ -299,11 +377,18 @@ double target_cpu_seconds(pid_t pid)
 	return (double)(t[0] + t[1]) / sysconf(_SC_CLK_TCK);
 }
 
-void target_mapped_name(const char *map_files_path, char *buf, size_t len)
+void target_mapped_name(const char *path, char *buf, size_t len)
 {
-	ssize_t n = readlink(map_files_path, buf, len - 1);
+	ssize_t n = readlink(path, buf, len - 1);
+	int at = 0;
 
 	buf[n > 0 ? n : 0] = 0;
+	/* A file seen through the target's root: the rest is its name. */
+	if (n <= 0 && sscanf(path, "/proc/%*d/root%n", &at) == 0 && at &&
+	    path[at] == '/')
+		snprintf(buf, len, "%s", path + at);
+	else if (n <= 0 && path[0] == '/' && strncmp(path, "/proc/", 6))
+		snprintf(buf, len, "%s", path);
 }
 
 bool target_status(pid_t pid, pid_t tid, const char *key, char *val,

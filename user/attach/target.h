@@ -23,18 +23,17 @@ void target_comm(pid_t pid, char *buf, size_t len);
 void target_thread_comm(pid_t pid, pid_t tid, char *buf, size_t len);
 /*
  * Finds the first mapping of libtorch_cpu.so* in /proc/PID/maps and writes
- * the path to open into buf: /proc/PID/map_files/START-END, which names
- * the very file mapped whatever the target's root or mount namespace
- * (chroots, containers). Returns 0, -ENOENT when not mapped, or -errno
- * when maps cannot be read.
+ * the path to open into buf (target_mapping_path). Returns 0, -ENOENT when
+ * not mapped, -EPERM when the mapped file can be opened only through
+ * map_files/ and that is refused, or -errno when maps cannot be read.
  */
 int target_find_libtorch(pid_t pid, char *buf, size_t len);
 /* The same for the first mapping whose file name match() accepts. */
 int target_find_library(pid_t pid, bool (*match)(const char *base),
 			char *buf, size_t len);
-/* The file name /proc/PID/maps shows for the mapping at an address-range
- * path from target_find_libtorch, for messages; "" if unknown. */
-void target_mapped_name(const char *map_files_path, char *buf, size_t len);
+/* The file name /proc/PID/maps shows for a path from target_find_library
+ * (" (deleted)" and all), for messages; "" if unknown. */
+void target_mapped_name(const char *path, char *buf, size_t len);
 /*
  * The address at which file offset off of the file at path (rfbpf's view)
  * is mapped executable in pid, matched by device and inode. Returns 0 or
@@ -74,15 +73,31 @@ int target_read_file_at(const char *proc_root, pid_t pid, const char *name,
 /* One line of /proc/PID/maps, as target_find_mapping_at() found it. */
 struct target_mapping {
 	char range[40];		/* "START-END", as map_files/ names it */
-	char file[4096];	/* the path in the target's view */
+	char file[4096];	/* the path as maps shows it */
 	uint64_t dev, ino;	/* the file's identity as maps shows it */
+	bool deleted;		/* maps said " (deleted)": unlinked, or
+				 * renamed over, since it was mapped */
 };
+/* Parses one line of maps (pure): false for a line that maps no file. */
+bool target_parse_maps_line(const char *line, struct target_mapping *m);
 /* The first mapping under proc_root/PID/maps whose file name match()
- * accepts. Returns 0, -ENOENT when none, or -errno when maps cannot be
- * read. target_find_library() is this for "/proc". */
+ * accepts (" (deleted)" left off). Returns 0, -ENOENT when none, or
+ * -errno when maps cannot be read. */
 int target_find_mapping_at(const char *proc_root, pid_t pid,
 			   bool (*match)(const char *base),
 			   struct target_mapping *m);
+/*
+ * The path rfbpf opens (symbols) and probes (uprobes resolve a path) for
+ * pid's mapping m. /proc/PID/map_files/START-END first: it names the very
+ * inode mapped, even one deleted or replaced on disk since (a package
+ * upgrade), whatever the target's root or mount namespace; but the kernel
+ * lets only CAP_SYS_ADMIN (or CAP_CHECKPOINT_RESTORE) follow it. Else the
+ * file at m's path, seen through /proc/PID/root or as is, if its device
+ * and inode are still the mapping's. Returns 0, -EPERM (map_files/
+ * refused and no path holds the mapped file), or -ENOENT (gone).
+ */
+int target_mapping_path(pid_t pid, const struct target_mapping *m,
+			char *buf, size_t len);
 /* Is base the file name of a libtorch_cpu build (libtorch_cpu.so[.*])? */
 bool is_libtorch_cpu_name(const char *base);
 /* Is base rfbpf's CUPTI agent (librfbpf_cupti*.so)? */
