@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "elf_symbols.h"
+#include "target.h"
 #include "torch_symbols.h"
 #include "model/trace.h"
 
@@ -91,10 +92,32 @@ static bool version_from_package(const char *real, int *major, int *minor)
 	return found;
 }
 
+/* A map_files/ path (target.h): the name maps shows, which realpath()
+ * cannot follow once the file is deleted, and its package seen through
+ * the target's root (a container's files are not in rfbpf's mount
+ * namespace), then as rfbpf sees it (a chroot). */
+static bool version_from_mapping(const char *path, int *major, int *minor)
+{
+	char name[PATH_MAX], root[PATH_MAX + 32];
+	int pid, at = 0;
+
+	if (sscanf(path, "/proc/%d/map_files/%n", &pid, &at) != 1 || !at)
+		return false;
+	target_mapped_name(path, name, sizeof(name));
+	if (name[0] != '/')
+		return false;
+	snprintf(root, sizeof(root), "/proc/%d/root%s", pid, name);
+	return version_from_name(name, major, minor) ||
+	       version_from_package(root, major, minor) ||
+	       version_from_package(name, major, minor);
+}
+
 bool torch_version(const char *path, int *major, int *minor)
 {
 	char real[PATH_MAX];
 
+	if (version_from_mapping(path, major, minor))
+		return true;
 	if (!realpath(path, real))
 		snprintf(real, sizeof(real), "%s", path);
 	return version_from_name(real, major, minor) ||
