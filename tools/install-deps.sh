@@ -19,6 +19,7 @@ packages=(
 	linux-perf			# kernel-counted ground truth in tests
 	libcap2-bin util-linux		# capsh/setpriv: the no-privilege test
 	debootstrap			# a sid root to trace torch 2.14 in
+	patchelf			# a pip-wheel layout of torch (e2e tests)
 	libprotobuf-c-dev protobuf-c-compiler	# pprof profiles (fleet mode)
 	libmicrohttpd-dev		# /metrics and /debug/pprof (fleet mode)
 	prometheus golang-go		# real clients the fleet tests check with

@@ -95,7 +95,9 @@ class KernelCounts:
     """tracefs uprobes on each RecordFunction symbol, counted by perf stat."""
 
     def __init__(self, lib=LIBTORCH, symbols=VARIANT_SYMBOLS,
-                 event_names=PERF_EVENT):
+                 event_names=PERF_EVENT, group=GROUP):
+        """group: the tracefs group of the events; tests that may run at
+        the same time as others on this host pick one of their own."""
         if not os.path.exists(os.path.join(TRACEFS, "uprobe_events")):
             run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
         self.lib = os.path.realpath(lib)
@@ -103,8 +105,8 @@ class KernelCounts:
         self.events = []
         for variant, sym in symbols.items():
             name = event_names[variant]
-            self._write(f"p:{GROUP}/{name} {self.lib}:0x{offs[sym]:x}\n")
-            self.events.append((variant, f"{GROUP}:{name}"))
+            self._write(f"p:{group}/{name} {self.lib}:0x{offs[sym]:x}\n")
+            self.events.append((variant, f"{group}:{name}"))
 
     def _write(self, line):
         # Unbuffered append: Python's "a" mode seeks, which tracefs refuses.
