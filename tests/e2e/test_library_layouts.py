@@ -299,21 +299,28 @@ def test_launch_a_wheel_job(wheel, expected, tmp_path, probes, name_lib):
     assert started == other["end_events"] == sum(names.values())
 
 
+@pytest.fixture
+def ns_mount():
+    """An empty directory on the host, the job's mount point."""
+    os.makedirs(NS_MOUNT, exist_ok=True)
+    assert not os.listdir(NS_MOUNT)
+    yield NS_MOUNT
+    os.rmdir(NS_MOUNT)
+
+
 @pytest.mark.parametrize("probes", ["entry", "callback"])
 def test_attach_to_a_job_in_another_mount_namespace(wheel, expected, tmp_path,
-                                                    probes):
+                                                    ns_mount, probes):
     """A container's view: the job's site-packages is bind-mounted at a
     path that is empty in rfbpf's mount namespace (unshare -m). rfbpf
     opens the library and reads torch/version.py through the job's root;
     the name shown is the job's."""
     site, lib = wheel
-    os.makedirs(NS_MOUNT, exist_ok=True)
-    assert not os.listdir(NS_MOUNT)
     fresh_copy(lib)
     kc = counting(lib, tmp_path)
-    ns_site = os.path.join(NS_MOUNT, "site-packages")
+    ns_site = os.path.join(ns_mount, "site-packages")
     prefix = ["unshare", "-m", "--propagation", "private", "sh", "-c",
-              f'mount --bind "$0" {NS_MOUNT} && exec "$@"',
+              f'mount --bind "$0" {ns_mount} && exec "$@"',
               os.path.dirname(site)]
     job = None
     try:
