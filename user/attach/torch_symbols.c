@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "elf_symbols.h"
 #include "torch_symbols.h"
 #include "model/trace.h"
@@ -65,19 +66,25 @@ void torch_symbols_describe(const struct torch_symbols *s, char *buf,
 			 s->old_string_abi ? "pre-C++11" : "C++11");
 }
 
-/* major.minor from a real name like libtorch_cpu.so.2.14.1 (Debian). */
-static bool version_from_name(const char *real, int *major, int *minor)
+/* The version in a real name like libtorch_cpu.so.2.14.1 (Debian). */
+static bool version_from_name(const char *real, char *buf, size_t len)
 {
 	const char *v = strstr(real, ".so.");
+	int major, minor;
 
-	return v && sscanf(v + 4, "%d.%d", major, minor) == 2;
+	if (!v || sscanf(v + 4, "%d.%d", &major, &minor) != 2)
+		return false;
+	snprintf(buf, len, "%s", v + 4);
+	return true;
 }
 
-/* major.minor from torch/version.py next to torch/lib/ (wheels). */
-static bool version_from_package(const char *real, int *major, int *minor)
+/* __version__ from torch/version.py next to torch/lib/ (wheels), as it
+ * is written there: 2.6.0+cu124. */
+static bool version_from_package(const char *real, char *buf, size_t len)
 {
-	char dir[PATH_MAX], py[PATH_MAX + 32], line[256];
+	char dir[PATH_MAX], py[PATH_MAX + 32], line[256], v[64];
 	bool found = false;
+	int major, minor;
 	FILE *f;
 
 	snprintf(dir, sizeof(dir), "%s", real);
@@ -86,19 +93,39 @@ static bool version_from_package(const char *real, int *major, int *minor)
 	if (!f)
 		return false;
 	while (!found && fgets(line, sizeof(line), f))
-		found = sscanf(line, "__version__ = '%d.%d", major, minor) == 2;
+		found = sscanf(line, "__version__ = %*[\"']%63[^\"']", v) == 1 &&
+			sscanf(v, "%d.%d", &major, &minor) == 2;
 	fclose(f);
+	if (found)
+		snprintf(buf, len, "%s", v);
 	return found;
+}
+
+bool torch_version_text(const char *path, char *buf, size_t len)
+{
+	char real[PATH_MAX];
+	ssize_t n;
+
+	if (!realpath(path, real)) {
+		/* A /proc/PID/map_files link to a file rfbpf cannot reach
+		 * (another mount namespace): the link's text still names
+		 * it. */
+		n = readlink(path, real, sizeof(real) - 1);
+		if (n > 0)
+			real[n] = 0;
+		else
+			snprintf(real, sizeof(real), "%s", path);
+	}
+	return version_from_name(real, buf, len) ||
+	       version_from_package(real, buf, len);
 }
 
 bool torch_version(const char *path, int *major, int *minor)
 {
-	char real[PATH_MAX];
+	char v[64];
 
-	if (!realpath(path, real))
-		snprintf(real, sizeof(real), "%s", path);
-	return version_from_name(real, major, minor) ||
-	       version_from_package(real, major, minor);
+	return torch_version_text(path, v, sizeof(v)) &&
+	       sscanf(v, "%d.%d", major, minor) == 2;
 }
 
 uint32_t torch_fwd_tid_offset(const char *path, const struct torch_symbols *s)
