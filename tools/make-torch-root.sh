@@ -2,6 +2,7 @@
 # Builds (once) a Debian root with another release's PyTorch, for tests that
 # trace a build bookworm does not have:
 #   tools/make-torch-root.sh sid DIR     # torch 2.14 (FunctionDescriptor)
+#   tools/make-torch-root.sh trixie DIR  # torch 2.6 (three before() overloads), Python 3.13
 # Idempotent: an existing root with torch in it is reused. Needs root,
 # debootstrap, ~2 GB of disk and Debian's registry.
 set -euo pipefail

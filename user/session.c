@@ -421,6 +421,9 @@ void session_set_build(struct session *s, const char *path,
 	char why[256];
 
 	s->trace.fwd_threads = probes_set_build(&s->probes, path, syms);
+	if (!torch_version_text(path, s->trace.torch_version,
+				sizeof(s->trace.torch_version)))
+		s->trace.torch_version[0] = 0;
 	if (!s->opt->shapes)
 		return;
 	torch_version(path, &major, &minor);

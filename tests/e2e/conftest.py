@@ -8,6 +8,7 @@ with readelf (independently of rfbpf's libelf code).
 """
 import collections
 import decimal
+import glob
 import json
 import os
 import shutil
@@ -45,21 +46,38 @@ PERF_EVENT = {
 }
 
 
-SID_ROOT = "/var/tmp/rfbpf-sid-root"
+# Debian roots with another release's PyTorch, built once each by
+# tools/make-torch-root.sh: suite -> (directory, what it holds).
+TORCH_ROOTS = {
+    "sid": ("/var/tmp/rfbpf-sid-root", "torch 2.14, Python 3.14"),
+    "trixie": ("/var/tmp/rfbpf-trixie-root", "torch 2.6, Python 3.13"),
+}
+SID_ROOT = TORCH_ROOTS["sid"][0]
+TRIXIE_ROOT = TORCH_ROOTS["trixie"][0]
+
+
+def torch_root_with(suite, *files):
+    """The Debian root of suite (see TORCH_ROOTS), files copied into its
+    /tmp; skips the test where it cannot be built."""
+    root, holds = TORCH_ROOTS[suite]
+    r = run([os.path.join(ROOT, "tools", "make-torch-root.sh"), suite,
+             root], timeout=1800)
+    if r.returncode != 0:
+        pytest.skip(f"cannot build a Debian {suite} root with {holds} "
+                    f"(debootstrap failed: {r.stderr.strip()[-300:]})")
+    for f in files:
+        shutil.copy(f, os.path.join(root, "tmp", os.path.basename(f)))
+    return root
 
 
 def sid_root_with(*files):
-    """The Debian sid root with torch 2.14 (built once by
-    tools/make-torch-root.sh), files copied into its /tmp; skips the test
-    where it cannot be built."""
-    r = run([os.path.join(ROOT, "tools", "make-torch-root.sh"), "sid",
-             SID_ROOT], timeout=1800)
-    if r.returncode != 0:
-        pytest.skip("cannot build a Debian sid root with torch 2.14 "
-                    f"(debootstrap failed: {r.stderr.strip()[-300:]})")
-    for f in files:
-        shutil.copy(f, os.path.join(SID_ROOT, "tmp", os.path.basename(f)))
-    return SID_ROOT
+    """The Debian sid root (torch 2.14) with files in its /tmp."""
+    return torch_root_with("sid", *files)
+
+
+def torch_lib(root):
+    """The root's libtorch_cpu.so.X.Y.Z, by its real name."""
+    return glob.glob(os.path.join(root, "usr/lib/*/libtorch_cpu.so.*.*.*"))[0]
 
 
 def run(cmd, **kw):

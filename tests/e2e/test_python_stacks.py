@@ -216,10 +216,15 @@ def sid_python():
 
 
 def test_python_3_14_from_its_debug_offsets(sid_python, tmp_path):
-    """The same checks on Python 3.14 and torch 2.14: every op under the
-    line that called it, in proportion, deep stacks cut and marked, and
-    the frames torch.profiler(with_stack=True) records."""
-    w = Workload(python=sid_python)
+    """The same checks on Python 3.14 and torch 2.14."""
+    check_python_in_root(sid_python, tmp_path)
+
+
+def check_python_in_root(python, tmp_path):
+    """py_callsites.py run by python (a chroot's interpreter): every op
+    under the line that called it, in proportion, deep stacks cut and
+    marked, and the frames torch.profiler(with_stack=True) records."""
+    w = Workload(python=python)
     try:
         rows, err = trace(w.pid, tmp_path, named=False)
         assert "warning" not in err, err
@@ -230,7 +235,7 @@ def test_python_3_14_from_its_debug_offsets(sid_python, tmp_path):
         assert w.p.poll() is None
     finally:
         w.close()
-    check_torch_profilers_frames(rows, sid_python)
+    check_torch_profilers_frames(rows, python)
 
 
 def test_a_process_without_python_gets_one_warning(tmp_path):

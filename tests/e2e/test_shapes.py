@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from conftest import (PYTHON, RFBPF, ROOT, all_nodes, load_trace, ops_of,
-                      rebuild_nesting, run, sid_root_with)
+                      rebuild_nesting, run, sid_root_with, torch_lib)
 
 SHAPED = os.path.join(ROOT, "tests", "workloads", "shaped_ops.py")
 KINETO_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
@@ -189,13 +189,18 @@ def kineto_args(root):
 
 
 def test_torch_2_14_writes_what_kineto_writes(sid_root, tmp_path):
-    lib = glob.glob(os.path.join(sid_root,
-                                 "usr/lib/*/libtorch_cpu.so.2.*.*"))[0]
-    want = kineto_args(sid_root)
+    check_writes_what_kineto_writes(sid_root, tmp_path)
+
+
+def check_writes_what_kineto_writes(root, tmp_path):
+    """rfbpf --shapes on shaped_ops.py in root: per op, the very four
+    Kineto args torch.profiler writes in the same root."""
+    lib = torch_lib(root)
+    want = kineto_args(root)
     assert want["aten::mm"], want.keys()
     out = tmp_path / "t.json"
     r = run([RFBPF, "-q", "--no-table", "--shapes", "-o", str(out),
-             "--lib", lib, "--", "chroot", sid_root, "python3",
+             "--lib", lib, "--", "chroot", root, "python3",
              "/tmp/shaped_ops.py", "--seconds", "3"])
     assert r.returncode == 0, r.stderr
     assert "--shapes" not in r.stderr, r.stderr   # no layout warning

@@ -7,13 +7,11 @@ holds, output unchanged.
 The sid root is built once with debootstrap (tools/make-torch-root.sh);
 the workload runs in it with chroot, so rfbpf also opens the library
 through /proc/PID/root as it does for containers."""
-import glob
-import os
-
 import pytest
 
 from conftest import (DESCRIPTOR_SYMBOLS, KernelCounts, RFBPF, ROOT, WORKLOAD,
-                      load_trace, ops_of, rebuild_nesting, run, sid_root_with)
+                      load_trace, ops_of, rebuild_nesting, run, sid_root_with,
+                      torch_lib)
 
 STEPS = 5
 
@@ -35,7 +33,7 @@ def workload(root):
 
 @pytest.mark.parametrize("probes", ["entry", "callback"])
 def test_torch_2_14(sid_root, tmp_path, probes):
-    lib = glob.glob(os.path.join(sid_root, "usr/lib/*/libtorch_cpu.so.2.*.*"))[0]
+    lib = torch_lib(sid_root)
     untraced = run(workload(sid_root))
     assert untraced.returncode == 0, untraced.stderr
     kc = KernelCounts(lib, DESCRIPTOR_SYMBOLS)
@@ -61,6 +59,13 @@ def test_torch_2_14(sid_root, tmp_path, probes):
     else:   # rfbpf's start callback ran once per before(), names from fn_
         assert other["before_events"]["start callback"] == befores
         assert other["end_events"] == befores
+    check_mlp_trace(trace)
+
+
+def check_mlp_trace(trace):
+    """mlp_threads.py's trace on a torch 2.x: names, nesting, Kineto's
+    categories, and backward ops joined to their forward thread."""
+    other = trace["otherData"]
     names = {e["name"] for e in ops_of(trace)}
     assert {"aten::linear", "aten::addmm", "AddmmBackward0", "train_step",
             "forward", "backward"} <= names

@@ -69,7 +69,12 @@ static void build_jobs(void)
 	add_op(&job_a, "aten::mm", 4, 2 * S);
 	add_op(&job_a, "aten::relu", 2, S);
 	add_op(&job_a, "aten::copy_", 1, 3 * S);
+	strcpy(job_a.s.trace.torch_version, "1.13.1");
+	strcpy(job_a.s.trace.build, "before(const char*); C++11 string ABI");
 	job_init(&job_b, 99, 2);
+	strcpy(job_b.s.trace.torch_version, "2.14.1");
+	strcpy(job_b.s.trace.build, "before(FunctionDescriptor); C++11 "
+	       "string ABI");
 	add_op(&job_b, "aten::mm", 1, S);
 	add_op(&job_b, "aten::mm", 1, 2 * S);
 }
@@ -192,6 +197,13 @@ TEST(exported_with_the_counters_labels)
 	CHECK(near(job_value(text, "rfbpf_job_loader_seconds_per_op", 4321),
 		   3.25e-6));
 	CHECK(job_value(text, "rfbpf_job_loader_seconds_per_op", 99) == 0);
+	/* Each job's own torch build, as a label of an info series. */
+	CHECK(strstr(text, "\nrfbpf_job_torch_info{pid=\"4321\",process=\""
+		     "python3\",container=\"\",version=\"1.13.1\",build=\""
+		     "before(const char*); C++11 string ABI\"} 1\n"));
+	CHECK(strstr(text, "\nrfbpf_job_torch_info{pid=\"99\",process=\""
+		     "python3\",container=\"\",version=\"2.14.1\",build=\""
+		     "before(FunctionDescriptor); C++11 string ABI\"} 1\n"));
 	if (access(PROMTOOL, X_OK))
 		printf("skip promtool on the fleet metrics: no " PROMTOOL
 		       " (Debian package prometheus)\n");

@@ -11,6 +11,7 @@ torch.profiler.profile() and saves its event list for comparison.
 
   /usr/bin/python3 mlp_threads.py --observer --steps 20
   /usr/bin/python3 mlp_threads.py --profile --events-out ev.json --wait
+  /usr/bin/python3 mlp_threads.py --wait --rounds-until-line --steps 20
 """
 import argparse
 import ctypes
@@ -86,6 +87,10 @@ def main():
     ap.add_argument("--events-out", help="write torch.profiler's events here")
     ap.add_argument("--wait", action="store_true",
                     help="print 'ready' and wait for a line on stdin")
+    ap.add_argument("--rounds-until-line", action="store_true",
+                    help="train --steps steps again and again, each round "
+                    "from the same seeds (so printing the same losses), "
+                    "until a line comes on stdin")
     args = ap.parse_args()
     torch.set_num_threads(1)
 
@@ -105,10 +110,31 @@ def main():
                       for e in prof.events()]
             with open(args.events_out, "w") as f:
                 json.dump(events, f)
+    elif args.rounds_until_line:
+        rounds_until_line(args.steps)
+        return
     else:
         out = run(args.steps)
+    print_losses(out)
+
+
+def print_losses(out):
     for name in sorted(out):
-        print(name, " ".join(repr(v) for v in out[name]))
+        print(name, " ".join(repr(v) for v in out[name]), flush=True)
+
+
+def rounds_until_line(steps):
+    """Rounds of run(steps) until a line arrives: a job that lives as long
+    as a test needs it to, whose output is still known in advance (every
+    round's is that of an untraced run of --steps)."""
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()),
+                     daemon=True).start()
+    # One round at least: "go" and the stop line may come in one read.
+    while True:
+        print_losses(run(steps))
+        if stop.is_set():
+            break
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "elf_symbols.h"
 #include "target.h"
 #include "torch_symbols.h"
@@ -66,19 +67,26 @@ void torch_symbols_describe(const struct torch_symbols *s, char *buf,
 			 s->old_string_abi ? "pre-C++11" : "C++11");
 }
 
-/* major.minor from a real name like libtorch_cpu.so.2.14.1 (Debian). */
-static bool version_from_name(const char *real, int *major, int *minor)
+/* The version in a real name like libtorch_cpu.so.2.14.1 (Debian). */
+static bool version_from_name(const char *real, char *buf, size_t len)
 {
 	const char *v = strstr(real, ".so.");
+	int major, minor;
 
-	return v && sscanf(v + 4, "%d.%d", major, minor) == 2;
+	if (!v || sscanf(v + 4, "%d.%d", &major, &minor) != 2)
+		return false;
+	/* Up to a maps name's " (deleted)". */
+	snprintf(buf, len, "%.*s", (int)strcspn(v + 4, " "), v + 4);
+	return true;
 }
 
-/* major.minor from torch/version.py next to torch/lib/ (wheels). */
-static bool version_from_package(const char *real, int *major, int *minor)
+/* __version__ from torch/version.py next to torch/lib/ (wheels), as it
+ * is written there: 2.6.0+cu124. */
+static bool version_from_package(const char *real, char *buf, size_t len)
 {
-	char dir[PATH_MAX], py[PATH_MAX + 32], line[256];
+	char dir[PATH_MAX], py[PATH_MAX + 32], line[256], v[64];
 	bool found = false;
+	int major, minor;
 	FILE *f;
 
 	snprintf(dir, sizeof(dir), "%s", real);
@@ -87,8 +95,11 @@ static bool version_from_package(const char *real, int *major, int *minor)
 	if (!f)
 		return false;
 	while (!found && fgets(line, sizeof(line), f))
-		found = sscanf(line, "__version__ = '%d.%d", major, minor) == 2;
+		found = sscanf(line, "__version__ = %*[\"']%63[^\"']", v) == 1 &&
+			sscanf(v, "%d.%d", &major, &minor) == 2;
 	fclose(f);
+	if (found)
+		snprintf(buf, len, "%s", v);
 	return found;
 }
 
@@ -96,7 +107,7 @@ static bool version_from_package(const char *real, int *major, int *minor)
  * cannot follow once the file is deleted, and its package seen through
  * the target's root (a container's files are not in rfbpf's mount
  * namespace), then as rfbpf sees it (a chroot). */
-static bool version_from_mapping(const char *path, int *major, int *minor)
+static bool version_from_mapping(const char *path, char *buf, size_t len)
 {
 	char name[PATH_MAX], root[PATH_MAX + 32];
 	int pid, at = 0;
@@ -107,21 +118,36 @@ static bool version_from_mapping(const char *path, int *major, int *minor)
 	if (name[0] != '/')
 		return false;
 	snprintf(root, sizeof(root), "/proc/%d/root%s", pid, name);
-	return version_from_name(name, major, minor) ||
-	       version_from_package(root, major, minor) ||
-	       version_from_package(name, major, minor);
+	return version_from_name(name, buf, len) ||
+	       version_from_package(root, buf, len) ||
+	       version_from_package(name, buf, len);
+}
+
+bool torch_version_text(const char *path, char *buf, size_t len)
+{
+	char real[PATH_MAX];
+	ssize_t n;
+
+	if (version_from_mapping(path, buf, len))
+		return true;
+	if (!realpath(path, real)) {
+		/* A link rfbpf cannot follow: its text still names it. */
+		n = readlink(path, real, sizeof(real) - 1);
+		if (n > 0)
+			real[n] = 0;
+		else
+			snprintf(real, sizeof(real), "%s", path);
+	}
+	return version_from_name(real, buf, len) ||
+	       version_from_package(real, buf, len);
 }
 
 bool torch_version(const char *path, int *major, int *minor)
 {
-	char real[PATH_MAX];
+	char v[64];
 
-	if (version_from_mapping(path, major, minor))
-		return true;
-	if (!realpath(path, real))
-		snprintf(real, sizeof(real), "%s", path);
-	return version_from_name(real, major, minor) ||
-	       version_from_package(real, major, minor);
+	return torch_version_text(path, v, sizeof(v)) &&
+	       sscanf(v, "%d.%d", major, minor) == 2;
 }
 
 uint32_t torch_fwd_tid_offset(const char *path, const struct torch_symbols *s)

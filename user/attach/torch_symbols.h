@@ -22,8 +22,11 @@ const char *torch_symbol(unsigned variant);
 /* Resolves every variant in the file at path. Returns the number of
  * symbols found (before variants + end), or a negative elf_symbols error. */
 int torch_symbols_resolve(const char *path, struct torch_symbols *s);
-/* major.minor of the torch build the library at path belongs to, from its
- * real name (libtorch_cpu.so.2.14.1) or the torch/version.py beside it. */
+/* The version of the torch build the library at path belongs to, as its
+ * real name (libtorch_cpu.so.2.14.1: "2.14.1") or the torch/version.py
+ * beside it ("2.6.0+cu124") has it; false if neither tells. */
+bool torch_version_text(const char *path, char *buf, size_t len);
+/* Its major.minor. */
 bool torch_version(const char *path, int *major, int *minor);
 /* Where this build's RecordFunction keeps fwd_thread_id_ (it moved when
  * 2.4 added kwinputs_), from the version in the library's name or its

@@ -334,6 +334,8 @@ static void write_other_data(const struct chrome_writer *w,
 	json_string(f, t->library);
 	fputs(",\"build\":", f);
 	json_string(f, t->build);
+	fputs(",\"torch_version\":", f);
+	json_string(f, t->torch_version);
 	fputs(",\"probes\":", f);
 	json_string(f, t->probes);
 	fprintf(f, ",\"sample_prob\":%g,\"tree_sample_prob\":%g",

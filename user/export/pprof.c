@@ -52,8 +52,9 @@ typedef Perftools__Profiles__Location pb_location;
 typedef Perftools__Profiles__Line pb_line;
 typedef Perftools__Profiles__Function pb_function;
 
-/* pid, process, tid, thread, container, cmdline. */
-#define LABELS_MAX 7
+/* pid, process, tid, thread, container, cmdline, input_dims,
+ * torch_version. */
+#define LABELS_MAX 8
 /* Stacks of depth 0 (GPU work launched outside any op) get this frame, so
  * their time shows in pprof's views instead of only in the total. The
  * marker profile_sink.c gives GPU kernels launched outside any op. */
@@ -72,7 +73,8 @@ struct op_frame {
 
 /* Label keys, as string indices. */
 struct label_keys {
-	int64_t pid, process, tid, thread, container, cmdline, input_dims;
+	int64_t pid, process, tid, thread, container, cmdline, input_dims,
+		torch_version;
 };
 
 struct builder {
@@ -165,6 +167,7 @@ static void intern_fixed(struct builder *b)
 		.container = intern(b, "container"),
 		.cmdline = intern(b, "cmdline"),
 		.input_dims = intern(b, "input_dims"),
+		.torch_version = intern(b, "torch_version"),
 	};
 	if (b->m->comment && *b->m->comment)
 		b->comment = intern(b, b->m->comment);
@@ -350,6 +353,11 @@ static void add_labels(struct builder *b, pb_sample *s,
 		add_label(b, s, b->keys.cmdline,
 			  intern_len(b, proc->cmdline,
 				     cmdline_len(proc->cmdline)), 0);
+	/* One daemon may trace several torch builds: each sample says its
+	 * own, for pprof -tagfocus torch_version=2.14.1. */
+	if (proc && proc->torch_version && *proc->torch_version)
+		add_label(b, s, b->keys.torch_version,
+			  intern(b, proc->torch_version), 0);
 	/* --shapes: the op's Input Dims, for pprof -tagfocus/-tags. */
 	if (r->shapes && r->shapes - 1 < b->names->nr)
 		add_label(b, s, b->keys.input_dims,

@@ -24,6 +24,7 @@ struct pprof_process {
 	const char *name;	/* comm */
 	const char *container;	/* "" if none */
 	const char *cmdline;	/* cut to PPROF_CMDLINE_MAX bytes */
+	const char *torch_version;	/* "" if not known */
 };
 
 /* A cmdline label longer than this is cut, on a UTF-8 character boundary:

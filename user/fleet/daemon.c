@@ -335,7 +335,8 @@ static const struct pprof_process *process_labels(void *ctx, uint32_t pid)
 	if (!j)
 		return NULL;
 	p = (struct pprof_process){ j->proc.comm, j->proc.container,
-				    j->proc.cmdline };
+				    j->proc.cmdline,
+				    j->s.trace.torch_version };
 	return &p;
 }
 

@@ -218,6 +218,31 @@ static void python_stacks(struct prom_buf *b, struct job *const *jobs,
 	}
 }
 
+/* Which PyTorch each job runs: one daemon traces builds whose
+ * RecordFunction differs (its before() overloads, its layouts), each by
+ * its own library's symbols. */
+static void torch_build(struct prom_buf *b, struct job *const *jobs,
+			size_t nr)
+{
+	static const char *const name = "rfbpf_job_torch_info";
+
+	prom_family(b, name, "gauge", "1 for each job: version is its torch "
+		    "build's (from the library's name or torch/version.py; "
+		    "\"\" if neither tells), build the RecordFunction entry "
+		    "points its libtorch_cpu exports and its string ABI");
+	for (size_t i = 0; i < nr; i++) {
+		const struct trace *t = &jobs[i]->s.trace;
+		struct prom_label l[JOB_LABELS + 2];
+		char pid[16];
+
+		job_labels(jobs[i], l, pid, sizeof(pid));
+		l[JOB_LABELS] = (struct prom_label){ "version",
+						    t->torch_version };
+		l[JOB_LABELS + 1] = (struct prom_label){ "build", t->build };
+		prom_sample(b, name, l, JOB_LABELS + 2, 1);
+	}
+}
+
 /* Jobs with the CUPTI agent: whether it has CUPTI, and who holds it when
  * it does not (torch.profiler's Kineto, Nsight: then no GPU activity). */
 static void cupti_state(struct prom_buf *b, struct job *const *jobs,
@@ -422,6 +447,7 @@ void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 		"counter", "Ops recorded on those threads: PyTorch's sampler "
 		"starts each new thread from the same random state, so a large "
 		"share biases the sampled estimates", v_ops_on_started);
+	torch_build(b, jobs, nr);
 	unpaired(b, jobs, nr);
 	python_stacks(b, jobs, nr);
 	input_records(b, jobs, nr);

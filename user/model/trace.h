@@ -225,6 +225,7 @@ struct trace {
 	char process_name[64];
 	char library[4096];	/* libtorch_cpu that was probed */
 	char build[256];		/* what the symbols say about the build */
+	char torch_version[64];	/* "2.14.1", "2.6.0+cu124"; "" unknown */
 	char probes[64];	/* which probe path was used */
 	struct op *ops;		/* slots of open ops (and free ones) */
 	size_t cap_ops;
