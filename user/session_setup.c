@@ -341,10 +341,16 @@ int session_setup(struct session *s, struct options *opt)
 			"RecordFunction on (RFBPF_SAMPLE): no ptrace needed\n");
 	else if (!s->launched && opt->activate &&
 		 (s->activation_err = session_activate(s, libs.path[0], why,
-						       sizeof(why))))
+						       sizeof(why)))) {
+		/* Its death is the reason, whichever step noticed it (its
+		 * map_files/ link vanishing, or its threads). */
+		if (!target_alive(s->pid))
+			return setup_error(s, "process %d exited during attach",
+					   s->pid);
 		return setup_error(s, "cannot switch RecordFunction on in "
 				   "process %d: %s; nothing was changed",
 				   s->pid, why);
+	}
 	return 0;
 }
 

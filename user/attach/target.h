@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Finding the target and the libtorch_cpu it has mapped. Paths from
- * /proc/PID/maps are the target's view of its filesystem; they are opened
- * through /proc/PID/root so a process in a container is traced correctly.
+ * Finding the target and the libtorch_cpu it has mapped. A path in
+ * /proc/PID/maps is only a name: the file there may have been deleted or
+ * replaced since (a package upgrade), or live in the target's mount
+ * namespace (a container). A mapped library is opened by its identity
+ * instead, through map_files/ or a path checked to be the same inode
+ * (target_mapping_path).
  */
 #ifndef RFBPF_TARGET_H
 #define RFBPF_TARGET_H
