@@ -59,6 +59,8 @@ static void make_tree(void)
 	CHECK(!symlink("libtorch_cpu.so.2.14.1", at("lib/libtorch_cpu.so")));
 	CHECK(!symlink("/nowhere/usr/lib/libtorch_cpu.so.2.6.0",
 		       at("lib/elsewhere")));
+	CHECK(!symlink("/nowhere/libtorch_cpu.so.2.14.1 (deleted)",
+		       at("lib/replaced")));
 	put("torch/lib/libtorch_cpu.so", "");
 	put("torch/version.py", "from typing import Optional\n"
 	    "__all__ = ['__version__', 'debug', 'cuda']\n"
@@ -85,6 +87,8 @@ TEST(versions_from_names_packages_and_links)
 	CHECK_STR(version_of("lib/libtorch_cpu.so"), "2.14.1");
 	/* Unreachable from here: the link's own text. */
 	CHECK_STR(version_of("lib/elsewhere"), "2.6.0");
+	/* A library replaced on disk since it was mapped. */
+	CHECK_STR(version_of("lib/replaced"), "2.14.1");
 	CHECK_STR(version_of("torch/lib/libtorch_cpu.so"), "2.6.0+cu124");
 	CHECK(torch_version(at("torch/lib/libtorch_cpu.so"), &major, &minor));
 	CHECK(major == 2 && minor == 6);

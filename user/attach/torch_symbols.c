@@ -67,7 +67,8 @@ void torch_symbols_describe(const struct torch_symbols *s, char *buf,
 			 s->old_string_abi ? "pre-C++11" : "C++11");
 }
 
-/* The version in a real name like libtorch_cpu.so.2.14.1 (Debian). */
+/* The version in a real name like libtorch_cpu.so.2.14.1 (Debian); a
+ * link's text may go on with " (deleted)". */
 static bool version_from_name(const char *real, char *buf, size_t len)
 {
 	const char *v = strstr(real, ".so.");
@@ -75,7 +76,6 @@ static bool version_from_name(const char *real, char *buf, size_t len)
 
 	if (!v || sscanf(v + 4, "%d.%d", &major, &minor) != 2)
 		return false;
-	/* Up to a maps name's " (deleted)". */
 	snprintf(buf, len, "%.*s", (int)strcspn(v + 4, " "), v + 4);
 	return true;
 }
