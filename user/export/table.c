@@ -408,7 +408,8 @@ void print_wakers(FILE *f, const struct trace *t, const struct aggregate *a,
 		fprintf(f, "rfbpf: out of memory building the wakers table\n");
 		return;
 	}
-	memcpy(w, a->wakers, a->nr_wakers * sizeof(*w));
+	if (a->nr_wakers)	/* wakers is NULL then: no memcpy from it */
+		memcpy(w, a->wakers, a->nr_wakers * sizeof(*w));
 	qsort(w, a->nr_wakers, sizeof(*w), by_wakes);
 	fprintf(f, "\nWho woke whom (a traced thread's op woke a thread off CPU "
 		"in an op):\n%-40s  %-40s  %8s  %12s\n", "Waker op",
