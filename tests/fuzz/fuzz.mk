@@ -42,3 +42,7 @@ fuzz: $(FUZZ_BINS)
 
 fuzz-smoke: $(FUZZ_BINS)
 	$(Q)tests/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(OUT) $(FUZZ_NAMES)
+
+# fuzz_python reads the input as the target's memory: its target_read
+# (user/attach/target.c) is swapped for the fuzzer's own.
+$(OUT)/fuzz/fuzz_python: FUZZ_CFLAGS += -Wl,--wrap=target_read

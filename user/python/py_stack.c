@@ -188,6 +188,15 @@ int py_reader_open(struct py_reader *r, pid_t pid, char *err, size_t len)
 	    target_addr_of_data_offset(pid, path, off, &r->runtime))
 		return snprintf(err, len, "%s: no _PyRuntime mapped", shown),
 		       -ENOENT;
+	return py_reader_at(r, pid, r->runtime, minor, shown, err, len);
+}
+
+int py_reader_at(struct py_reader *r, pid_t pid, uint64_t runtime,
+		 unsigned minor, const char *shown, char *err, size_t len)
+{
+	memset(r, 0, sizeof(*r));
+	r->pid = pid;
+	r->runtime = runtime;
 	if (minor == 11) {
 		r->off = &py_offsets_311;
 		return 0;
