@@ -398,16 +398,18 @@ static int read_identity(const struct py_reader *r, uint64_t addr,
 			 uint64_t *linetable, int32_t *first)
 {
 	const struct py_offsets *o = r->off;
-	uint32_t lo = o->code_firstlineno, hi = o->code_firstlineno + 4;
+	/* 64-bit: 3.13+ offsets come from the target, and one near
+	 * UINT32_MAX must not wrap past the others. */
+	uint64_t lo = o->code_firstlineno, hi = lo + 4;
 	uint8_t buf[512];
 	int ret;
 
 	lo = lo < o->code_qualname ? lo : o->code_qualname;
 	lo = lo < o->code_filename ? lo : o->code_filename;
 	lo = lo < o->code_linetable ? lo : o->code_linetable;
-	hi = hi > o->code_qualname + 8 ? hi : o->code_qualname + 8;
-	hi = hi > o->code_filename + 8 ? hi : o->code_filename + 8;
-	hi = hi > o->code_linetable + 8 ? hi : o->code_linetable + 8;
+	hi = hi > o->code_qualname + 8ull ? hi : o->code_qualname + 8ull;
+	hi = hi > o->code_filename + 8ull ? hi : o->code_filename + 8ull;
+	hi = hi > o->code_linetable + 8ull ? hi : o->code_linetable + 8ull;
 	if (hi - lo > sizeof(buf))
 		return -EINVAL;
 	if ((ret = rd(r, addr + lo, buf, hi - lo)))
