@@ -525,7 +525,9 @@ static int line_at(struct py_code_entry *e, int32_t unit)
 			e->nr_lines = n;
 		}
 	}
-	if ((size_t)unit < e->nr_lines)
+	/* A line at the very top of int is not cached: line + 2 would
+	 * overflow (a first line read from the job can be anything). */
+	if ((size_t)unit < e->nr_lines && line <= INT32_MAX - 2)
 		e->lines[unit] = line + 2;
 	return line;
 }
