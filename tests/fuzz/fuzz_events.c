@@ -44,6 +44,10 @@ enum {
 	O_FWD_THREADS	= 1u << 7,
 	O_ACTIVATED	= 1u << 8,
 	O_BY_SHAPES	= 1u << 9,	/* fleet mode's pprof rows */
+	/* bits 10-13: the table's sort key, 14: its --top */
+	O_FLEET		= 1u << 15,	/* fleet metrics: their fixed text
+					 * is most of a run's time, so not
+					 * on every input */
 };
 
 /* Fleet mode's job: its trace is the one under test (static: it is big). */
@@ -216,9 +220,11 @@ static void finish(struct trace *t, struct sinks *o, unsigned opt,
 	write_gpu_folded(devnull, t, &o->gpu_stacks);
 	write_pprof(t, &o->stacks, false);
 	write_pprof(t, &o->gpu_stacks, true);
-	prom_init(&prom);
-	fleet_metrics_write(&prom, jobs, 1, &st);
-	prom_free(&prom);
+	if (opt & O_FLEET) {
+		prom_init(&prom);
+		fleet_metrics_write(&prom, jobs, 1, &st);
+		prom_free(&prom);
+	}
 	trace_sampler_bias_note(t, note, sizeof(note));
 	trace_python_note(t, note, sizeof(note));
 	trace_inputs_note(t, note, sizeof(note));
