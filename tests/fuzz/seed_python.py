@@ -111,6 +111,54 @@ def frames(img, lay, codes, owner_shim=None):
     return prev
 
 
+def str_dict(img, items):
+    """A combined dict of str keys (3.11: unicode entries, key and value)."""
+    keys = img.alloc(32 + 8 + 16 * len(items))
+    img.put(keys + 9, "B", 3)                   # log2 of 8 index bytes
+    img.put(keys + 10, "B", 1)                  # all keys str
+    img.put(keys + 24, "Q", len(items))
+    for i, (k, v) in enumerate(items):
+        img.put(keys + 32 + 8 + 16 * i, "QQ", k, v)
+    d = img.alloc(48)
+    img.put(d + 32, "Q", keys)
+    return d
+
+
+def thread_names(img, lay, interp, threads):
+    """sys.modules["threading"]._active: ident -> Thread, each with a
+    managed dict of _name and _native_id (3.11's layout)."""
+    thread_type = img.alloc(1024)
+    img.put(thread_type + 168, "Q", 1 << 4)     # Py_TPFLAGS_MANAGED_DICT
+    attr_keys = img.alloc(32 + 8 + 32)
+    img.put(attr_keys + 9, "B", 3)
+    img.put(attr_keys + 10, "B", 1)
+    img.put(attr_keys + 24, "Q", 2)
+    img.put(attr_keys + 40, "QQ", ascii_str(img, lay, "_name"), 0)
+    img.put(attr_keys + 56, "QQ", ascii_str(img, lay, "_native_id"), 0)
+    img.put(thread_type + 872, "Q", attr_keys)
+    active_keys = img.alloc(32 + 8 + 24 * len(threads))
+    img.put(active_keys + 9, "B", 3)
+    img.put(active_keys + 10, "B", 0)           # int keys: general
+    img.put(active_keys + 24, "Q", len(threads))
+    for i, (tid, name) in enumerate(threads):
+        native = img.alloc(32)
+        img.put(native + 16, "q", 1)
+        img.put(native + 24, "I", tid)
+        values = img.alloc(16)
+        img.put(values, "QQ", ascii_str(img, lay, name), native)
+        obj = img.alloc(64) + 32                # values 4 words before
+        img.put(obj - 32, "Q", values)
+        img.put(obj + 8, "Q", thread_type)
+        img.put(active_keys + 40 + 24 * i, "QQQ", tid, native, obj)
+    active = img.alloc(48)
+    img.put(active + 32, "Q", active_keys)
+    threading = img.alloc(32)
+    img.put(threading + 16, "Q",
+            str_dict(img, [(ascii_str(img, lay, "_active"), active)]))
+    img.put(interp + 888, "Q",
+            str_dict(img, [(ascii_str(img, lay, "threading"), threading)]))
+
+
 def interpreter(minor):
     lay = {11: L311, 13: L313, 14: L314}[minor]
     img = Image(4096)
@@ -133,6 +181,9 @@ def interpreter(minor):
             img.put(cf + lay["current_frame"], "Q", frame)
         img.put(t + lay["native_id"], "Q", tid)
         states.append(t)
+    if minor == 11:
+        thread_names(img, lay, interp, ((4242, "MainThread"),
+                                        (4243, "loader-0")))
     img.put(interp + lay["threads_head"], "Q", states[0])
     img.put(states[0] + lay["tstate_next"], "Q", states[1])
     if minor != 11:
