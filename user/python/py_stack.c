@@ -285,7 +285,10 @@ int py_read_frames(struct py_reader *r, uint64_t tstate,
 {
 	const struct py_offsets *o = r->off;
 	uint64_t cframe, frame, code, prev_instr, start;
-	int n = 0, ret;
+	/* Shim and entry frames skipped: the interpreter pushes at most one
+	 * per entry from C, so more than max of them is a cycle (a list read
+	 * while it changes, or corrupt), which would never end. */
+	int n = 0, skipped = 0, ret;
 
 	if (o->tstate_cframe == RF_PY_NO_FIELD)
 		cframe = tstate;	/* 3.12+: the frame is the thread's */
@@ -302,6 +305,8 @@ int py_read_frames(struct py_reader *r, uint64_t tstate,
 		    (ret = rd(r, frame + o->frame_owner, &owner, 1)))
 			return ret;
 		if (owner == o->owner_cstack || owner == o->owner_interpreter) {
+			if (++skipped > max)
+				break;
 			if ((ret = rd_ptr(r, frame + o->frame_previous,
 					  &frame)))
 				return ret;
