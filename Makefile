@@ -33,7 +33,7 @@ BPF_CFLAGS := -g -O2 $(WARN) -Wno-unused-parameter -target bpf -D__TARGET_ARCH_$
 # outside: issue 13, in progress), with the session and main.c on top.
 LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 		trace_gpu.c aggregate.c gpu_activity.c demangle.c \
-		profile_sink.c py_frames.c op_inputs.c) \
+		profile_sink.c py_frames.c op_inputs.c events.c) \
 	$(addprefix user/attach/,elf_symbols.c torch_symbols.c torch_layouts.c \
 		target.c) \
 	$(addprefix user/export/,table.c chrome.c chrome_gpu.c chrome_fwdbwd.c \

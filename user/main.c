@@ -65,7 +65,7 @@ static void die_setup(struct session *s, const char *fmt, ...)
 static int deactivate_leftover(struct session *s, const struct options *opt)
 {
 	char why[512], path[PATH_MAX];
-	bool found;
+	bool found = false;	/* die_setup() exits, which clang cannot see */
 
 	if (!have_tracing_privileges(why, sizeof(why)))
 		die_setup(s, "%s", why);

@@ -15,6 +15,7 @@
 #include "session_gpu.h"
 #include "attach/target.h"
 #include "attach/torch_layouts.h"
+#include "model/events.h"
 #include "python/py_stack.h"
 
 volatile sig_atomic_t stop_signals;
@@ -37,98 +38,44 @@ static uint64_t monotonic_ns(void)
 
 /* A thread seen for the first time: name it while it is alive. It may be
  * a thread of a child process (--children). */
-static void name_new_thread(struct session *s, uint32_t pid, uint32_t tid)
+static void name_new_thread(void *ctx, struct trace *t, struct thread *th)
 {
-	bool created;
-	struct thread *th = trace_thread(&s->trace, tid, &created);
-
 	char comm[16];
 
-	if (th && created) {
-		th->pid = pid;
-		target_thread_comm(pid, tid, comm, sizeof(comm));
-		trace_name_thread(&s->trace, th, comm);
-		if (pid && pid != s->trace.pid && tid == pid)
-			s->trace.counts.child_processes_seen++;
-	}
+	(void)ctx;
+	target_thread_comm(th->pid, th->tid, comm, sizeof(comm));
+	trace_name_thread(t, th, comm);
 }
 
+static void forked(void *ctx, uint32_t child)
+{
+	session_children_forked(ctx, (pid_t)child);	/* --children */
+}
+
+static void cupti_call(void *ctx, unsigned index, int tid)
+{
+	session_gpu_cupti_call(ctx, index, tid);
+}
+
+static void py_stack_note(void *ctx, struct trace *t,
+			  const struct rf_py_stack_event *e)
+{
+	struct session *s = ctx;
+
+	py_session_note(&s->py, t, e);
+}
+
+/* The record itself goes to the model (model/events.h); the session
+ * adds what needs the live target. */
 static int handle_event(void *ctx, void *data, size_t size)
 {
 	struct session *s = ctx;
-	const struct rf_event_hdr *h = data;
+	const struct event_hooks hooks = {
+		.new_thread = name_new_thread, .forked = forked,
+		.cupti_call = cupti_call, .py_stack = py_stack_note, .ctx = s,
+	};
 
-	if (size < sizeof(*h))
-		return 0;
-	switch (h->kind) {
-	case RF_EV_BEFORE: {
-		const struct rf_before_event *e = data;
-		struct rf_event_hdr hdr = *h;
-
-		if (size < sizeof(*e))
-			return 0;
-		if (hdr.name_len >= RF_NAME_MAX)
-			hdr.name_len = RF_NAME_MAX - 1;
-		name_new_thread(s, h->pid, h->tid);
-		stacks_before_event(&s->trace, &hdr, e);
-		break;
-	}
-	case RF_EV_END:
-		name_new_thread(s, h->pid, h->tid);
-		stacks_end(&s->trace, h);
-		break;
-	case RF_EV_THREAD_EXIT: {
-		const struct rf_thread_exit_event *e = data;
-		long i = trace_thread_index(&s->trace, h->tid);
-		char comm[sizeof(e->comm) + 1] = "";
-
-		if (size < sizeof(*e))
-			return 0;
-		memcpy(comm, e->comm, sizeof(e->comm));
-		if (i >= 0)
-			trace_name_thread(&s->trace, &s->trace.threads[i],
-					  comm);
-		stacks_thread_exit(&s->trace, h->tid, h->ts_ns);
-		break;
-	}
-	case RF_EV_GPU_LAUNCH:
-		if (size < sizeof(struct rf_gpu_launch_event))
-			return 0;
-		name_new_thread(s, h->pid, h->tid);
-		trace_gpu_launch(&s->trace, data);
-		break;
-	case RF_EV_CUPTI_CALL:
-		session_gpu_cupti_call(s, (unsigned)h->rf_addr, (int)h->tid);
-		break;
-	case RF_EV_FORK:		/* --children: probe it now */
-		session_children_forked(s, (pid_t)h->rf_addr);
-		break;
-	case RF_EV_GPU_ACTIVITY:
-		if (size < sizeof(struct rf_gpu_activity_event))
-			return 0;
-		trace_gpu_activity(&s->trace, data);
-		break;
-	case RF_EV_OFF_CPU:
-		if (size < sizeof(struct rf_off_cpu_event))
-			return 0;
-		stacks_off_cpu(&s->trace, data);
-		break;
-	case RF_EV_WAKE:
-		if (size < sizeof(struct rf_wake_event))
-			return 0;
-		stacks_wake(&s->trace, data);
-		break;
-	case RF_EV_INPUTS:
-		if (size < RF_INPUTS_SIZE(0))
-			return 0;
-		stacks_inputs(&s->trace, data, size);
-		break;
-	case RF_EV_PY_STACK:
-		if (size < RF_PY_STACK_SIZE(0))
-			return 0;
-		py_session_event(&s->py, &s->trace, data, size);
-		break;
-	}
+	events_dispatch(&s->trace, &hooks, data, size);
 	/* Time to come up for air? The event is read: libbpf returns
 	 * with it consumed. */
 	if (s->read_until_s && ++s->since_clock >= 4096) {

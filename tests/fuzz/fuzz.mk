@@ -23,10 +23,18 @@ FUZZ_SANITIZE := -fsanitize=fuzzer,address,undefined \
 FUZZ_CFLAGS := -g -O1 $(FUZZ_SANITIZE) $(WARN) -std=gnu11 -D_GNU_SOURCE \
 	-I$(OUT) -Ibpf -Iuser -Itests/fuzz
 FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+# fuzz_cupti needs CUDA's headers (as cupti/cupti.mk does): without them
+# it is left out, said once by each fuzz goal.
+CUDA_HOME ?= /usr/local/cuda
+ifeq ($(wildcard $(CUDA_HOME)/include/cupti.h),)
+FUZZ_NAMES := $(filter-out cupti,$(FUZZ_NAMES))
+FUZZ_SKIPPED = @echo "fuzz cupti: CUDA toolkit not found (set CUDA_HOME): skipped"
+endif
 FUZZ_BINS := $(addprefix $(OUT)/fuzz/fuzz_,$(FUZZ_NAMES))
 
 .PHONY: fuzz fuzz-smoke fuzz-build
 fuzz-build: $(FUZZ_BINS)
+	$(FUZZ_SKIPPED)
 
 # Extra sources a target needs beyond LOGIC_SRCS: FUZZ_EXTRA_NAME.
 .SECONDEXPANSION:
@@ -38,7 +46,20 @@ $(OUT)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) \
 		$(LDLIBS) -ldl -o $@
 
 fuzz: $(FUZZ_BINS)
+	$(FUZZ_SKIPPED)
 	$(Q)tests/fuzz/run.sh $(FUZZ_SECONDS) $(OUT) $(FUZZ_NAMES)
 
 fuzz-smoke: $(FUZZ_BINS)
+	$(FUZZ_SKIPPED)
 	$(Q)tests/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(OUT) $(FUZZ_NAMES)
+
+# fuzz_python reads the input as the target's memory: its target_read
+# (user/attach/target.c) is swapped for the fuzzer's own.
+$(OUT)/fuzz/fuzz_python: FUZZ_CFLAGS += -Wl,--wrap=target_read
+
+# fuzz_cupti: the agent's sources (not its CUPTI loader or probes, which
+# the fuzzer stands in for), with cupti/cupti.mk's include paths.
+FUZZ_EXTRA_cupti := $(addprefix cupti/,activity.c control.c clock.c \
+	callbacks.c torch_activation.c)
+$(OUT)/fuzz/fuzz_cupti: FUZZ_CFLAGS += -I$(CUDA_HOME)/include -Icupti \
+	-Iuser/attach

@@ -17,6 +17,17 @@ void format_duration(uint64_t ns, char *buf, size_t len)
 		snprintf(buf, len, "%.3fs", ns / 1e9);
 }
 
+/* An estimate (a sum scaled by 1/p) as a duration, rounded. It can pass
+ * what uint64_t holds (a sum near it, halved p): such a value, or a NaN,
+ * is shown clamped rather than converted (which C leaves undefined). */
+static void format_estimate(double ns, char *buf, size_t len)
+{
+	double r = ns + 0.5;
+
+	format_duration(!(r >= 1) ? 0 : r >= 0x1p64 ? UINT64_MAX :
+			(uint64_t)r, buf, len);
+}
+
 /* The columns after the name, as torch.profiler names them. */
 static const char *const full_cols[] = {
 	"Self %", "Self", "Total %", "Total", "Avg", "Min", "Max", "Calls",
@@ -136,8 +147,8 @@ static void print_gpu_cells(FILE *f, const struct trace *t,
 		fprintf(f, "  %10s  %10s  %7s", "n/a", "n/a", "n/a");
 		return;
 	}
-	format_duration(llround(r->gpu_self_ns / p), self, sizeof(self));
-	format_duration(llround(r->gpu_total_ns / p), total, sizeof(total));
+	format_estimate(r->gpu_self_ns / p, self, sizeof(self));
+	format_estimate(r->gpu_total_ns / p, total, sizeof(total));
 	fprintf(f, "  %10s  %10s  %7.0f", self, total, r->kernels / p);
 }
 
@@ -154,8 +165,8 @@ static void print_off_cpu_cells(FILE *f, const struct trace *t,
 		fprintf(f, "  %*s  %*s", OFF_W, "n/a", OFF_W, "n/a");
 		return;
 	}
-	format_duration(llround(r->self_off_cpu_ns / p), self, sizeof(self));
-	format_duration(llround(r->off_cpu_ns / p), total, sizeof(total));
+	format_estimate(r->self_off_cpu_ns / p, self, sizeof(self));
+	format_estimate(r->off_cpu_ns / p, total, sizeof(total));
 	fprintf(f, "  %*s  %*s", OFF_W, self, OFF_W, total);
 }
 
@@ -196,13 +207,13 @@ static void print_sampled_row(FILE *f, const struct op_stats *r,
 
 	estimate_op(r, p, &e);
 	if (self_known) {
-		format_duration(e.self_ns, self, sizeof(self));
-		format_duration(e.self_se, self_se, sizeof(self_se));
+		format_estimate(e.self_ns, self, sizeof(self));
+		format_estimate(e.self_se, self_se, sizeof(self_se));
 		snprintf(pct, sizeof(pct), "%6.2f%%", 100.0 * r->self_ns /
 			 (all_self ? (double)all_self : 1));
 	}
-	format_duration(e.total_ns, total, sizeof(total));
-	format_duration(e.total_se, se, sizeof(se));
+	format_estimate(e.total_ns, total, sizeof(total));
+	format_estimate(e.total_se, se, sizeof(se));
 	print_name(f, r, name);
 	fprintf(f, "  %7s  %10s  %10s  %10s  %10s  %8llu  %10.0f  %8.0f",
 		pct, self, self_se, total, se, (unsigned long long)r->calls,
@@ -248,8 +259,8 @@ static void print_self_total(FILE *f, const struct trace *t,
 	}
 	for (size_t i = 0; i < a->nr; i++)
 		sq += a->rows[i].self_sq;
-	format_duration(llround(a->self_ns / p), total, sizeof(total));
-	format_duration(llround(sqrt(sq * (1 - p)) / p), se, sizeof(se));
+	format_estimate(a->self_ns / p, total, sizeof(total));
+	format_estimate(sqrt(sq * (1 - p)) / p, se, sizeof(se));
 	fprintf(f, "Est. self time total: %s (+- %s, rows not independent); ",
 		total, se);
 }
@@ -408,7 +419,8 @@ void print_wakers(FILE *f, const struct trace *t, const struct aggregate *a,
 		fprintf(f, "rfbpf: out of memory building the wakers table\n");
 		return;
 	}
-	memcpy(w, a->wakers, a->nr_wakers * sizeof(*w));
+	if (a->nr_wakers)	/* wakers is NULL then: no memcpy from it */
+		memcpy(w, a->wakers, a->nr_wakers * sizeof(*w));
 	qsort(w, a->nr_wakers, sizeof(*w), by_wakes);
 	fprintf(f, "\nWho woke whom (a traced thread's op woke a thread off CPU "
 		"in an op):\n%-40s  %-40s  %8s  %12s\n", "Waker op",

@@ -49,6 +49,10 @@ uint32_t names_intern(struct names *n, const char *name, size_t len)
 	uint32_t *slot;
 	char *copy;
 
+	/* A name is a C string: one with a NUL inside its len bytes (a
+	 * record whose name was cut or half read) is kept up to the NUL,
+	 * and found by it, or the lookup compares past the stored copy. */
+	len = strnlen(name, len);
 	if ((n->nr + 1) * 2 > n->index_cap && grow_index(n))
 		return UINT32_MAX;
 	slot = find_slot(n->index, n->index_cap, n->strs, name, len);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /* CPython's location table: the format is in line_table.h. */
+#include <limits.h>
 #include <stdbool.h>
 #include "line_table.h"
 
@@ -53,10 +54,14 @@ static void skip(struct reader *r, size_t n)
 int py_line_of(const uint8_t *table, size_t len, int first_line,
 	       uint32_t unit)
 {
-	struct reader r = { table, table + len, false };
-	int line = first_line;
+	struct reader r = { table, table, false };
+	/* Wide: a table read from a job's memory may add deltas past int. */
+	int64_t line = first_line;
 	uint32_t at = 0;
 
+	if (!len)		/* table may be NULL then (none was read) */
+		return PY_LINE_OUT;
+	r.end = table + len;
 	while (r.p < r.end) {
 		uint8_t head = *r.p++;
 		unsigned form = (head >> 3) & 15;
@@ -88,8 +93,10 @@ int py_line_of(const uint8_t *table, size_t len, int first_line,
 		}
 		if (r.bad)
 			return PY_LINE_OUT;
+		if (line < INT_MIN || line > INT_MAX)
+			return PY_LINE_OUT;
 		if (unit < at + units)
-			return none ? PY_LINE_NONE : line;
+			return none ? PY_LINE_NONE : (int)line;
 		at += units;
 	}
 	return PY_LINE_OUT;

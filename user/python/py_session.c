@@ -130,24 +130,19 @@ static void name_thread(struct py_session *ps, struct trace *t,
 		}
 }
 
-void py_session_event(struct py_session *ps, struct trace *t,
-		      const struct rf_py_stack_event *e, size_t size)
+void py_session_note(struct py_session *ps, struct trace *t,
+		     const struct rf_py_stack_event *e)
 {
-	if (!t->py_resolver.gen)
-		return;
-	if (!(e->py_flags & RF_PY_F_SAME)) {
-		struct thread *th = trace_thread(t, e->hdr.tid, NULL);
-		double now = now_s();
+	struct thread *th = trace_thread(t, e->hdr.tid, NULL);
+	double now = now_s();
 
-		if (now - ps->epoch_s > EPOCH_S) {
-			for (int i = 0; i < ps->nr; i++)
-				py_reader_next_epoch(&ps->readers[i]);
-			ps->epoch_s = now;
-		}
-		if (th && !th->py_named && th->py_name_tries < NAME_TRIES)
-			name_thread(ps, t, th, e->hdr.pid, now);
+	if (now - ps->epoch_s > EPOCH_S) {
+		for (int i = 0; i < ps->nr; i++)
+			py_reader_next_epoch(&ps->readers[i]);
+		ps->epoch_s = now;
 	}
-	stacks_py_stack(t, e, size);
+	if (th && !th->py_named && th->py_name_tries < NAME_TRIES)
+		name_thread(ps, t, th, e->hdr.pid, now);
 }
 
 void py_session_free(struct py_session *ps)

@@ -43,11 +43,12 @@ struct py_session {
 bool py_session_start(struct py_session *ps, pid_t pid, unsigned depth,
 		      struct probes *probes, struct trace *t, char *why,
 		      size_t len);
-/* A Python stack record from the ring buffer, for t; its thread is
- * labelled with its Python name (threading.Thread(name=...)) the first
- * time it can be read. */
-void py_session_event(struct py_session *ps, struct trace *t,
-		      const struct rf_py_stack_event *e, size_t size);
+/* A whole Python stack record is about to be named for t (by
+ * model/events.c): code objects are re-checked once an epoch has passed,
+ * and its thread is labelled with its Python name
+ * (threading.Thread(name=...)) the first time it can be read. */
+void py_session_note(struct py_session *ps, struct trace *t,
+		     const struct rf_py_stack_event *e);
 void py_session_free(struct py_session *ps);
 
 #endif

@@ -188,6 +188,15 @@ int py_reader_open(struct py_reader *r, pid_t pid, char *err, size_t len)
 	    target_addr_of_data_offset(pid, path, off, &r->runtime))
 		return snprintf(err, len, "%s: no _PyRuntime mapped", shown),
 		       -ENOENT;
+	return py_reader_at(r, pid, r->runtime, minor, shown, err, len);
+}
+
+int py_reader_at(struct py_reader *r, pid_t pid, uint64_t runtime,
+		 unsigned minor, const char *shown, char *err, size_t len)
+{
+	memset(r, 0, sizeof(*r));
+	r->pid = pid;
+	r->runtime = runtime;
 	if (minor == 11) {
 		r->off = &py_offsets_311;
 		return 0;
@@ -276,7 +285,10 @@ int py_read_frames(struct py_reader *r, uint64_t tstate,
 {
 	const struct py_offsets *o = r->off;
 	uint64_t cframe, frame, code, prev_instr, start;
-	int n = 0, ret;
+	/* Shim and entry frames skipped: the interpreter pushes at most one
+	 * per entry from C, so more than max of them is a cycle (a list read
+	 * while it changes, or corrupt), which would never end. */
+	int n = 0, skipped = 0, ret;
 
 	if (o->tstate_cframe == RF_PY_NO_FIELD)
 		cframe = tstate;	/* 3.12+: the frame is the thread's */
@@ -293,6 +305,8 @@ int py_read_frames(struct py_reader *r, uint64_t tstate,
 		    (ret = rd(r, frame + o->frame_owner, &owner, 1)))
 			return ret;
 		if (owner == o->owner_cstack || owner == o->owner_interpreter) {
+			if (++skipped > max)
+				break;
 			if ((ret = rd_ptr(r, frame + o->frame_previous,
 					  &frame)))
 				return ret;
@@ -389,16 +403,18 @@ static int read_identity(const struct py_reader *r, uint64_t addr,
 			 uint64_t *linetable, int32_t *first)
 {
 	const struct py_offsets *o = r->off;
-	uint32_t lo = o->code_firstlineno, hi = o->code_firstlineno + 4;
+	/* 64-bit: 3.13+ offsets come from the target, and one near
+	 * UINT32_MAX must not wrap past the others. */
+	uint64_t lo = o->code_firstlineno, hi = lo + 4;
 	uint8_t buf[512];
 	int ret;
 
 	lo = lo < o->code_qualname ? lo : o->code_qualname;
 	lo = lo < o->code_filename ? lo : o->code_filename;
 	lo = lo < o->code_linetable ? lo : o->code_linetable;
-	hi = hi > o->code_qualname + 8 ? hi : o->code_qualname + 8;
-	hi = hi > o->code_filename + 8 ? hi : o->code_filename + 8;
-	hi = hi > o->code_linetable + 8 ? hi : o->code_linetable + 8;
+	hi = hi > o->code_qualname + 8ull ? hi : o->code_qualname + 8ull;
+	hi = hi > o->code_filename + 8ull ? hi : o->code_filename + 8ull;
+	hi = hi > o->code_linetable + 8ull ? hi : o->code_linetable + 8ull;
 	if (hi - lo > sizeof(buf))
 		return -EINVAL;
 	if ((ret = rd(r, addr + lo, buf, hi - lo)))
@@ -514,7 +530,9 @@ static int line_at(struct py_code_entry *e, int32_t unit)
 			e->nr_lines = n;
 		}
 	}
-	if ((size_t)unit < e->nr_lines)
+	/* A line at the very top of int is not cached: line + 2 would
+	 * overflow (a first line read from the job can be anything). */
+	if ((size_t)unit < e->nr_lines && line <= INT32_MAX - 2)
 		e->lines[unit] = line + 2;
 	return line;
 }

@@ -88,6 +88,12 @@ struct py_reader {
  * mapping with _PyRuntime): 0, -ENOENT (not Python), -ENOTSUP (a version
  * whose layout is not known), or -errno; a line in err. */
 int py_reader_open(struct py_reader *r, pid_t pid, char *err, size_t len);
+/* What py_reader_open does once it found _PyRuntime at runtime in pid,
+ * a CPython 3.minor (shown: how err names the interpreter): the layout
+ * for that version, 3.13+ read from the interpreter's debug offsets.
+ * Apart so that tests/fuzz/fuzz_python.c can hand it any memory. */
+int py_reader_at(struct py_reader *r, pid_t pid, uint64_t runtime,
+		 unsigned minor, const char *shown, char *err, size_t len);
 /* Where the interpreter keeps its GIL's state (struct
  * _gil_runtime_state, RF_GIL_STATE_SIZE bytes): 0, or -errno. */
 int py_gil_address(const struct py_reader *r, uint64_t *addr);

@@ -21,6 +21,12 @@
 /* A dict (or a Thread's attributes) never has more entries than this
  * here: a larger count is a corrupt or changing object. */
 #define MAX_ENTRIES 4096
+/* Keys read in one py_thread_names() call, all dicts together: sys.modules
+ * (a few thousand in a torch job), threading's, and a few per thread.
+ * Without it a corrupt _active of MAX_ENTRIES threads, each with
+ * MAX_ENTRIES attributes, kept rfbpf reading for minutes (found by
+ * tests/fuzz/fuzz_python.c). */
+#define MAX_KEYS_READ 16384
 
 static uint64_t ptr_at(const struct py_reader *r, uint64_t addr)
 {
@@ -32,21 +38,23 @@ static uint64_t ptr_at(const struct py_reader *r, uint64_t addr)
 }
 
 /* The value of the str key named `name` among n entries at `entries`
- * (values from `values` when split), or 0. */
+ * (values from `values` when split), or 0; *left: keys it may still
+ * read. */
 static uint64_t find_entry(const struct py_reader *r, uint64_t entries,
 			   uint32_t size, uint64_t values, uint64_t n,
-			   const char *name)
+			   const char *name, unsigned *left)
 {
 	const struct py_offsets *o = r->off;
 	bool general = size == o->entry_general;
 	char key[64];
 
-	for (uint64_t i = 0; i < n && i < MAX_ENTRIES; i++) {
+	for (uint64_t i = 0; i < n && i < MAX_ENTRIES && *left; i++) {
 		uint64_t e = entries + i * size + (general ? 8 : 0);
 		uint64_t k = ptr_at(r, e);
 
 		if (!k)
 			continue;
+		(*left)--;
 		py_read_str(r, k, key, sizeof(key));
 		if (strcmp(key, name))
 			continue;
@@ -76,7 +84,7 @@ static bool keys_layout(const struct py_reader *r, uint64_t keys,
 
 /* d[name] for a dict object d with str keys, or 0. */
 static uint64_t dict_get(const struct py_reader *r, uint64_t d,
-			 const char *name)
+			 const char *name, unsigned *left)
 {
 	const struct py_offsets *o = r->off;
 	uint64_t entries, n;
@@ -86,13 +94,13 @@ static uint64_t dict_get(const struct py_reader *r, uint64_t d,
 			       &size, &n))
 		return 0;
 	return find_entry(r, entries, size, ptr_at(r, d + o->dict_values),
-			  n, name);
+			  n, name, left);
 }
 
 /* obj.name for an instance of a class with a managed dict (3.11: the
  * values pointer 4 words before the object, a made dict 3 words before). */
 static uint64_t attr_get(const struct py_reader *r, uint64_t obj,
-			 const char *name)
+			 const char *name, unsigned *left)
 {
 	const struct py_offsets *o = r->off;
 	uint64_t type = ptr_at(r, obj + 8), flags = 0, values, entries, n;
@@ -104,11 +112,11 @@ static uint64_t attr_get(const struct py_reader *r, uint64_t obj,
 		return 0;
 	values = ptr_at(r, obj - 4 * 8);
 	if (!values)
-		return dict_get(r, ptr_at(r, obj - 3 * 8), name);
+		return dict_get(r, ptr_at(r, obj - 3 * 8), name, left);
 	if (!keys_layout(r, ptr_at(r, type + o->heaptype_cached_keys),
 			 &entries, &size, &n))
 		return 0;
-	return find_entry(r, entries, size, values, n, name);
+	return find_entry(r, entries, size, values, n, name, left);
 }
 
 /* A small non-negative int object's value (up to three 30-bit digits). */
@@ -132,34 +140,37 @@ int py_thread_names(struct py_reader *r, struct py_thread_name *out,
 	const struct py_offsets *o = r->off;
 	uint64_t interp, threading, active, entries, n, values;
 	uint32_t size;
+	unsigned left = MAX_KEYS_READ;
 	int nr = 0;
 
 	if (!o->thread_names)
 		return -ENOTSUP;
 	interp = ptr_at(r, r->runtime + o->runtime_interpreters_head);
 	threading = interp ? dict_get(r, ptr_at(r, interp + o->interp_modules),
-				      "threading") : 0;
+				      "threading", &left) : 0;
 	active = threading ? dict_get(r, ptr_at(r, threading +
-						o->module_dict), "_active") :
-		 0;
+						o->module_dict), "_active",
+				    &left) : 0;
 	if (!active)
 		return -ENOENT;		/* threading never imported */
 	if (!keys_layout(r, ptr_at(r, active + o->dict_keys), &entries,
 			 &size, &n))
 		return -EFAULT;
 	values = ptr_at(r, active + o->dict_values);
-	for (uint64_t i = 0; i < n && i < MAX_ENTRIES && nr < max; i++) {
+	for (uint64_t i = 0; i < n && i < MAX_ENTRIES && nr < max && left;
+	     i++) {
 		uint64_t e = entries + i * size + (size == o->entry_general ?
 						    8 : 0);
 		uint64_t thread = values ? ptr_at(r, values + i * 8) :
 				  ptr_at(r, e + 8), native;
 
 		if (!ptr_at(r, e) || !thread ||
-		    !int_value(r, attr_get(r, thread, "_native_id"), &native))
+		    !int_value(r, attr_get(r, thread, "_native_id", &left),
+			       &native))
 			continue;
 		out[nr].tid = (pid_t)native;
-		py_read_str(r, attr_get(r, thread, "_name"), out[nr].name,
-			    sizeof(out[nr].name));
+		py_read_str(r, attr_get(r, thread, "_name", &left),
+			    out[nr].name, sizeof(out[nr].name));
 		nr++;
 	}
 	return nr;
