@@ -48,7 +48,7 @@ static void on_signal(int sig)
 	stop_signals++;
 }
 
-static void die_setup(struct session *s, const char *fmt, ...)
+static _Noreturn void die_setup(struct session *s, const char *fmt, ...)
 {
 	va_list ap;
 

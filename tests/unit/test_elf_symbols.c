@@ -347,7 +347,66 @@ TEST(truncated_and_empty_files)
 	for (unsigned v = 0; v < RF_V_NR; v++)
 		CHECK_EQ_U64(s.offset[v], 0);
 	r = resolve_prefix(FIX "fake_torch.so", 4096, &s);
-	CHECK(r <= 0);
+	CHECK_EQ_U64(r, (uint64_t)ELF_SYMS_TRUNCATED);
+	/* One byte short: the section table's end is cut. */
+	struct mapped m;
+	if (map_file(FIX "fake_torch.so", &m))
+		abort();
+	CHECK_EQ_U64(resolve_prefix(FIX "fake_torch.so", m.size - 1, &s),
+		     (uint64_t)ELF_SYMS_TRUNCATED);
+	unmap_file(&m);
+}
+
+/* fake_torch.so with the 8 bytes at off replaced by val, resolved. */
+static int resolve_patched(size_t off, uint64_t val, struct torch_symbols *s)
+{
+	char path[] = "/tmp/rfbpf-test-XXXXXX";
+	int fd = mkstemp(path), ret;
+	struct mapped m;
+
+	if (fd < 0 || map_file(FIX "fake_torch.so", &m))
+		abort();
+	if (write(fd, m.p, m.size) != (ssize_t)m.size ||
+	    pwrite(fd, &val, sizeof(val), off) != sizeof(val))
+		abort();
+	close(fd);
+	unmap_file(&m);
+	ret = torch_symbols_resolve(path, s);
+	unlink(path);
+	return ret;
+}
+
+/* Broken header fields are refused with a reason, never turned into
+ * offsets outside the file (what rfbpf --lib would probe). */
+TEST(damaged_headers)
+{
+	struct torch_symbols s;
+	struct mapped m;
+
+	if (map_file(FIX "fake_torch.so", &m))
+		abort();
+	const Elf64_Ehdr *eh = (const void *)m.p;
+	const Elf64_Phdr *ph = (const void *)(m.p + eh->e_phoff);
+	size_t text = 0;	/* the PT_LOAD of the code */
+	for (unsigned i = 0; i < eh->e_phnum; i++)
+		if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X))
+			text = eh->e_phoff + i * sizeof(*ph);
+	CHECK(text != 0);
+	CHECK_EQ_U64(resolve_patched(offsetof(Elf64_Ehdr, e_shoff), 1ull << 63,
+				     &s), (uint64_t)ELF_SYMS_TRUNCATED);
+	CHECK_EQ_U64(resolve_patched(offsetof(Elf64_Ehdr, e_phoff),
+				     m.size - 8, &s),
+		     (uint64_t)ELF_SYMS_TRUNCATED);
+	/* The code segment said to start past the end of the file. */
+	CHECK_EQ_U64(resolve_patched(text + offsetof(Elf64_Phdr, p_offset),
+				     1ull << 63, &s),
+		     (uint64_t)ELF_SYMS_TRUNCATED);
+	/* Or mapped elsewhere: no segment holds the functions. */
+	CHECK_EQ_U64(resolve_patched(text + offsetof(Elf64_Phdr, p_vaddr),
+				     1ull << 40, &s),
+		     (uint64_t)ELF_SYMS_BAD_ELF);
+	CHECK(strchr(elf_symbols_strerror(ELF_SYMS_TRUNCATED), '\n') == NULL);
+	unmap_file(&m);
 }
 
 /* Debian's python3-torch 1.13: C++11 ABI, before(const char*),

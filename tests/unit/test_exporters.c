@@ -11,6 +11,7 @@
  * stack profile, the Chrome writer on a memory stream) is attached right
  * after trace_init, before the first event, as outputs.c does.
  */
+#include <math.h>
 #include <stdint.h>
 #include <unistd.h>
 #include "model/aggregate.h"
@@ -18,6 +19,7 @@
 #include "chrome_capture.h"
 #include "export/chrome.h"
 #include "export/folded.h"
+#include "export/json_writer.h"
 #include "json_parse.h"
 #include "model/profile_sink.h"
 #include "model/stack_profile.h"
@@ -1231,6 +1233,39 @@ TEST(format_duration_units)
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		format_duration(want[i].ns, buf, sizeof(buf));
 		CHECK_STR(buf, want[i].s);
+	}
+}
+
+/* JSON has no NaN or infinity: the writer's doubles are null then, and
+ * otherwise the fewest digits that read back (what %g would lose). */
+TEST(json_doubles)
+{
+	const struct { double v; int decimals; const char *s; } want[] = {
+		{ 0.1, -1, "0.1" },
+		{ 0.0125, -1, "0.0125" },
+		{ 1.0 / 3, -1, "0.3333333333333333" },
+		{ 1e300, -1, "1e+300" },
+		{ 0.1 + 0.2, -1, "0.30000000000000004" },
+		{ NAN, -1, "null" },
+		{ -INFINITY, -1, "null" },
+		{ 2.5, 1, "2.5" },
+		{ 1e300 / 1e-300, 0, "null" },	/* --sample 1e-300 */
+		{ -NAN, 0, "null" },
+	};
+	char *text = NULL;
+	size_t len = 0;
+
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		FILE *f = open_memstream(&text, &len);
+
+		if (want[i].decimals < 0)
+			json_double(f, want[i].v);
+		else
+			json_fixed(f, want[i].v, want[i].decimals);
+		fclose(f);
+		CHECK_STR(text, want[i].s);
+		free(text);
+		text = NULL;
 	}
 }
 

@@ -625,6 +625,31 @@ TEST(pprof_empty_profile)
 	}
 }
 
+/* Op and thread names are the target's bytes; profile.proto's strings
+ * are proto3 strings, UTF-8 (the pprof fuzz target found these raw). */
+TEST(pprof_strings_are_utf8)
+{
+	struct stack_profile p;
+	struct names n = {};
+	struct pprof_meta m = { .scale = 1.0 };
+	uint32_t bad = intern(&n, "aten::\xff\xc0\x80mm\xe2\x82");
+	uint32_t ok = intern(&n, "aten::\xe2\x82\xac");
+	pb_profile *pr;
+
+	stack_profile_init(&p);
+	CHECK(!add(&p, 1, 1, ok, (uint32_t[]){ bad, ok }, 2, 1, 10, 0));
+	pr = encode(&p, &n, &m);
+	CHECK(pr != NULL);
+	if (pr) {
+		CHECK(sample_with_stack(pr, "aten::\xe2\x82\xac;aten::"
+			"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdmm"
+			"\xef\xbf\xbd\xef\xbf\xbd", 1) != NULL);
+		perftools__profiles__profile__free_unpacked(pr, NULL);
+	}
+	stack_profile_free(&p);
+	names_free(&n);
+}
+
 /* --- files --- */
 
 static char *make_temp_dir(void)

@@ -187,6 +187,36 @@ TEST(histogram_buckets_sum_count)
 	prom_free(&b);
 }
 
+/* Whatever the caller passes, no sample has a label name twice and no
+ * series is written twice: a scraper refuses either (the prom_text fuzz
+ * target found all three). */
+TEST(no_repeated_label_or_series)
+{
+	struct prom_label same[] = { { "a-b", "1" }, { "a_b", "2" } };
+	struct prom_label le[] = { { "op", "mm" }, { "le", "5" } };
+	struct prom_label x1[] = { { "op", "x\xff" } };
+	struct prom_label x2[] = { { "op", "x\xfe" } };
+	struct prom_buf b;
+	const double bound = 1, count = 2;
+
+	prom_init(&b);
+	CHECK_STR(TEXT_OF(b, prom_sample(&b, "g", same, 2, 1)),
+		  "g{a_b=\"1\"} 1\n");
+	CHECK_STR(TEXT_OF(b, (prom_sample(&b, "c", x1, 1, 1),
+			      prom_sample(&b, "c", x2, 1, 2),
+			      prom_sample(&b, "c", NULL, 0, 3),
+			      prom_sample(&b, "c", NULL, 0, 4))),
+		  "c{op=\"x\xef\xbf\xbd\"} 1\nc 3\n");
+	CHECK_STR(TEXT_OF(b, prom_histogram(&b, "h", le, 2, &bound, &count, 1,
+					    3, 2)),
+		  "h_bucket{op=\"mm\",le=\"1\"} 2\n"
+		  "h_bucket{op=\"mm\",le=\"+Inf\"} 2\n"
+		  "h_sum{op=\"mm\"} 3\nh_count{op=\"mm\"} 2\n");
+	/* A reset forgets the series written. */
+	CHECK_STR(TEXT_OF(b, prom_sample(&b, "c", NULL, 0, 5)), "c 5\n");
+	prom_free(&b);
+}
+
 TEST(reset_keeps_memory_and_grows_past_first_block)
 {
 	struct prom_buf b;
@@ -194,8 +224,14 @@ TEST(reset_keeps_memory_and_grows_past_first_block)
 	size_t cap;
 
 	prom_init(&b);
-	for (int i = 0; i < 5000; i++)
-		prom_sample(&b, "rfbpf_some_long_metric_name_total", NULL, 0, i);
+	/* 5000 series (one written twice would be left out). */
+	for (int i = 0; i < 5000; i++) {
+		char v[16];
+		struct prom_label l = { "i", v };
+
+		snprintf(v, sizeof(v), "%d", i);
+		prom_sample(&b, "rfbpf_some_long_metric_name_total", &l, 1, i);
+	}
 	CHECK(!b.oom);
 	CHECK(b.len > 100000);
 	CHECK_EQ_U64(strlen(b.data), b.len);

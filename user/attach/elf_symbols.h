@@ -17,6 +17,7 @@ enum elf_symbols_error {
 	ELF_SYMS_OPEN = -1,	/* cannot open or read the file (errno set) */
 	ELF_SYMS_NOT_ELF = -2,	/* not an ELF file */
 	ELF_SYMS_BAD_ELF = -3,	/* ELF, but headers unreadable */
+	ELF_SYMS_TRUNCATED = -4,/* headers point past the end of the file */
 };
 
 /*

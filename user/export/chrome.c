@@ -204,6 +204,13 @@ static void write_process_name(struct chrome_writer *w,
 
 /* Per-op totals, and for a sampled capture the estimates for all ops
  * (scaled by 1/p) with their standard errors: what a fleet aggregates. */
+/* ,"key":v with `decimals` digits, null when v is not finite. */
+static void est_field(FILE *f, const char *key, double v, int decimals)
+{
+	fprintf(f, ",\"%s\":", key);
+	json_fixed(f, v, decimals);
+}
+
 static void write_op_stats(FILE *f, const struct trace *t,
 			   const struct aggregate *a)
 {
@@ -246,20 +253,24 @@ static void write_op_stats(FILE *f, const struct trace *t,
 				(unsigned long long)r->gpu_self_ns,
 				(unsigned long long)r->gpu_total_ns,
 				(unsigned long long)r->kernels);
-		if (t->gpu.counts.agent_seen && self_known && sampled)
-			fprintf(f, ",\"est_self_cuda_ns\":%.0f,"
-				"\"est_cuda_total_ns\":%.0f",
-				r->gpu_self_ns / trace_keep_prob(t),
-				r->gpu_total_ns / trace_keep_prob(t));
+		/* Estimates divide by p, which --sample 1e-300 allows: an
+		 * infinite one is null (printf would write "inf"). */
+		if (t->gpu.counts.agent_seen && self_known && sampled) {
+			est_field(f, "est_self_cuda_ns",
+				  r->gpu_self_ns / trace_keep_prob(t), 0);
+			est_field(f, "est_cuda_total_ns",
+				  r->gpu_total_ns / trace_keep_prob(t), 0);
+		}
 		if (sampled) {
 			estimate_op(r, trace_keep_prob(t), &e);
-			fprintf(f, ",\"est_calls\":%.1f,\"est_calls_se\":%.1f,"
-				"\"est_total_ns\":%.0f,\"est_total_se_ns\":%.0f",
-				e.calls, e.calls_se, e.total_ns, e.total_se);
-			if (self_known)
-				fprintf(f, ",\"est_self_ns\":%.0f,"
-					"\"est_self_se_ns\":%.0f", e.self_ns,
-					e.self_se);
+			est_field(f, "est_calls", e.calls, 1);
+			est_field(f, "est_calls_se", e.calls_se, 1);
+			est_field(f, "est_total_ns", e.total_ns, 0);
+			est_field(f, "est_total_se_ns", e.total_se, 0);
+			if (self_known) {
+				est_field(f, "est_self_ns", e.self_ns, 0);
+				est_field(f, "est_self_se_ns", e.self_se, 0);
+			}
 		}
 		fputc('}', f);
 	}
@@ -338,8 +349,10 @@ static void write_other_data(const struct chrome_writer *w,
 	json_string(f, t->torch_version);
 	fputs(",\"probes\":", f);
 	json_string(f, t->probes);
-	fprintf(f, ",\"sample_prob\":%g,\"tree_sample_prob\":%g",
-		t->sample_prob, t->tree_prob);
+	fputs(",\"sample_prob\":", f);
+	json_double(f, t->sample_prob);
+	fputs(",\"tree_sample_prob\":", f);
+	json_double(f, t->tree_prob);
 	/* ts is µs after this CLOCK_MONOTONIC instant (bpf_ktime_get_ns()),
 	 * to join the trace with other monotonic logs. */
 	fprintf(f, ",\"base_monotonic_ns\":%llu",

@@ -107,10 +107,25 @@ struct builder {
 	pb_function **function_ptrs;
 };
 
+/* profile.proto is proto3, whose strings must be UTF-8: Pyroscope and
+ * Parca decode it so, and refuse a whole profile for one op name, thread
+ * name or command line that is not. Those come from the target as bytes;
+ * invalid ones become U+FFFD here. */
 static int64_t intern_len(struct builder *b, const char *s, size_t len)
 {
-	uint32_t id = names_intern(&b->strings, s, len);
+	char *valid = NULL;
+	uint32_t id;
 
+	if (!utf8_valid(s, len)) {
+		valid = utf8_repair(s, len, &len);
+		if (!valid) {
+			b->nomem = true;
+			return 0;
+		}
+		s = valid;
+	}
+	id = names_intern(&b->strings, s, len);
+	free(valid);
 	if (id == UINT32_MAX) {
 		b->nomem = true;
 		return 0;

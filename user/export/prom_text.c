@@ -21,6 +21,7 @@ void prom_init(struct prom_buf *b)
 void prom_free(struct prom_buf *b)
 {
 	free(b->data);
+	u64map_free(&b->series);
 	prom_init(b);
 }
 
@@ -30,6 +31,11 @@ void prom_reset(struct prom_buf *b)
 	b->oom = false;
 	if (b->data)
 		b->data[0] = '\0';
+	/* Emptied, its memory kept like data's. */
+	if (b->series.slots)
+		memset(b->series.slots, 0,
+		       b->series.cap * sizeof(*b->series.slots));
+	b->series.len = 0;
 }
 
 /* Room for n more bytes plus the terminating NUL; false (and oom) if not. */
@@ -100,6 +106,13 @@ static void put_escaped(struct prom_buf *b, const char *str, bool quote)
 	}
 }
 
+/* A label name's alphabet (a metric name's adds ':'). */
+static bool name_char_ok(char c, bool first)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+	       (c >= '0' && c <= '9' && !first);
+}
+
 /* Metric names are [a-zA-Z_:][a-zA-Z0-9_:]*, label names the same without
  * ':'. Other characters become '_' (a leading digit too), and an empty
  * name becomes "_", so a typo cannot invalidate the exposition. */
@@ -111,9 +124,7 @@ static void put_name(struct prom_buf *b, const char *name, bool colon_ok)
 		put(b, "_", 1);
 	for (; *s; s++) {
 		char c = *s;
-		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			  c == '_' || (c == ':' && colon_ok) ||
-			  (c >= '0' && c <= '9' && s != name);
+		bool ok = name_char_ok(c, s == name) || (c == ':' && colon_ok);
 
 		put(b, ok ? &c : "_", 1);
 	}
@@ -178,20 +189,95 @@ static void put_label(struct prom_buf *b, bool first, const char *name,
 	put(b, "\"", 1);
 }
 
-/* name+suffix{labels[,le="le"]} value: one line of any sample type. */
+/* Do label names a and b read the same once written (put_name)? */
+static bool same_label_name(const char *a, const char *b)
+{
+	if (!*a)
+		a = "_";
+	if (!*b)
+		b = "_";
+	for (size_t i = 0; a[i] || b[i]; i++) {
+		if (!a[i] || !b[i])
+			return false;
+		if ((name_char_ok(a[i], !i) ? a[i] : '_') !=
+		    (name_char_ok(b[i], !i) ? b[i] : '_'))
+			return false;
+	}
+	return true;
+}
+
+/* Is labels[i] named as an earlier label, or le in a histogram? A
+ * scraper refuses a sample that has a label name twice, and a caller's le
+ * would be the buckets' (and make _sum and _count other series). */
+static bool repeated_label(const struct prom_label *labels, size_t i,
+			   bool histogram)
+{
+	if (histogram && same_label_name(labels[i].name, "le"))
+		return true;
+	for (size_t k = 0; k < i; k++)
+		if (same_label_name(labels[k].name, labels[i].name))
+			return true;
+	return false;
+}
+
+/* FNV-1a of s[0..n), never 0 (u64map's empty key). */
+static uint64_t series_hash(const char *s, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+	return h ? h : 1;
+}
+
+/* The series just written at data[start..len): false if it was written
+ * before, else noted. Equal hashes are told apart by the bytes: the
+ * earlier series ends where its value's ' ' is. */
+static bool first_series(struct prom_buf *b, size_t start)
+{
+	size_t n = b->len - start;
+	uint64_t h = series_hash(b->data + start, n), *at;
+
+	at = u64map_get(&b->series, h);
+	if (at)
+		return !(*at + n < start && !memcmp(b->data + *at,
+						    b->data + start, n) &&
+			 b->data[*at + n] == ' ');
+	if (!u64map_put(&b->series, h, start))
+		b->oom = true;
+	return true;
+}
+
+/* name+suffix{labels[,le="le"]} value: one line of any sample type;
+ * histogram: one of prom_histogram's (which own le). */
 static void put_sample(struct prom_buf *b, const char *name,
 		       const char *suffix, const struct prom_label *labels,
-		       size_t nr_labels, const char *le, double value)
+		       size_t nr_labels, bool histogram, const char *le,
+		       double value)
 {
+	size_t start = b->len;
+	bool first = true;
+
 	put_name(b, name, true);
 	put_str(b, suffix);
 	if (nr_labels || le) {
 		put(b, "{", 1);
-		for (size_t i = 0; i < nr_labels; i++)
-			put_label(b, i == 0, labels[i].name, labels[i].value);
+		for (size_t i = 0; i < nr_labels; i++) {
+			if (repeated_label(labels, i, histogram))
+				continue;
+			put_label(b, first, labels[i].name, labels[i].value);
+			first = false;
+		}
 		if (le)
-			put_label(b, nr_labels == 0, "le", le);
+			put_label(b, first, "le", le);
 		put(b, "}", 1);
+	}
+	if (b->oom)
+		return;
+	if (!first_series(b, start)) {
+		b->len = start;
+		b->data[start] = '\0';
+		return;
 	}
 	put(b, " ", 1);
 	put_value(b, value);
@@ -202,7 +288,7 @@ void prom_sample(struct prom_buf *b, const char *name,
 		 const struct prom_label *labels, size_t nr_labels,
 		 double value)
 {
-	put_sample(b, name, "", labels, nr_labels, NULL, value);
+	put_sample(b, name, "", labels, nr_labels, false, NULL, value);
 }
 
 void prom_histogram(struct prom_buf *b, const char *name,
@@ -216,15 +302,15 @@ void prom_histogram(struct prom_buf *b, const char *name,
 
 	for (size_t i = 0; i < nr_buckets; i++) {
 		format_value(le, sizeof(le), upper_bounds[i]);
-		put_sample(b, name, "_bucket", labels, nr_labels, le,
+		put_sample(b, name, "_bucket", labels, nr_labels, true, le,
 			   cumulative_counts[i]);
 		has_inf = isinf(upper_bounds[i]) && upper_bounds[i] > 0;
 	}
 	if (!has_inf)
-		put_sample(b, name, "_bucket", labels, nr_labels, "+Inf",
-			   count);
-	put_sample(b, name, "_sum", labels, nr_labels, NULL, sum);
-	put_sample(b, name, "_count", labels, nr_labels, NULL, count);
+		put_sample(b, name, "_bucket", labels, nr_labels, true,
+			   "+Inf", count);
+	put_sample(b, name, "_sum", labels, nr_labels, true, NULL, sum);
+	put_sample(b, name, "_count", labels, nr_labels, true, NULL, count);
 }
 
 int prom_write_file(const char *path, const struct prom_buf *b)

@@ -18,12 +18,19 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include "model/u64map.h"
 
 /* data is NUL-terminated once anything was written (len excludes it). */
 struct prom_buf {
 	char *data;
 	size_t len, cap;
 	bool oom;
+	/* Every series written: a hash of its name and labels -> where in
+	 * data it starts. A series is written once; one that reads the same
+	 * as an earlier one (the same labels twice, or op names that differ
+	 * only in bytes that are not UTF-8, both U+FFFD here) is left out,
+	 * because a scraper refuses the duplicate. */
+	struct u64map series;
 };
 
 struct prom_label {
@@ -37,13 +44,17 @@ void prom_reset(struct prom_buf *b);
 
 /* "# HELP name help\n# TYPE name type\n". type is "counter", "gauge",
  * "histogram", "summary" or "untyped"; anything else is written as
- * "untyped". Samples of the family follow, before the next family. */
+ * "untyped". Samples of the family follow, before the next family. Each
+ * family's name must differ from the others' after '_' replaced what the
+ * alphabet lacks (rfbpf's are constants). */
 void prom_family(struct prom_buf *b, const char *name, const char *type,
 		 const char *help);
 
 /* 'name{l1="v1",...} value\n' (no braces without labels). Values are
  * written in the shortest form that reads back as the same double;
- * NaN, +Inf and -Inf as the format spells them. */
+ * NaN, +Inf and -Inf as the format spells them. A label whose name is an
+ * earlier one's (after '_' replaced what the alphabet lacks) is left
+ * out, as is a series already written (see struct prom_buf). */
 void prom_sample(struct prom_buf *b, const char *name,
 		 const struct prom_label *labels, size_t nr_labels,
 		 double value);
