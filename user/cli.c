@@ -42,7 +42,14 @@ static const char doc[] =
 "/var/lib/node_exporter/rfbpf.prom\n"
 "  sudo rfbpf --continuous -p 1234 -p 5678 --interval 10 --budget 0.5 "
 "--pprof-dir /var/lib/rfbpf\n"
-"  sudo rfbpf --config /etc/rfbpf.conf   # long options as key = value\n";
+"  sudo rfbpf --config /etc/rfbpf.conf   # long options as key = value\n"
+"\n"
+"Environment:\n"
+"  RFBPF_STATE_DIR=DIR  where rfbpf records the callbacks it registered "
+"and\n"
+"                       its per-process locks (default /run/rfbpf, made "
+"with\n"
+"                       its parents on first use)\n";
 
 static const char args_doc[] = "-p PID | -- COMMAND [ARGS...] | "
 				"--continuous (--all | -p PID...)";

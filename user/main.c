@@ -20,6 +20,7 @@
 #include <bpf/libbpf.h>
 #include "cli.h"
 #include "attach/privileges.h"
+#include "attach/state_dir.h"
 #include "fleet/daemon.h"
 #include "outputs.h"
 #include "session.h"
@@ -67,7 +68,8 @@ static int deactivate_leftover(struct session *s, const struct options *opt)
 	char why[512], path[PATH_MAX];
 	bool found;
 
-	if (!have_tracing_privileges(why, sizeof(why)))
+	if (!have_tracing_privileges(why, sizeof(why)) ||
+	    state_dir_prepare(why, sizeof(why)))
 		die_setup(s, "%s", why);
 	if (session_claim_target(s, opt->pid))
 		die_setup(s, "%s", s->error);

@@ -18,6 +18,7 @@
 #include <bpf/libbpf.h>
 #include "attach/elf_symbols.h"
 #include "attach/privileges.h"
+#include "attach/state_dir.h"
 #include "attach/target.h"
 #include "attach/calibrate.h"
 #include "session.h"
@@ -242,7 +243,8 @@ int session_setup(struct session *s, struct options *opt)
 	char why[512], cost_note[sizeof(s->trace.probe_cost_note)];
 	int err;
 
-	if (!have_tracing_privileges(why, sizeof(why)))
+	if (!have_tracing_privileges(why, sizeof(why)) ||
+	    state_dir_prepare(why, sizeof(why)))
 		return setup_error(s, "%s", why);
 	/* Before anything is forked (see calibrate.h). */
 	calibrate_probe_cost(opt, &cost, cost_note, sizeof(cost_note));

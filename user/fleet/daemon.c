@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "attach/privileges.h"
+#include "attach/state_dir.h"
 #include "attach/target.h"
 #include "export/atomic_file.h"
 #include "export/pprof.h"
@@ -529,7 +530,8 @@ static int start(struct daemon *d, char *err, size_t len)
 {
 	char why[512];
 
-	if (!have_tracing_privileges(why, sizeof(why)))
+	if (!have_tracing_privileges(why, sizeof(why)) ||
+	    state_dir_prepare(why, sizeof(why)))
 		return snprintf(err, len, "%s", why), -1;
 	if (check_outputs(&d->opt, err, len))
 		return -1;
