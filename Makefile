@@ -38,7 +38,8 @@ LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 		target.c state_dir.c) \
 	$(addprefix user/export/,table.c chrome.c chrome_gpu.c chrome_fwdbwd.c \
 		chrome_python.c chrome_off_cpu.c \
-		folded.c json_writer.c utf8.c atomic_file.c text_cell.c) \
+		folded.c json_writer.c utf8.c atomic_file.c text_cell.c \
+		table_sort.c) \
 	user/python/line_table.c user/python/py_stack.c user/python/py_threads.c
 LOADER_SRCS := $(LOGIC_SRCS) user/cli.c \
 	$(addprefix user/attach/,privileges.c probes.c launch.c remote_call.c \

@@ -90,7 +90,8 @@ static const struct argp_option options[] = {
 	{ "sort", OPT_SORT, "KEY", 0,
 	  "Sort the table by a column: self (default), total, calls, avg, "
 	  "min, max, cuda (CUDA total), self_cuda, kernels, or name (A to "
-	  "Z)", 0 },
+	  "Z); a GPU column with no GPU activity sorts by self, and says so",
+	  0 },
 	{ "lib", OPT_LIB, "PATH", 0,
 	  "The libtorch_cpu.so to probe (default: found in the target)", 0 },
 	{ "ringbuf-mb", OPT_RINGBUF, "MB", 0,
@@ -514,6 +515,12 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		if (!opt->gpu && opt->gpu_folded_path)
 			bad("%s--gpu-folded needs GPU tracing (drop --no-gpu)",
 			    "");
+		if (!opt->gpu && (opt->sort == SORT_CUDA ||
+				  opt->sort == SORT_SELF_CUDA ||
+				  opt->sort == SORT_KERNELS))
+			bad("%s--sort by a GPU column needs GPU tracing (drop "
+			    "--no-gpu, or sort by self, total, calls, avg, min, "
+			    "max or name)", "");
 		/* A stack needs every op above the leaf; RecordFunction's
 		 * sampler drops some, so a stack would be made up. */
 		if (opt->sample_prob != 1.0 &&

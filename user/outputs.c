@@ -4,6 +4,7 @@
 #include <string.h>
 #include "export/folded.h"
 #include "export/table.h"
+#include "export/table_sort.h"
 #include "model/profile_sink.h"
 #include "outputs.h"
 
@@ -89,6 +90,9 @@ int outputs_finish(struct outputs *o, const struct trace *t,
 	int ret = 0;
 
 	if (opt->table) {
+		table_sort_key(t, opt->sort, bias, sizeof(bias));
+		if (bias[0])
+			fprintf(stderr, "rfbpf: warning: %s\n", bias);
 		print_table(stdout, t, opt->group_stack_n ||
 			    opt->group_shapes ? &o->grouped :
 			    &o->agg, opt->sort, opt->top);

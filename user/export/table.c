@@ -3,6 +3,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include "table.h"
+#include "table_sort.h"
 #include "text_cell.h"
 
 #define NAME_W 52
@@ -347,9 +348,11 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 	bool gpu = t->gpu.counts.agent_seen;
 	bool source = a->group_n > 0, shapes = a->group_inputs != NULL;
 	bool off = t->off_cpu;
-	struct op_stats *rows = aggregate_sorted(a, t, sort == SORT_SELF &&
-						 !self_known ? SORT_TOTAL :
-						 sort, &nr);
+	char why[256];
+	struct op_stats *rows = aggregate_sorted(a, t,
+						 table_sort_key(t, sort, why,
+								sizeof(why)),
+						 &nr);
 
 	if (!rows || a->oom) {
 		fprintf(f, "rfbpf: out of memory building the table\n");
