@@ -165,8 +165,11 @@ int main(int argc, char **argv)
 	ring_buffer__free(s.rb);
 	probes_destroy(&s.probes);
 	if (s.launched) {
+		/* The command's status, unless it succeeded and rfbpf could
+		 * not write what it was asked to: that run failed. */
 		session_reap_command(&s, true);
-		ret = s.child_code;
+		if (s.child_code || !ret)
+			ret = s.child_code;
 	}
 	if (s.detach_failed && !ret)
 		ret = 3;
