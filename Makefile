@@ -35,7 +35,7 @@ LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 		trace_gpu.c aggregate.c gpu_activity.c demangle.c \
 		profile_sink.c py_frames.c op_inputs.c) \
 	$(addprefix user/attach/,elf_symbols.c torch_symbols.c torch_layouts.c \
-		target.c state_dir.c) \
+		target.c state_dir.c ptrace_denied.c) \
 	$(addprefix user/export/,table.c chrome.c chrome_gpu.c chrome_fwdbwd.c \
 		chrome_python.c chrome_off_cpu.c \
 		folded.c json_writer.c utf8.c atomic_file.c text_cell.c \

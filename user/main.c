@@ -75,9 +75,11 @@ static int deactivate_leftover(struct session *s, const struct options *opt)
 		die_setup(s, "%s", s->error);
 	target_comm(s->pid, s->trace.process_name,
 		    sizeof(s->trace.process_name));
-	if (target_find_libtorch(s->pid, path, sizeof(path)))
+	if (target_find_libtorch(s->pid, path, sizeof(path)) == -ENOENT)
 		die_setup(s, "process %d (%s) has no libtorch_cpu.so mapped",
 			  s->pid, s->trace.process_name);
+	if (session_library_of_target(s, path, sizeof(path)))
+		die_setup(s, "%s", s->error);	/* why maps are unreadable */
 	/* The op-entry safe point needs rfbpf's BPF object; without it only
 	 * a waiting thread will do. */
 	if (!probes_load(&s->probes, s->pid, 1, false, 1.0, why, sizeof(why)))

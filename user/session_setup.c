@@ -18,6 +18,7 @@
 #include <bpf/libbpf.h>
 #include "attach/elf_symbols.h"
 #include "attach/privileges.h"
+#include "attach/ptrace_denied.h"
 #include "attach/state_dir.h"
 #include "attach/target.h"
 #include "attach/calibrate.h"
@@ -81,7 +82,7 @@ struct libraries {
 };
 
 /* The libtorch_cpu mapped in a running target, or a one-line reason. */
-static int library_of_target(struct session *s, char *path, size_t len)
+int session_library_of_target(struct session *s, char *path, size_t len)
 {
 	int err = target_find_libtorch(s->pid, path, len);
 
@@ -90,10 +91,19 @@ static int library_of_target(struct session *s, char *path, size_t len)
 			  "not a PyTorch process, or torch not imported yet "
 			  "(name the library with --lib)", s->pid,
 			  s->trace.process_name);
+	if (err == -EACCES || err == -EPERM) {
+		struct ptrace_facts f;
+		char why[512];
+
+		ptrace_facts_read(s->pid, &f);
+		ptrace_denied_why(&f, false, why, sizeof(why));
+		return setup_error(s, "cannot read /proc/%d/maps (%s): %s; %s",
+				   s->pid, s->trace.process_name,
+				   strerror(-err), why);
+	}
 	if (err)
-		return setup_error(s, "cannot read /proc/%d/maps: %s%s", s->pid,
-			  strerror(-err), err == -EACCES ? " (needs "
-			  "CAP_SYS_PTRACE for other users' processes)" : "");
+		return setup_error(s, "cannot read /proc/%d/maps: %s", s->pid,
+			  strerror(-err));
 	return 0;
 }
 
@@ -153,7 +163,7 @@ static int choose_libraries(struct session *s, struct libraries *libs)
 	}
 	if (s->opt->lib)
 		snprintf(path, sizeof(path), "%s", s->opt->lib);
-	else if (library_of_target(s, path, sizeof(path)))
+	else if (session_library_of_target(s, path, sizeof(path)))
 		return -1;
 	if (resolve_symbols(s, path, &libs->syms[0]))
 		return -1;
