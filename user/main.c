@@ -95,6 +95,28 @@ static int deactivate_leftover(struct session *s, const struct options *opt)
 	return 0;
 }
 
+/* An empty table, said in one line: why, and what to do. A launched
+ * command that never loaded torch keeps its exit status (launch mode
+ * passes the command's on, and scripts rely on it); the line says that
+ * nothing was traced. */
+static void warn_if_nothing_traced(const struct session *s,
+				   const struct options *opt)
+{
+	if (s->launched && !s->lib_checked && !s->trace.counts.ops)
+		fprintf(stderr, "rfbpf: warning: %s never loaded "
+			"libtorch_cpu.so, so nothing was traced: check that it "
+			"imports torch (a launcher that runs Python in a child "
+			"process needs --children), or attach with -p to a "
+			"process that has\n", opt->command[0]);
+	else if (s->trace.activated && !s->trace.counts.events &&
+		 monotonic_s() - s->start_s > 0.5)
+		fprintf(stderr, "rfbpf: warning: RecordFunction was on in "
+			"process %d but no op was recorded: it ran none while "
+			"traced, or its threads are not visible from rfbpf's "
+			"PID namespace (run rfbpf in the job's container or on "
+			"the host)\n", s->pid);
+}
+
 int main(int argc, char **argv)
 {
 	static struct session s = {
@@ -156,13 +178,7 @@ int main(int argc, char **argv)
 	status_init(&s.status, opt.quiet);
 
 	session_run(&s);
-	if (s.trace.activated && !s.trace.counts.events &&
-	    monotonic_s() - s.start_s > 0.5)
-		fprintf(stderr, "rfbpf: warning: RecordFunction was on in "
-			"process %d but no op was recorded: it ran none while "
-			"traced, or its threads are not visible from rfbpf's "
-			"PID namespace (run rfbpf in the job's container or on "
-			"the host)\n", s.pid);
+	warn_if_nothing_traced(&s, &opt);
 	ret = outputs_finish(&s.out, &s.trace, &opt);
 	ring_buffer__free(s.rb);
 	probes_destroy(&s.probes);
