@@ -145,9 +145,10 @@ int main(int argc, char **argv)
 	signal(SIGHUP, on_signal);
 	signal(SIGPIPE, SIG_IGN);	/* a closed pipe is an error, not death */
 	if (!opt.table && !opt.trace_path && !opt.folded_path &&
-	    !opt.gpu_folded_path)
-		fprintf(stderr, "rfbpf: warning: --no-table and no -o, --folded "
-			"or --gpu-folded: this run writes nothing\n");
+	    !opt.gpu_folded_path && !opt.off_cpu_folded_path)
+		fprintf(stderr, "rfbpf: warning: --no-table and no -o, --folded, "
+			"--gpu-folded or --off-cpu-folded: this run writes "
+			"nothing\n");
 	if (session_setup(&s, &opt))
 		die_setup(&s, "%s", s.error);
 
