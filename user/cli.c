@@ -179,7 +179,9 @@ static const struct argp_option options[] = {
 	  "'key = value' a line (SIGHUP re-reads it)", 1 },
 	{ "quiet", 'q', NULL, 0, "No live status line on stderr", 2 },
 	{ "verbose", 'v', NULL, 0,
-	  "Show symbol resolution and libbpf details", 2 },
+	  "Show rfbpf's progress (symbols found, probes attached, the "
+	  "callback registered) and libbpf's warnings; -vv adds libbpf's "
+	  "debug log", 2 },
 	{},
 };
 
@@ -465,7 +467,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_DEACTIVATE: opt->deactivate = true; break;
 	case 'q': opt->quiet = true; break;
-	case 'v': opt->verbose = true; break;
+	case 'v': opt->verbose++; break;
 	case ARGP_KEY_ARG:
 		/* Everything from the first non-option on is the command. */
 		opt->command = &state->argv[state->next - 1];

@@ -29,14 +29,14 @@
 #include "attach/target.h"
 #include "version.h"
 
-static bool verbose;
+static int verbose;
 
+/* libbpf's debug and info lines are hundreds of CO-RE relocations a load:
+ * -vv. -v is rfbpf's own progress, and libbpf's warnings. */
 static int libbpf_print_fn(enum libbpf_print_level level, const char *fmt,
 			   va_list args)
 {
-	if (level == LIBBPF_DEBUG && !verbose)
-		return 0;
-	if (!verbose)
+	if (verbose < (level == LIBBPF_WARN ? 1 : 2))
 		return 0;
 	return vfprintf(stderr, fmt, args);
 }
