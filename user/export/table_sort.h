@@ -17,7 +17,7 @@
 const char *sort_key_name(enum sort_key key);
 /* The key to sort t's table by when asked for asked. When it is another
  * and the user chose asked (a GPU key), why says so in one sentence with
- * what is sorted instead; else why is "". */
+ * what is sorted instead; else why is "" (why may be NULL with len 0). */
 enum sort_key table_sort_key(const struct trace *t, enum sort_key asked,
 			     char *why, size_t len);
 
