@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <argp.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,14 @@ static const char doc[] =
 "/var/lib/node_exporter/rfbpf.prom\n"
 "  sudo rfbpf --continuous -p 1234 -p 5678 --interval 10 --budget 0.5 "
 "--pprof-dir /var/lib/rfbpf\n"
-"  sudo rfbpf --config /etc/rfbpf.conf   # long options as key = value\n";
+"  sudo rfbpf --config /etc/rfbpf.conf   # long options as key = value\n"
+"\n"
+"Environment:\n"
+"  RFBPF_STATE_DIR=DIR  where rfbpf records the callbacks it registered "
+"and\n"
+"                       its per-process locks (default /run/rfbpf, made "
+"with\n"
+"                       its parents on first use)\n";
 
 static const char args_doc[] = "-p PID | -- COMMAND [ARGS...] | "
 				"--continuous (--all | -p PID...)";
@@ -82,7 +90,8 @@ static const struct argp_option options[] = {
 	{ "sort", OPT_SORT, "KEY", 0,
 	  "Sort the table by a column: self (default), total, calls, avg, "
 	  "min, max, cuda (CUDA total), self_cuda, kernels, or name (A to "
-	  "Z)", 0 },
+	  "Z); a GPU column with no GPU activity sorts by self, and says so",
+	  0 },
 	{ "lib", OPT_LIB, "PATH", 0,
 	  "The libtorch_cpu.so to probe (default: found in the target)", 0 },
 	{ "ringbuf-mb", OPT_RINGBUF, "MB", 0,
@@ -170,7 +179,9 @@ static const struct argp_option options[] = {
 	  "'key = value' a line (SIGHUP re-reads it)", 1 },
 	{ "quiet", 'q', NULL, 0, "No live status line on stderr", 2 },
 	{ "verbose", 'v', NULL, 0,
-	  "Show symbol resolution and libbpf details", 2 },
+	  "Show rfbpf's progress (symbols found, probes attached, the "
+	  "callback registered) and libbpf's warnings; -vv adds libbpf's "
+	  "debug log", 2 },
 	{},
 };
 
@@ -208,15 +219,28 @@ static double parse_double(const char *arg, double min, double max,
 	return v;
 }
 
-static long parse_long(const char *arg, long min, long max, const char *what)
+/* A count: "invalid NAME 'ARG': EXPECTED" when it is not one, or is
+ * below min; the real limit when it is a count, only too large (saying
+ * "expected a count" of 2147483647 would send the user looking for what
+ * is wrong with it). */
+static long parse_long(const char *arg, long min, long max, const char *name,
+		       const char *expected)
 {
-	char *end;
+	char *end, msg[256];
 	long v;
 
 	errno = 0;
 	v = strtol(arg, &end, 10);
-	if (errno || end == arg || *end || v < min || v > max)
-		bad(what, arg);
+	if (end != arg && !*end && *arg != '-' && (errno == ERANGE || v > max)) {
+		snprintf(msg, sizeof(msg), "invalid %s '%s': too large, at most "
+			 "%ld", name, arg, max);
+		bad("%s", msg);
+	}
+	if (errno || end == arg || *end || v < min) {
+		snprintf(msg, sizeof(msg), "invalid %s '%%s': %s", name,
+			 expected);
+		bad(msg, arg);
+	}
 	return v;
 }
 
@@ -247,8 +271,12 @@ static unsigned parse_scopes(const char *arg)
 		while (i < 10 && strcmp(tok, scope_name(i)))
 			i++;
 		if (i == 10)
-			bad("invalid --scopes entry '%s': see rfbpf --help "
-			    "for the names", tok);
+			bad("invalid --scopes entry '%s': expected all, or "
+			    "names from function, backward_function, "
+			    "torchscript_function, kernel_function_dtype, "
+			    "custom_class, build_feature, lite_interpreter, "
+			    "user_scope, static_runtime_op, static_runtime_model",
+			    tok);
 		mask |= 1u << i;
 	}
 	free(copy);
@@ -273,14 +301,14 @@ static bool parse_fleet_arg(int key, char *arg, struct options *opt)
 		break;
 	case OPT_PPROF_DIR: opt->pprof_dir = arg; break;
 	case OPT_PPROF_KEEP:
-		opt->pprof_keep = parse_long(arg, 1, 1000000, "invalid "
-			"--pprof-keep '%s': expected a count >= 1");
+		opt->pprof_keep = parse_long(arg, 1, 1000000, "--pprof-keep",
+					     "expected a count >= 1");
 		break;
 	case OPT_PROM_FILE: opt->prom_file = arg; break;
 	case OPT_LISTEN: opt->listen = arg; break;
 	case OPT_MAX_OPS:
-		opt->max_ops = parse_long(arg, 1, 1000000, "invalid --max-ops "
-			"'%s': expected a count >= 1");
+		opt->max_ops = parse_long(arg, 1, 1000000, "--max-ops",
+					  "expected a count >= 1");
 		break;
 	case OPT_CONFIG: opt->config = arg; break;
 	default:
@@ -329,9 +357,8 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		return 0;
 	switch (key) {
 	case 'p':
-		opt->pid = parse_long(arg, 1, 0x7fffffff,
-				      "invalid PID '%s': expected a positive "
-				      "process id");
+		opt->pid = parse_long(arg, 1, 0x7fffffff, "PID",
+				      "expected a positive process id");
 		if (opt->nr_pids == CLI_MAX_PIDS)
 			bad("too many -p (at most 64): use --continuous --all%s",
 			    "");
@@ -352,9 +379,9 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_NO_GPU: opt->gpu = false; break;
 	case OPT_RAW_TIMES: opt->raw_times = true; break;
 	case OPT_TOP:
-		opt->top = parse_long(arg, 0, 1000000,
-				      "invalid --top '%s': expected a count "
-				      ">= 0");
+		/* Any int: more rows than the table has shows them all. */
+		opt->top = parse_long(arg, 0, INT_MAX, "--top",
+				      "expected a count >= 0, 0 for all");
 		break;
 	case OPT_SORT: {
 		static const struct { const char *name; enum sort_key key; }
@@ -379,7 +406,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	}
 	case OPT_LIB: opt->lib = arg; break;
 	case OPT_RINGBUF: {
-		long mb = parse_long(arg, 1, 1024, "invalid --ringbuf-mb '%s': "
+		long mb = parse_long(arg, 1, 1024, "--ringbuf-mb",
 				     "expected a power of two from 1 to 1024");
 		if (mb & (mb - 1))
 			bad("invalid --ringbuf-mb '%s': expected a power of "
@@ -417,9 +444,8 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_OFF_CPU: opt->off_cpu = true; break;
 	case OPT_OFF_CPU_FOLDED: opt->off_cpu_folded_path = arg; break;
 	case OPT_TOP_WAKERS:
-		opt->top_wakers = parse_long(arg, 1, 1000000,
-					     "invalid --top-wakers '%s': "
-					     "expected a number of rows");
+		opt->top_wakers = parse_long(arg, 1, 1000000, "--top-wakers",
+					     "expected a number of rows >= 1");
 		break;
 	case OPT_GROUP_BY:
 		if (!strcmp(arg, "shapes"))
@@ -428,20 +454,20 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			opt->group_stack_n = 5;
 		else if (!strncmp(arg, "stack:", 6))
 			opt->group_stack_n = parse_long(arg + 6, 1,
-				RF_PY_MAX_FRAMES, "invalid --group-by stack:N "
-				"'%s': expected N from 1 to 128");
+				RF_PY_MAX_FRAMES, "--group-by stack:N",
+				"expected N from 1 to 128");
 		else
 			bad("invalid --group-by '%s': expected stack, "
 			    "stack:N or shapes", arg);
 		break;
 	case OPT_PYTHON_DEPTH:
 		opt->python_depth = parse_long(arg, 1, RF_PY_MAX_FRAMES,
-					       "invalid --python-depth '%s': "
+					       "--python-depth",
 					       "expected a count from 1 to 128");
 		break;
 	case OPT_DEACTIVATE: opt->deactivate = true; break;
 	case 'q': opt->quiet = true; break;
-	case 'v': opt->verbose = true; break;
+	case 'v': opt->verbose++; break;
 	case ARGP_KEY_ARG:
 		/* Everything from the first non-option on is the command. */
 		opt->command = &state->argv[state->next - 1];
@@ -491,6 +517,12 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		if (!opt->gpu && opt->gpu_folded_path)
 			bad("%s--gpu-folded needs GPU tracing (drop --no-gpu)",
 			    "");
+		if (!opt->gpu && (opt->sort == SORT_CUDA ||
+				  opt->sort == SORT_SELF_CUDA ||
+				  opt->sort == SORT_KERNELS))
+			bad("%s--sort by a GPU column needs GPU tracing (drop "
+			    "--no-gpu, or sort by self, total, calls, avg, min, "
+			    "max or name)", "");
 		/* A stack needs every op above the leaf; RecordFunction's
 		 * sampler drops some, so a stack would be made up. */
 		if (opt->sample_prob != 1.0 &&

@@ -27,7 +27,7 @@ struct options {
 	enum sort_key sort;
 	unsigned ringbuf_mb;	/* --ringbuf-mb */
 	bool ringbuf_set;	/* given (else fleet mode takes less) */
-	bool verbose;		/* -v */
+	int verbose;		/* -v: 1, -vv: 2 (libbpf's debug log) */
 	bool activate;		/* off with --no-activate */
 	bool deactivate;	/* --deactivate: remove a leftover callback */
 	double sample_prob;	/* --sample, RecordFunction's own sampler */

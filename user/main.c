@@ -20,6 +20,7 @@
 #include <bpf/libbpf.h>
 #include "cli.h"
 #include "attach/privileges.h"
+#include "attach/state_dir.h"
 #include "fleet/daemon.h"
 #include "outputs.h"
 #include "session.h"
@@ -28,14 +29,14 @@
 #include "attach/target.h"
 #include "version.h"
 
-static bool verbose;
+static int verbose;
 
+/* libbpf's debug and info lines are hundreds of CO-RE relocations a load:
+ * -vv. -v is rfbpf's own progress, and libbpf's warnings. */
 static int libbpf_print_fn(enum libbpf_print_level level, const char *fmt,
 			   va_list args)
 {
-	if (level == LIBBPF_DEBUG && !verbose)
-		return 0;
-	if (!verbose)
+	if (verbose < (level == LIBBPF_WARN ? 1 : 2))
 		return 0;
 	return vfprintf(stderr, fmt, args);
 }
@@ -67,15 +68,18 @@ static int deactivate_leftover(struct session *s, const struct options *opt)
 	char why[512], path[PATH_MAX];
 	bool found = false;	/* die_setup() exits, which clang cannot see */
 
-	if (!have_tracing_privileges(why, sizeof(why)))
+	if (!have_tracing_privileges(why, sizeof(why)) ||
+	    state_dir_prepare(why, sizeof(why)))
 		die_setup(s, "%s", why);
 	if (session_claim_target(s, opt->pid))
 		die_setup(s, "%s", s->error);
 	target_comm(s->pid, s->trace.process_name,
 		    sizeof(s->trace.process_name));
-	if (target_find_libtorch(s->pid, path, sizeof(path)))
+	if (target_find_libtorch(s->pid, path, sizeof(path)) == -ENOENT)
 		die_setup(s, "process %d (%s) has no libtorch_cpu.so mapped",
 			  s->pid, s->trace.process_name);
+	if (session_library_of_target(s, path, sizeof(path)))
+		die_setup(s, "%s", s->error);	/* why maps are unreadable */
 	/* The op-entry safe point needs rfbpf's BPF object; without it only
 	 * a waiting thread will do. */
 	if (!probes_load(&s->probes, s->pid, 1, false, 1.0, why, sizeof(why)))
@@ -89,6 +93,28 @@ static int deactivate_leftover(struct session *s, const struct options *opt)
 	printf("rfbpf: %s\n", found ? "removed the RecordFunction callback "
 	       "a previous rfbpf left" : "no callback left by rfbpf found");
 	return 0;
+}
+
+/* An empty table, said in one line: why, and what to do. A launched
+ * command that never loaded torch keeps its exit status (launch mode
+ * passes the command's on, and scripts rely on it); the line says that
+ * nothing was traced. */
+static void warn_if_nothing_traced(const struct session *s,
+				   const struct options *opt)
+{
+	if (s->launched && !s->lib_checked && !s->trace.counts.ops)
+		fprintf(stderr, "rfbpf: warning: %s never loaded "
+			"libtorch_cpu.so, so nothing was traced: check that it "
+			"imports torch (a launcher that runs Python in a child "
+			"process needs --children), or attach with -p to a "
+			"process that has\n", opt->command[0]);
+	else if (s->trace.activated && !s->trace.counts.events &&
+		 monotonic_s() - s->start_s > 0.5)
+		fprintf(stderr, "rfbpf: warning: RecordFunction was on in "
+			"process %d but no op was recorded: it ran none while "
+			"traced, or its threads are not visible from rfbpf's "
+			"PID namespace (run rfbpf in the job's container or on "
+			"the host)\n", s->pid);
 }
 
 int main(int argc, char **argv)
@@ -119,9 +145,10 @@ int main(int argc, char **argv)
 	signal(SIGHUP, on_signal);
 	signal(SIGPIPE, SIG_IGN);	/* a closed pipe is an error, not death */
 	if (!opt.table && !opt.trace_path && !opt.folded_path &&
-	    !opt.gpu_folded_path)
-		fprintf(stderr, "rfbpf: warning: --no-table and no -o, --folded "
-			"or --gpu-folded: this run writes nothing\n");
+	    !opt.gpu_folded_path && !opt.off_cpu_folded_path)
+		fprintf(stderr, "rfbpf: warning: --no-table and no -o, --folded, "
+			"--gpu-folded or --off-cpu-folded: this run writes "
+			"nothing\n");
 	if (session_setup(&s, &opt))
 		die_setup(&s, "%s", s.error);
 
@@ -152,19 +179,16 @@ int main(int argc, char **argv)
 	status_init(&s.status, opt.quiet);
 
 	session_run(&s);
-	if (s.trace.activated && !s.trace.counts.events &&
-	    monotonic_s() - s.start_s > 0.5)
-		fprintf(stderr, "rfbpf: warning: RecordFunction was on in "
-			"process %d but no op was recorded: it ran none while "
-			"traced, or its threads are not visible from rfbpf's "
-			"PID namespace (run rfbpf in the job's container or on "
-			"the host)\n", s.pid);
+	warn_if_nothing_traced(&s, &opt);
 	ret = outputs_finish(&s.out, &s.trace, &opt);
 	ring_buffer__free(s.rb);
 	probes_destroy(&s.probes);
 	if (s.launched) {
+		/* The command's status, unless it succeeded and rfbpf could
+		 * not write what it was asked to: that run failed. */
 		session_reap_command(&s, true);
-		ret = s.child_code;
+		if (s.child_code || !ret)
+			ret = s.child_code;
 	}
 	if (s.detach_failed && !ret)
 		ret = 3;

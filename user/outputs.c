@@ -2,8 +2,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "export/folded.h"
+#include "export/out_file.h"
 #include "export/table.h"
+#include "export/table_sort.h"
 #include "model/profile_sink.h"
 #include "outputs.h"
 
@@ -82,6 +85,27 @@ static int failed(const char *path)
 	return 1;
 }
 
+/* The table and --top-wakers on standard output, through an out_file so
+ * that a full disk or a closed pipe is said with its errno. 0, or -1
+ * with errno. */
+static int print_tables(struct outputs *o, const struct trace *t,
+			const struct options *opt)
+{
+	struct out_file out;
+	FILE *f = stdout;
+
+	fflush(stdout);
+	if (!out_file_dup(&out, STDOUT_FILENO))
+		f = out.f;
+	print_table(f, t, opt->group_stack_n || opt->group_shapes ?
+		    &o->grouped : &o->agg, opt->sort, opt->top);
+	if (opt->top_wakers)
+		print_wakers(f, t, &o->agg, opt->top_wakers);
+	if (f != stdout)
+		return out_file_close(&out);
+	return fflush(stdout) ? -1 : 0;
+}
+
 int outputs_finish(struct outputs *o, const struct trace *t,
 		   const struct options *opt)
 {
@@ -89,11 +113,12 @@ int outputs_finish(struct outputs *o, const struct trace *t,
 	int ret = 0;
 
 	if (opt->table) {
-		print_table(stdout, t, opt->group_stack_n ||
-			    opt->group_shapes ? &o->grouped :
-			    &o->agg, opt->sort, opt->top);
-		if (opt->top_wakers)
-			print_wakers(stdout, t, &o->agg, opt->top_wakers);
+		table_sort_key(t, opt->sort, bias, sizeof(bias));
+		if (bias[0])
+			fprintf(stderr, "rfbpf: warning: %s\n", bias);
+		/* A reader that stopped reading (| head) is no failure. */
+		if (print_tables(o, t, opt) && errno != EPIPE)
+			ret = failed("the table to standard output");
 	} else if (trace_sampler_bias_note(t, bias, sizeof(bias)))
 		fprintf(stderr, "rfbpf: warning: %s\n", bias);
 	if (o->chrome_open && chrome_finish(&o->chrome, t, &o->agg))

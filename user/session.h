@@ -92,6 +92,9 @@ struct session {
  * one-line reason in s->error (undo with session_abort). */
 int session_setup(struct session *s, struct options *opt);
 /* -p PID: the process exists, and no other rfbpf is on it (0 or -1). */
+/* The libtorch_cpu mapped in the running target s->pid, or -1 with one
+ * line in s->error (not mapped, or why its maps cannot be read). */
+int session_library_of_target(struct session *s, char *path, size_t len);
 int session_claim_target(struct session *s, pid_t pid);
 /* Undoes a setup that failed part-way: removes a callback it registered,
  * releases the lock, kills a command not yet started, frees probes. */

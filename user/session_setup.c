@@ -18,6 +18,8 @@
 #include <bpf/libbpf.h>
 #include "attach/elf_symbols.h"
 #include "attach/privileges.h"
+#include "attach/ptrace_denied.h"
+#include "attach/state_dir.h"
 #include "attach/target.h"
 #include "attach/calibrate.h"
 #include "session.h"
@@ -80,19 +82,31 @@ struct libraries {
 };
 
 /* The libtorch_cpu mapped in a running target, or a one-line reason. */
-static int library_of_target(struct session *s, char *path, size_t len)
+int session_library_of_target(struct session *s, char *path, size_t len)
 {
 	struct target_mapping m;
 	int err = target_find_mapping_at("/proc", s->pid, is_libtorch_cpu_name,
 					 &m);
 
-	if (!err)
-		err = target_mapping_path(s->pid, &m, path, len);
 	if (err == -ENOENT)
 		return setup_error(s, "process %d (%s) has no libtorch_cpu.so mapped: "
 			  "not a PyTorch process, or torch not imported yet "
 			  "(name the library with --lib)", s->pid,
 			  s->trace.process_name);
+	if (err == -EACCES || err == -EPERM) {
+		struct ptrace_facts f;
+		char why[512];
+
+		ptrace_facts_read(s->pid, &f);
+		ptrace_denied_why(&f, false, why, sizeof(why));
+		return setup_error(s, "cannot read /proc/%d/maps (%s): %s; %s",
+				   s->pid, s->trace.process_name,
+				   strerror(-err), why);
+	}
+	if (err)
+		return setup_error(s, "cannot read /proc/%d/maps: %s", s->pid,
+			  strerror(-err));
+	err = target_mapping_path(s->pid, &m, path, len);
 	if (err == -EPERM)
 		return setup_error(s, "process %d maps %s, %s since it was "
 			  "loaded: the copy it runs can be read only through "
@@ -101,9 +115,8 @@ static int library_of_target(struct session *s, char *path, size_t len)
 			  "deleted or replaced on disk" : "not the file at "
 			  "that path now", s->pid);
 	if (err)
-		return setup_error(s, "cannot read /proc/%d/maps: %s%s", s->pid,
-			  strerror(-err), err == -EACCES ? " (needs "
-			  "CAP_SYS_PTRACE for other users' processes)" : "");
+		return setup_error(s, "process %d maps %s, which rfbpf cannot "
+			  "open: %s", s->pid, m.file, strerror(-err));
 	return 0;
 }
 
@@ -163,7 +176,7 @@ static int choose_libraries(struct session *s, struct libraries *libs)
 	}
 	if (s->opt->lib)
 		snprintf(path, sizeof(path), "%s", s->opt->lib);
-	else if (library_of_target(s, path, sizeof(path)))
+	else if (session_library_of_target(s, path, sizeof(path)))
 		return -1;
 	if (resolve_symbols(s, path, &libs->syms[0]))
 		return -1;
@@ -253,7 +266,8 @@ int session_setup(struct session *s, struct options *opt)
 	char why[512], cost_note[sizeof(s->trace.probe_cost_note)];
 	int err;
 
-	if (!have_tracing_privileges(why, sizeof(why)))
+	if (!have_tracing_privileges(why, sizeof(why)) ||
+	    state_dir_prepare(why, sizeof(why)))
 		return setup_error(s, "%s", why);
 	/* Before anything is forked (see calibrate.h). */
 	calibrate_probe_cost(opt, &cost, cost_note, sizeof(cost_note));

@@ -68,6 +68,9 @@ def torch_root_with(suite, *files):
     for f in files:
         shutil.copy(f, os.path.join(root, "tmp", os.path.basename(f)))
     return root
+# rfbpf's state directory, as rfbpf itself chooses it: RFBPF_STATE_DIR
+# lets a test run keep off the host's /run/rfbpf (other runs' files).
+STATE_DIR = os.environ.get("RFBPF_STATE_DIR") or "/run/rfbpf"
 
 
 def sid_root_with(*files):
@@ -315,7 +318,7 @@ def refused(pid):
     r = run([RFBPF, "-q", "-p", str(pid)])
     assert r.returncode != 0
     assert r.stderr.count("\n") == 1, r.stderr
-    assert not os.path.exists(f"/run/rfbpf/{pid}.state")
+    assert not os.path.exists(f"{STATE_DIR}/{pid}.state")
     with open(f"/proc/{pid}/maps") as f:
         assert "rfbpf-page" not in f.read()
     return r.stderr

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from conftest import (KernelCounts, PYTHON, RFBPF, ROOT, load_trace, ops_of,
-                      refused, run, start_rfbpf, stop)
+from conftest import (KernelCounts, PYTHON, RFBPF, ROOT, STATE_DIR,
+                      load_trace, ops_of, refused, run, start_rfbpf, stop)
 
 TINY = os.path.join(ROOT, "tests", "workloads", "tiny_ops.py")
-STATE = "/run/rfbpf/{}.state"
+STATE = STATE_DIR + "/{}.state"
 
 
 class Phased:

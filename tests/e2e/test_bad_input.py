@@ -114,13 +114,20 @@ def test_unknown_option():
     (["-p", "1", "--sample", "1.5"], "invalid --sample"),
     (["-p", "1", "--tree-sample", "abc"], "invalid --tree-sample"),
     (["-p", "1", "--scopes", "function,bogus"], "invalid --scopes entry"),
+    (["-p", "1", "--scopes", "bogus"], "names from function,"),
+    (["-p", "1", "--top", "2147483648"], "too large, at most 2147483647"),
+    (["-p", "1", "--top", "-1"], "expected a count >= 0"),
+    (["-p", "1", "--python-stacks", "--python-depth", "999"],
+     "too large, at most 128"),
+    (["-p", "1", "--no-gpu", "--sort", "cuda"], "drop --no-gpu"),
     (["--deactivate", "--", "true"], "--deactivate needs -p"),
     (["-p", "1", "--no-activate", "--sample", "0.5"], "needs activation"),
     ([], "nothing to trace"),
 ])
 def test_bad_values(args, words):
     r = run([RFBPF, *args])
-    one_line_error(r, words)
+    line = one_line_error(r, words)
+    assert line.count("rfbpf --help") <= 1, line      # said once
 
 
 @pytest.mark.parametrize("flag", ["-o", "--folded", "--gpu-folded"])
@@ -142,3 +149,91 @@ def test_unwritable_output_is_refused_before_tracing(flag):
 def test_a_run_that_writes_nothing_says_so():
     r = run([RFBPF, "-q", "--no-table", "--", PYTHON, "-c", "pass"])
     assert "this run writes nothing" in r.stderr
+
+
+TORCH_OPS = "import torch; torch.ones(2) + 1"
+
+
+def warnings_in(stderr):
+    return [l for l in stderr.splitlines() if l.startswith("rfbpf: warning")]
+
+
+def test_top_as_large_as_an_int_shows_every_row():
+    r = run([RFBPF, "-q", "--top", "2147483647", "--", PYTHON, "-c",
+             TORCH_OPS])
+    assert r.returncode == 0, r.stderr
+    assert "aten::ones" in r.stdout and "not shown" not in r.stdout
+
+
+def test_sort_by_a_gpu_column_without_a_gpu_says_what_it_sorts_by():
+    for key in ["cuda", "self_cuda", "kernels"]:
+        r = run([RFBPF, "-q", "--sort", key, "--", PYTHON, "-c", TORCH_OPS])
+        assert r.returncode == 0, r.stderr
+        w = warnings_in(r.stderr)
+        assert len(w) == 1, r.stderr
+        assert f"--sort {key}: the job had no GPU activity" in w[0]
+        assert "sorted by self time instead" in w[0]
+    r = run([RFBPF, "-q", "--sort", "total", "--", PYTHON, "-c", TORCH_OPS])
+    assert r.returncode == 0 and not warnings_in(r.stderr), r.stderr
+
+
+@pytest.mark.parametrize("cmd,status", [
+    ([PYTHON, "-c", "pass"], 0),
+    (["sh", "-c", "exit 3"], 3),
+])
+def test_a_command_that_never_loads_torch_is_told(cmd, status):
+    """The command's status is kept (launch mode passes it on); one line
+    says that nothing was traced, and why."""
+    r = run([RFBPF, "-q", "--", *cmd])
+    assert r.returncode == status, r.stderr
+    w = warnings_in(r.stderr)
+    assert len(w) == 1, r.stderr
+    assert "never loaded libtorch_cpu.so, so nothing was traced" in w[0]
+    assert "imports torch" in w[0] and "-p" in w[0]
+
+
+def test_a_torch_command_gets_no_such_hint():
+    r = run([RFBPF, "-q", "--", PYTHON, "-c", TORCH_OPS])
+    assert r.returncode == 0 and "never loaded" not in r.stderr, r.stderr
+
+
+def test_pid_1_names_the_real_cause():
+    """As root, CAP_SYS_PTRACE is there: a refusal to read PID 1 comes
+    from elsewhere (a sandbox's security module here), and PID 1 that can
+    be read simply has no torch."""
+    r = run([RFBPF, "-q", "-p", "1"])
+    line = one_line_error(r)
+    assert "other users' processes" not in line
+    if "Permission denied" in line:
+        assert "security module" in line and "CAP_SYS_PTRACE" in line
+        assert "the host" in line
+    else:
+        assert "has no libtorch_cpu.so mapped" in line
+
+
+@pytest.mark.parametrize("flag", ["-o", "--folded", None])
+def test_a_full_disk_is_said_as_one(flag):
+    """Every output, the table on standard output too: the real errno,
+    and a non-zero exit although the command succeeded."""
+    out = [flag, "/dev/full"] if flag else []
+    with open("/dev/full", "w") as full:
+        r = run([RFBPF, "-q", *out, "--", PYTHON, "-c", TORCH_OPS],
+                capture_output=False, stderr=subprocess.PIPE,
+                stdout=full if not flag else subprocess.DEVNULL)
+    assert r.returncode == 1, r.stderr
+    errors = [l for l in r.stderr.splitlines() if "cannot write" in l]
+    what = "/dev/full" if flag else "the table to standard output"
+    assert errors == [f"rfbpf: cannot write {what}: No space left on "
+                      f"device"], r.stderr
+
+
+def test_verbose_is_rfbpf_and_very_verbose_adds_libbpf(tmp_path):
+    args = ["-q", "--no-table", "-o", str(tmp_path / "t.json"), "--",
+            PYTHON, "-c", TORCH_OPS]
+    v = run([RFBPF, "-v", *args])
+    assert v.returncode == 0, v.stderr
+    assert "registered RecordFunction callback" in v.stderr
+    assert "libbpf: prog" not in v.stderr       # no relocation noise
+    vv = run([RFBPF, "-vv", *args])
+    assert vv.returncode == 0, vv.stderr[-2000:]
+    assert "libbpf: prog" in vv.stderr

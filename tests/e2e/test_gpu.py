@@ -20,8 +20,8 @@ import time
 
 import pytest
 
-from conftest import (PYTHON, RFBPF, ROOT, KernelCounts, load_trace, ns,
-                      ops_of, run, start_rfbpf, stop)
+from conftest import (PYTHON, RFBPF, ROOT, STATE_DIR, KernelCounts,
+                      load_trace, ns, ops_of, run, start_rfbpf, stop)
 
 AGENT = os.path.join(ROOT, "build", "cupti", "librfbpf_cupti.so")
 SYNTH = os.path.join(ROOT, "build", "cupti", "libgpu_synth.so")
@@ -565,8 +565,8 @@ def test_agent_activation_needs_no_ptrace(tmp_path):
     nothing (no /run/rfbpf state)."""
     def nothing_registered_by_rfbpf(job):
         # While rfbpf traces: it holds its lock but registered nothing.
-        assert os.path.exists(f"/run/rfbpf/{job.pid}.lock")
-        assert not os.path.exists(f"/run/rfbpf/{job.pid}.state")
+        assert os.path.exists(f"{STATE_DIR}/{job.pid}.lock")
+        assert not os.path.exists(f"{STATE_DIR}/{job.pid}.state")
 
     trace, exp, out, err, job = traced_job(
         tmp_path, env={"RFBPF_SAMPLE": "1"},

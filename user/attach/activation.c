@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <time.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "activation.h"
 #include "elf_symbols.h"
 #include "record_function_abi.h"
+#include "state_dir.h"
 #include "target.h"
 #include "torch_symbols.h"
 
@@ -26,22 +28,20 @@ static const char *const functions[] = {
 /* After this long, say that a call is slow (it is never abandoned). */
 #define CALL_MS 2000
 
-static void state_path(pid_t pid, const char *ext, char *buf, size_t len)
-{
-	snprintf(buf, len, ACTIVATION_STATE_DIR "/%d.%s", pid, ext);
-}
-
 int activation_lock(struct activation *a, pid_t pid, char *err, size_t len)
 {
-	char path[128];
+	char path[PATH_MAX];
+	int ret;
 
 	memset(a, 0, sizeof(*a));
 	a->pid = pid;
 	a->lock_fd = -1;
-	if (mkdir(ACTIVATION_STATE_DIR, 0700) && errno != EEXIST)
-		return snprintf(err, len, "cannot create " ACTIVATION_STATE_DIR
-				": %s", strerror(errno)), -errno;
-	state_path(pid, "lock", path, sizeof(path));
+	/* Made by every mode at start; again here for callers that lock
+	 * first (the benches), with the same code. */
+	ret = state_dir_create(state_dir(), err, len);
+	if (ret)
+		return ret;
+	state_dir_path(pid, "lock", path, sizeof(path));
 	a->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (a->lock_fd < 0)
 		return snprintf(err, len, "cannot open %s: %s", path,
@@ -58,11 +58,11 @@ int activation_lock(struct activation *a, pid_t pid, char *err, size_t len)
 
 void activation_unlock(struct activation *a)
 {
-	char path[128];
+	char path[PATH_MAX];
 
 	if (a->lock_fd < 0)
 		return;
-	state_path(a->pid, "lock", path, sizeof(path));
+	state_dir_path(a->pid, "lock", path, sizeof(path));
 	unlink(path);
 	close(a->lock_fd);
 	a->lock_fd = -1;
@@ -221,11 +221,11 @@ static int call(struct activation *a, uint64_t fn, uint64_t arg,
 static bool read_state(struct activation *a, uint64_t *handle)
 {
 	unsigned long long start = 0, h = 0;
-	char path[128];
+	char path[PATH_MAX];
 	FILE *f;
 	int n;
 
-	state_path(a->pid, "state", path, sizeof(path));
+	state_dir_path(a->pid, "state", path, sizeof(path));
 	f = fopen(path, "re");
 	if (!f)
 		return false;
@@ -244,10 +244,10 @@ static bool read_state(struct activation *a, uint64_t *handle)
 /* handle 0: a registration is about to run (see read_state). */
 static int write_state(struct activation *a, uint64_t handle)
 {
-	char path[128];
+	char path[PATH_MAX];
 	FILE *f;
 
-	state_path(a->pid, "state", path, sizeof(path));
+	state_dir_path(a->pid, "state", path, sizeof(path));
 	f = fopen(path, "we");
 	if (!f)
 		return -errno;
@@ -259,9 +259,9 @@ static int write_state(struct activation *a, uint64_t handle)
 
 static void clear_state(struct activation *a)
 {
-	char path[128];
+	char path[PATH_MAX];
 
-	state_path(a->pid, "state", path, sizeof(path));
+	state_dir_path(a->pid, "state", path, sizeof(path));
 	unlink(path);
 }
 
@@ -289,7 +289,7 @@ int activation_register(struct activation *a, double sample_prob,
 		cb.scopes[i] = !!(scopes & (1u << i));
 	if ((ret = write_state(a, 0)))
 		fprintf(stderr, "rfbpf: warning: cannot record the callback "
-			"in " ACTIVATION_STATE_DIR ": %s\n", strerror(-ret));
+			"in %s: %s\n", state_dir(), strerror(-ret));
 	ret = call(a, a->add_addr, 0, &cb, sizeof(cb), &a->handle, err, len);
 	if (ret)
 		return ret;

@@ -11,10 +11,11 @@
  * The first attach to a process also maps rfbpf's page into it
  * (stub_page.h), in the same stop; later ones find it there.
  *
- * What was registered is recorded in /run/rfbpf/PID.state (with the
- * page's address), so that a later rfbpf finds a callback left by one that
+ * What was registered is recorded in PID.state in rfbpf's state
+ * directory (state_dir.h: /run/rfbpf by default), with the page's
+ * address, so that a later rfbpf finds a callback left by one that
  * was killed (and replaces it, or removes it with --deactivate), even one
- * killed while the registration itself ran. /run/rfbpf/PID.lock, held
+ * killed while the registration itself ran. PID.lock there, held
  * while tracing, refuses a second rfbpf on the same process.
  */
 #ifndef RFBPF_ACTIVATION_H
@@ -29,7 +30,6 @@
 #include "remote_call.h"
 #include "safe_point.h"
 #include "stub_page.h"
-#define ACTIVATION_STATE_DIR "/run/rfbpf"
 
 struct activation {
 	pid_t pid;

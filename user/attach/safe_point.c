@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "ptrace_denied.h"
 #include "safe_point.h"
 #include "target.h"
 
@@ -431,6 +432,24 @@ static int arm_probe(pid_t pid, const struct safe_point_probe *probe,
 /* The probe whose uprobe the hold disarmed, removed at release. */
 static const struct safe_point_probe *reap_later;
 
+/* PTRACE_SEIZE refused: a debugger holds the process, or the kernel's
+ * policy (ptrace_denied.h says which part of it). */
+static int seize_refused(pid_t pid, char *err, size_t len)
+{
+	struct ptrace_facts f;
+	char tracer[32], why[400];
+
+	if (target_status(pid, 0, "TracerPid", tracer, sizeof(tracer)) &&
+	    atoi(tracer))
+		return remote_fail(err, len, -EPERM, "cannot ptrace process "
+				   "%d: process %s (a debugger) is tracing it; "
+				   "detach that first", pid, tracer);
+	ptrace_facts_read(pid, &f);
+	ptrace_denied_why(&f, true, why, sizeof(why));
+	return remote_fail(err, len, -EPERM, "cannot ptrace process %d: %s",
+			   pid, why);
+}
+
 int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 		    struct held_thread *h, char *err, size_t len)
 {
@@ -447,10 +466,7 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 	nr_threads = 0;
 	n = seize_new(pid, NULL, 0);
 	if (n == -EPERM)
-		return remote_fail(err, len, -EPERM,
-				   "cannot ptrace process %d: a "
-				   "debugger is attached, or CAP_SYS_PTRACE is "
-				   "missing", pid);
+		return seize_refused(pid, err, len);
 	if (n <= 0)
 		return remote_fail(err, len, -ESRCH, "process %d exited", pid);
 	if (probe && sig)

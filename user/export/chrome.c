@@ -486,10 +486,10 @@ struct trace_sink chrome_sink(struct chrome_writer *w)
 				    .thread_exit = on_thread_exit, .ctx = w };
 }
 
-void chrome_begin(struct chrome_writer *w, FILE *f, uint64_t base_ns,
+/* The header, into a writer already cleared. */
+static void begin(struct chrome_writer *w, FILE *f, uint64_t base_ns,
 		  uint64_t base_wall_ns)
 {
-	memset(w, 0, sizeof(*w));
 	w->f = f;
 	w->base_ns = base_ns;
 	/* Kineto's header: times in the file are µs after base, displayed
@@ -500,13 +500,21 @@ void chrome_begin(struct chrome_writer *w, FILE *f, uint64_t base_ns,
 		(unsigned long long)base_wall_ns);
 }
 
+void chrome_begin(struct chrome_writer *w, FILE *f, uint64_t base_ns,
+		  uint64_t base_wall_ns)
+{
+	memset(w, 0, sizeof(*w));
+	begin(w, f, base_ns, base_wall_ns);
+}
+
 int chrome_open(struct chrome_writer *w, const char *path)
 {
 	struct timespec mono, wall;
 	uint64_t mono_ns, wall_ns;
-	FILE *f = fopen(path, "we");
 
-	if (!f)
+	/* Cleared before the file is made: its stream keeps &w->out. */
+	memset(w, 0, sizeof(*w));
+	if (out_file_open(&w->out, path))
 		return -1;
 	clock_gettime(CLOCK_MONOTONIC, &mono);
 	clock_gettime(CLOCK_REALTIME, &wall);
@@ -514,7 +522,7 @@ int chrome_open(struct chrome_writer *w, const char *path)
 	wall_ns = wall.tv_sec * 1000000000ull + wall.tv_nsec;
 	/* The base is this instant on both clocks: ops begin after it (a
 	 * GPU record may come before and is written negative). */
-	chrome_begin(w, f, mono_ns, wall_ns);
+	begin(w, w->out.f, mono_ns, wall_ns);
 	w->own_file = true;
 	return 0;
 }
@@ -529,15 +537,17 @@ int chrome_finish(struct chrome_writer *w, const struct trace *t,
 	fputs("\n],\n", w->f);
 	write_other_data(w, t, a);
 	fputs("}\n", w->f);
-	err = ferror(w->f);
 	u64map_free(&w->threads);
 	u64map_free(&w->tracks);
 	fwdbwd_free(&w->fwdbwd);
-	if (w->own_file && fclose(w->f) && !err)
-		return -1;
+	if (w->own_file) {
+		w->f = NULL;
+		return out_file_close(&w->out);	/* errno: the first failure */
+	}
+	err = ferror(w->f);
 	w->f = NULL;
 	if (err) {
-		errno = EIO;
+		errno = EIO;	/* the caller's stream: it knows more */
 		return -1;
 	}
 	return 0;

@@ -30,8 +30,8 @@ void chrome_begin(struct chrome_writer *w, FILE *f, uint64_t base_ns,
 /* The sink that writes ops and GPU activity as they come. */
 struct trace_sink chrome_sink(struct chrome_writer *w);
 /* Ends the file: process names, "otherData" with t's counters and a's
- * per-op totals (a may be NULL). 0, or -1 with errno (EIO if any write
- * failed). */
+ * per-op totals (a may be NULL). 0, or -1 with errno: that of the first
+ * write that failed (EIO on a stream of chrome_begin's caller). */
 int chrome_finish(struct chrome_writer *w, const struct trace *t,
 		  const struct aggregate *a);
 

@@ -13,6 +13,7 @@
 #include "model/u64map.h"
 #include "chrome_fwdbwd.h"
 #include "json_writer.h"
+#include "out_file.h"
 
 struct py_thread_slices;
 
@@ -27,6 +28,7 @@ struct chrome_py {
 struct chrome_writer {
 	FILE *f;
 	bool own_file;		/* opened by chrome_open (closed by finish) */
+	struct out_file out;	/* the file chrome_open made (f is its) */
 	uint64_t events;	/* written so far */
 	struct u64map threads;	/* tids whose name was written */
 	struct u64map tracks;	/* GPU devices and streams named */

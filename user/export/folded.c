@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "folded.h"
+#include "out_file.h"
 
 /* A frame of its own: ';' separates frames, a line ends a stack, and
  * speedscope's parser also splits at '\r'; an empty frame would leave
@@ -96,22 +97,16 @@ static int export(const struct trace *t, const struct stack_profile *p,
 		  int (*write)(FILE *f, const struct trace *t,
 			       const struct stack_profile *p))
 {
-	FILE *f = fopen(path, "we");
-	int err;
+	struct out_file o;
 
-	if (!f)
+	if (out_file_open(&o, path))
 		return -1;
-	if (write(f, t, p)) {
-		fclose(f);
+	if (write(o.f, t, p)) {
+		out_file_close(&o);
 		errno = ENOMEM;
 		return -1;
 	}
-	err = ferror(f);
-	if (fclose(f) || err) {
-		errno = err ? EIO : errno;
-		return -1;
-	}
-	return 0;
+	return out_file_close(&o);	/* errno: the first failed write's */
 }
 
 int export_folded(const struct trace *t, const struct stack_profile *p,

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include "table.h"
+#include "table_sort.h"
 #include "text_cell.h"
 
 #define NAME_W 52
@@ -358,9 +359,10 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 	bool gpu = t->gpu.counts.agent_seen;
 	bool source = a->group_n > 0, shapes = a->group_inputs != NULL;
 	bool off = t->off_cpu;
-	struct op_stats *rows = aggregate_sorted(a, t, sort == SORT_SELF &&
-						 !self_known ? SORT_TOTAL :
-						 sort, &nr);
+	/* Why, if another key: outputs.c says it, once. */
+	struct op_stats *rows = aggregate_sorted(a, t,
+						 table_sort_key(t, sort, NULL,
+								0), &nr);
 
 	if (!rows || a->oom) {
 		fprintf(f, "rfbpf: out of memory building the table\n");

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "attach/privileges.h"
+#include "attach/ptrace_denied.h"
+#include "attach/state_dir.h"
 #include "attach/target.h"
 #include "export/atomic_file.h"
 #include "export/pprof.h"
@@ -251,6 +253,24 @@ static void end_job(struct daemon *d, size_t i, const char *why)
 	d->st.jobs_ended++;
 }
 
+/* Why a process named with -p cannot be sampled (yet), in one log line. */
+static void say_unreadable(pid_t pid, int err)
+{
+	struct ptrace_facts f;
+	char why[400];
+
+	if (err == -EACCES || err == -EPERM) {
+		ptrace_facts_read(pid, &f);
+		ptrace_denied_why(&f, false, why, sizeof(why));
+		logf_("pid %d: cannot read its maps: %s; %s", pid,
+		      strerror(-err), why);
+		return;
+	}
+	logf_("pid %d: %s", pid, err == -ENOEXEC ? "no libtorch_cpu mapped "
+	      "(yet): waiting for it" : err == -ENOENT ? "gone" :
+	      strerror(-err));
+}
+
 /* Finds new processes and lets go of those that exited. */
 static void scan(struct daemon *d, double now)
 {
@@ -278,9 +298,7 @@ static void scan(struct daemon *d, double now)
 		if (!err)
 			start_job(d, &one, now);
 		else if (!d->pid_said[i])	/* once, not every second */
-			logf_("pid %d: %s", pid, err == -ENOEXEC ? "no "
-			      "libtorch_cpu mapped (yet): waiting for it" :
-			      err == -ENOENT ? "gone" : strerror(-err));
+			say_unreadable(pid, err);
 		d->pid_said[i] = err != 0;
 	}
 }
@@ -530,7 +548,8 @@ static int start(struct daemon *d, char *err, size_t len)
 {
 	char why[512];
 
-	if (!have_tracing_privileges(why, sizeof(why)))
+	if (!have_tracing_privileges(why, sizeof(why)) ||
+	    state_dir_prepare(why, sizeof(why)))
 		return snprintf(err, len, "%s", why), -1;
 	if (check_outputs(&d->opt, err, len))
 		return -1;
