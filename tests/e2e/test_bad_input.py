@@ -1,6 +1,7 @@
 """Bad input: one line on stderr saying what is wrong and what to do, a
 non-zero exit, and the target untouched (still running, same output)."""
 import os
+import stat
 import subprocess
 import time
 
@@ -225,6 +226,18 @@ def test_a_full_disk_is_said_as_one(flag):
     what = "/dev/full" if flag else "the table to standard output"
     assert errors == [f"rfbpf: cannot write {what}: No space left on "
                       f"device"], r.stderr
+
+
+def test_prom_file_that_is_a_device_is_refused_and_left_alone():
+    """--prom-file is replaced by a rename each interval: over /dev/full
+    (as root) that would swap the device for a regular file."""
+    before = os.stat("/dev/full")
+    r = run([RFBPF, "--continuous", "--all", "--prom-file", "/dev/full"],
+            timeout=60)
+    one_line_error(r, "--prom-file /dev/full", "not a regular file")
+    after = os.stat("/dev/full")
+    assert stat.S_ISCHR(after.st_mode)
+    assert (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
 
 
 def test_verbose_is_rfbpf_and_very_verbose_adds_libbpf(tmp_path):

@@ -720,6 +720,7 @@ TEST(pprof_write_file_is_atomic)
 	struct fixture f;
 	struct pprof_meta m;
 	char *dir = make_temp_dir(), path[512];
+	struct stat st;
 	uint8_t *buf;
 	size_t len;
 	pb_profile *pr;
@@ -743,6 +744,19 @@ TEST(pprof_write_file_is_atomic)
 	snprintf(path, sizeof(path), "%s/missing/profile-2.pb.gz", dir);
 	CHECK_EQ_U64(pprof_write_file(path, &f.p, &f.names, &m), -ENOENT);
 	CHECK_EQ_U64(count_entries(dir), 1);
+
+	/* A node that is not a file is not renamed over (as /dev/full
+	 * would have been): a FIFO stays a FIFO, a directory a directory. */
+	snprintf(path, sizeof(path), "%s/fifo", dir);
+	CHECK(!mkfifo(path, 0600));
+	CHECK_EQ_U64(pprof_write_file(path, &f.p, &f.names, &m), -EINVAL);
+	CHECK(!stat(path, &st) && S_ISFIFO(st.st_mode));
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/sub", dir);
+	CHECK(!mkdir(path, 0700));
+	CHECK_EQ_U64(pprof_write_file(path, &f.p, &f.names, &m), -EISDIR);
+	rmdir(path);
+	CHECK_EQ_U64(count_entries(dir), 1);	/* no temporary left */
 	fixture_free(&f);
 	remove_dir(dir);
 	free(dir);

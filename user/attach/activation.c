@@ -78,7 +78,11 @@ int activation_prepare(struct activation *a, const char *lib, char *err,
 
 	snprintf(a->lib, sizeof(a->lib), "%s", lib);
 	a->resolved_pid = 0;	/* another library: read maps again */
-	if (n < 0 || torch_symbols_resolve(lib, &s) < 0)
+	/* The error is whichever read failed (the second may fail alone if
+	 * the file changed in between). */
+	if (n >= 0)
+		n = torch_symbols_resolve(lib, &s);
+	if (n < 0)
 		return snprintf(err, len, "%s: %s", lib,
 				elf_symbols_strerror(n)), -EINVAL;
 	old_api = s.offset[RF_V_CSTR] || s.offset[RF_V_STRING] ||

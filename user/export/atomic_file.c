@@ -41,9 +41,14 @@ int atomic_write_file(const char *path, const void *buf, size_t len)
 {
 	const char *slash = strrchr(path, '/');
 	int dirlen = slash ? (int)(slash - path + 1) : 0;
+	struct stat st;
 	char *tmp;
 	int fd, err;
 
+	/* A rename over a device or FIFO would replace the node itself (as
+	 * root, /dev/full by a regular file): only files are replaced. */
+	if (!stat(path, &st) && !S_ISREG(st.st_mode))
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 	if (asprintf(&tmp, "%.*s.%s.XXXXXX", dirlen, path, path + dirlen) < 0)
 		return -ENOMEM;
 	fd = mkostemp(tmp, O_CLOEXEC);

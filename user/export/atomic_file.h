@@ -13,7 +13,8 @@
  * rename cannot cross file systems, and globs such as *.prom or
  * profile-*.pb.gz skip it), fsyncs it, makes it 0644 whatever the umask,
  * renames it over path and fsyncs the directory. 0 or -errno; on error
- * the temporary is gone and path unchanged. */
+ * the temporary is gone and path unchanged. An existing path that is not
+ * a regular file is left alone: -EISDIR for a directory, else -EINVAL. */
 int atomic_write_file(const char *path, const void *buf, size_t len);
 
 #endif

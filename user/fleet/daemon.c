@@ -112,9 +112,18 @@ static int check_dir(const char *dir, const char *what, char *err,
 static int check_outputs(const struct options *o, char *err, size_t len)
 {
 	char dir[4096], *slash;
+	struct stat st;
 
 	if (o->pprof_dir && check_dir(o->pprof_dir, "--pprof-dir", err, len))
 		return -1;
+	/* The file is replaced by a rename each interval: over /dev/full
+	 * (or any device, FIFO or directory) that would swap the node
+	 * itself for a regular file. */
+	if (o->prom_file && !stat(o->prom_file, &st) && !S_ISREG(st.st_mode))
+		return snprintf(err, len, "--prom-file %s: not a regular file "
+				"(rfbpf replaces the file each interval; name "
+				"a file in node_exporter's textfile directory)",
+				o->prom_file), -1;
 	if (o->prom_file) {
 		snprintf(dir, sizeof(dir), "%s", o->prom_file);
 		slash = strrchr(dir, '/');
