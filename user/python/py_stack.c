@@ -419,10 +419,14 @@ static int read_identity(const struct py_reader *r, uint64_t addr,
 		return -EINVAL;
 	if ((ret = rd(r, addr + lo, buf, hi - lo)))
 		return ret;
-	memcpy(qualname, buf + o->code_qualname - lo, 8);
-	memcpy(filename, buf + o->code_filename - lo, 8);
-	memcpy(linetable, buf + o->code_linetable - lo, 8);
-	memcpy(first, buf + o->code_firstlineno - lo, 4);
+	/* Each field's place in buf is (offset - lo), taken before it is
+	 * added to buf: buf + offset - lo adds first, a pointer up to 4 GiB
+	 * past buf when 3.13+'s offsets are large, which is undefined even
+	 * though the sum comes back in range (fuzz_python found it). */
+	memcpy(qualname, buf + (o->code_qualname - lo), 8);
+	memcpy(filename, buf + (o->code_filename - lo), 8);
+	memcpy(linetable, buf + (o->code_linetable - lo), 8);
+	memcpy(first, buf + (o->code_firstlineno - lo), 4);
 	return 0;
 }
 
