@@ -214,4 +214,31 @@ TEST(exported_with_the_counters_labels)
 	job_free(&job_b);
 }
 
+
+/* rfbpf's own process_* figures are what the caller read, written as
+ * given: the writer reads nothing from /proc itself. */
+TEST(process_figures_are_the_callers)
+{
+	struct fleet_stats st = {
+		.interval_s = 60, .budget = 0.01,
+		.process = { .cpu_seconds = 12.5, .resident_bytes = 4096,
+			     .virtual_bytes = 8192, .open_fds = 7,
+			     .max_fds = 1024, .start_time_seconds = 1e9 },
+	};
+	struct prom_buf b;
+	const char *text;
+
+	prom_init(&b);
+	fleet_metrics_write(&b, NULL, 0, &st);
+	CHECK(!b.oom && b.data);
+	text = b.data ? b.data : "";
+	CHECK(value_of(text, "\nprocess_cpu_seconds_total ") == 12.5);
+	CHECK(value_of(text, "\nprocess_resident_memory_bytes ") == 4096);
+	CHECK(value_of(text, "\nprocess_virtual_memory_bytes ") == 8192);
+	CHECK(value_of(text, "\nprocess_open_fds ") == 7);
+	CHECK(value_of(text, "\nprocess_max_fds ") == 1024);
+	CHECK(value_of(text, "\nprocess_start_time_seconds ") == 1e9);
+	prom_free(&b);
+}
+
 RUN_TESTS()

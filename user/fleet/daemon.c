@@ -418,6 +418,7 @@ static void publish_metrics(struct daemon *d)
 {
 	prom_reset(&d->prom);
 	d->st.jobs = d->nr_jobs;
+	prom_process_read(&d->st.process);
 	fleet_metrics_write(&d->prom, d->jobs, d->nr_jobs, &d->st);
 	if (d->opt.prom_file && prom_write_file(d->opt.prom_file, &d->prom) &&
 	    !d->st.prom_errors++)

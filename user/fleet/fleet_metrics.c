@@ -411,8 +411,6 @@ static void gauge(struct prom_buf *b, const char *name, const char *type,
 void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 			 size_t nr, const struct fleet_stats *st)
 {
-	struct prom_process self;
-
 	per_op(b, jobs, nr);
 	per_job(b, jobs, nr, "rfbpf_job_sample_probability", "gauge",
 		"RecordFunction sampling probability the budget chose",
@@ -493,6 +491,5 @@ void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 	gauge(b, "rfbpf_interval_resident_memory_bytes", "gauge",
 	      "rfbpf's resident memory at the end of the last interval",
 	      st->last_interval_rss);
-	prom_process_read(&self);
-	prom_process_write(b, &self);
+	prom_process_write(b, &st->process);
 }

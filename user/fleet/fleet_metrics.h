@@ -24,6 +24,10 @@ struct fleet_stats {
 	uint64_t pprof_written, pprof_errors, prom_errors;
 	double last_interval_cpu_s;	/* rfbpf's CPU in the last interval */
 	double last_interval_rss;	/* its resident bytes at its end */
+	/* rfbpf's own process_* figures, read by the caller just before
+	 * (prom_process_read): an input like the rest, so that the writer
+	 * reads nothing from /proc itself and can be fuzzed at speed. */
+	struct prom_process process;
 };
 
 void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
