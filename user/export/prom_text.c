@@ -85,24 +85,27 @@ static void put_escaped(struct prom_buf *b, const char *str, bool quote)
 	const unsigned char *s = (const unsigned char *)str;
 
 	while (*s) {
-		int n = utf8_len(s);
+		const unsigned char *run = s;
+		int n;
 
-		if (!n) {
-			put(b, "\xef\xbf\xbd", 3);
-			s++;
-		} else if (*s == '\\') {
-			put(b, "\\\\", 2);
-			s++;
-		} else if (*s == '\n') {
-			put(b, "\\n", 2);
-			s++;
-		} else if (*s == '"' && quote) {
-			put(b, "\\\"", 2);
-			s++;
-		} else {
-			put(b, (const char *)s, n);
+		/* A run of bytes written as they are goes in one put: byte by
+		 * byte, the writer was most of a scrape's time. */
+		while (*s && *s != '\\' && *s != '\n' && !(*s == '"' && quote) &&
+		       (n = utf8_len(s)))
 			s += n;
-		}
+		if (s > run)
+			put(b, (const char *)run, (size_t)(s - run));
+		if (!*s)
+			break;
+		if (*s == '\\')
+			put(b, "\\\\", 2);
+		else if (*s == '\n')
+			put(b, "\\n", 2);
+		else if (*s == '"' && quote)
+			put(b, "\\\"", 2);
+		else
+			put(b, "\xef\xbf\xbd", 3);	/* invalid UTF-8 */
+		s++;
 	}
 }
 
@@ -122,11 +125,18 @@ static void put_name(struct prom_buf *b, const char *name, bool colon_ok)
 
 	if (!*s)
 		put(b, "_", 1);
-	for (; *s; s++) {
-		char c = *s;
-		bool ok = name_char_ok(c, s == name) || (c == ':' && colon_ok);
+	while (*s) {
+		const char *run = s;
 
-		put(b, ok ? &c : "_", 1);
+		while (*s && (name_char_ok(*s, s == name) ||
+			      (*s == ':' && colon_ok)))
+			s++;
+		if (s > run)
+			put(b, run, (size_t)(s - run));
+		if (*s) {
+			put(b, "_", 1);
+			s++;
+		}
 	}
 }
 
