@@ -76,17 +76,13 @@ static void watch_cupti(struct session *s)
 
 void session_gpu_cupti_call(struct session *s, unsigned which, int tid)
 {
-	static const char *const names[] = RF_CUPTI_WATCHED;
-	struct gpu_counts *g = &s->trace.gpu.counts;
-	const char *fn = which < RF_CUPTI_WATCHED_NR ? names[which] : "?";
+	const char *fn;
 	char comm[32] = "";
 	int ret;
 
-	if (g->cupti_taken || !s->gpu_attached)
+	if (!s->gpu_attached ||
+	    !(fn = gpu_note_cupti_taken(&s->trace.gpu.counts, which, tid)))
 		return;
-	g->cupti_taken = true;
-	g->cupti_taken_tid = tid;
-	snprintf(g->cupti_taken_by, sizeof(g->cupti_taken_by), "%s", fn);
 	target_thread_comm(s->pid, tid, comm, sizeof(comm));
 	ret = gpu_agent_request_yield(&s->gpu);
 	fprintf(stderr, "rfbpf: GPU: another tool started using CUPTI in the "

@@ -12,7 +12,14 @@
  * a 16-bit little-endian length and that many bytes. Each record is
  * copied to a buffer of exactly its length so that ASan sees any read
  * past it.
+ *
+ * The session's hooks (model/events.h) run as a live session runs them,
+ * with what they would read from the target taken from the record at
+ * hand: a new thread's comm (any bytes but NUL and newline, up to 15),
+ * its Python name from threading (any bytes, up to 63), a watched CUPTI
+ * call's index (any value) into the GPU counts, and a fork's child.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +59,70 @@ enum {
 
 /* Fleet mode's job: its trace is the one under test (static: it is big). */
 static struct job job;
+
+/* The record being dispatched: where the hooks' "target" reads come
+ * from. */
+static const uint8_t *record;
+static size_t record_len;
+static uint64_t forks_seen;
+
+/* Up to max bytes of the record's tail, as a C string, stopped at a NUL
+ * and (for a comm, which /proc ends with one) a newline. */
+static void record_text(char *out, size_t max, bool comm)
+{
+	size_t from = record_len > max ? record_len - max : 0, n = 0;
+
+	for (size_t i = from; i < record_len && record[i]; i++) {
+		if (comm && record[i] == '\n')
+			break;
+		out[n++] = (char)record[i];
+	}
+	out[n] = 0;
+}
+
+/* session.c's name_new_thread: the comm /proc gives, into the model. */
+static void hook_new_thread(void *ctx, struct trace *t, struct thread *th)
+{
+	char comm[16];
+
+	(void)ctx;
+	record_text(comm, sizeof(comm) - 1, true);
+	trace_name_thread(t, th, comm);
+}
+
+/* session_children.c adopts the child; nothing of it reaches the model. */
+static void hook_forked(void *ctx, uint32_t child)
+{
+	(void)ctx, (void)child;
+	forks_seen++;
+}
+
+/* session_gpu.c: the first watched call is noted in the GPU counts (and
+ * so in every output's CUPTI state), whatever index the record holds. */
+static void hook_cupti_call(void *ctx, unsigned index, int tid)
+{
+	struct trace *t = ctx;
+	const char *fn = gpu_note_cupti_taken(&t->gpu.counts, index, tid);
+
+	if (fn && strcmp(fn, t->gpu.counts.cupti_taken_by))
+		abort();
+}
+
+/* py_session.c's name_thread: the Python name threading holds for the
+ * stack's thread, as py_thread_names gives it (fuzzed apart in
+ * fuzz_python), labels it. */
+static void hook_py_stack(void *ctx, struct trace *t,
+			  const struct rf_py_stack_event *e)
+{
+	struct thread *th = trace_thread(t, e->hdr.tid, NULL);
+	char name[64];
+
+	(void)ctx;
+	if (!th || th->py_named || (e->hdr.tid & 3) == 0)
+		return;		/* a thread threading does not know */
+	record_text(name, sizeof(name) - 1, false);
+	trace_label_thread(t, th, name);
+}
 
 /* A resolver for Python frames that reads no memory: code objects with
  * bit 0 set are unreadable, the others get a name from their address
@@ -151,7 +222,11 @@ static void start(struct trace *t, struct sinks *o, unsigned opt)
 /* The input's records, each in a buffer of its own size. */
 static void feed(struct trace *t, const uint8_t *p, size_t n)
 {
-	static const struct event_hooks hooks;	/* no live target */
+	const struct event_hooks hooks = {
+		.new_thread = hook_new_thread, .forked = hook_forked,
+		.cupti_call = hook_cupti_call, .py_stack = hook_py_stack,
+		.ctx = t,
+	};
 
 	for (int i = 0; i < MAX_RECORDS && n >= 2; i++) {
 		size_t len = p[0] | (size_t)p[1] << 8;
@@ -164,6 +239,8 @@ static void feed(struct trace *t, const uint8_t *p, size_t n)
 		if (!rec)
 			abort();
 		memcpy(rec, p, len);
+		record = rec;
+		record_len = len;
 		events_dispatch(t, &hooks, rec, len);
 		free(rec);
 		p += len, n -= len;

@@ -14,6 +14,7 @@ import struct
 import sys
 
 BEFORE, END, THREAD_EXIT, GPU_LAUNCH, GPU_ACTIVITY = 1, 2, 3, 4, 5
+FORK, CUPTI_CALL = 6, 7
 PY_STACK, INPUTS, OFF_CPU, WAKE = 8, 9, 10, 11
 # fuzz_events.c's option bits
 O_OFF_CPU, O_PYTHON, O_SHAPES, O_SAMPLED = 1, 2, 4, 8
@@ -137,13 +138,29 @@ def gpu():
     ])
 
 
+def session_hooks():
+    """What the live session's hooks see (fuzz_events.c takes the
+    target's answers from each record's tail): a thread first seen by an
+    end, named from it; a Python thread name; a fork; a watched CUPTI
+    call, then one with an index past the table."""
+    return stream(O_PYTHON | O_ACTIVATED, [
+        end(900, 0x90, 11) + b"mlp-worker",
+        before(1000, 0xa0, 9, "aten::mm"),
+        py_stack(1001, 0xa0, 9, [(0x1100, 12)]) + b"data-loader \xff",
+        hdr(FORK, 1050, 4242, 9),
+        hdr(CUPTI_CALL, 1060, 4, 12) + b"pt_main_thread",
+        hdr(CUPTI_CALL, 1070, 1000, 13),
+        end(1100, 0xa0, 9),
+    ])
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(__file__), "corpus", "events")
     os.makedirs(out, exist_ok=True)
     for name, make in (("nested", nested),
                        ("python_shapes_off_cpu", python_shapes_off_cpu),
-                       ("gpu", gpu)):
+                       ("gpu", gpu), ("session_hooks", session_hooks)):
         with open(os.path.join(out, name), "wb") as f:
             f.write(make())
 

@@ -1422,6 +1422,27 @@ TEST(gpu_folded_keeps_every_nanosecond)
 	fixture_free(&x);
 }
 
+/* RF_EV_CUPTI_CALL's index comes from the record: the first call is
+ * noted with its function's name (or "?" past the table), later ones
+ * change nothing, and every output says which thread took CUPTI. */
+TEST(first_watched_cupti_call_is_noted)
+{
+	struct gpu_counts c = { 0 };
+	char line[512];
+
+	CHECK(!strcmp(gpu_note_cupti_taken(&c, 4, 77) ?: "",
+		      "cuptiActivityEnable"));
+	CHECK(c.cupti_taken && c.cupti_taken_tid == 77);
+	CHECK(!gpu_note_cupti_taken(&c, 0, 78));
+	CHECK(c.cupti_taken_tid == 77 &&
+	      !strcmp(c.cupti_taken_by, "cuptiActivityEnable"));
+	gpu_format_cupti(&c, line, sizeof(line));
+	CHECK(strstr(line, "thread 77 called cuptiActivityEnable") != NULL);
+	memset(&c, 0, sizeof(c));
+	CHECK(!strcmp(gpu_note_cupti_taken(&c, 4000000000u, 5) ?: "", "?"));
+	CHECK(!strcmp(gpu_cupti_state(&c), "taken by another tool"));
+}
+
 RUN_TESTS()
 
 /* What the status line says of the job's CUPTI, by what the agent found. */

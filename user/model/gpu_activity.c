@@ -478,6 +478,20 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
  * libcupti it can use (none found, or a version it does not read). */
 #define CUPTI_NOT_INITIALIZED 15
 
+const char *gpu_note_cupti_taken(struct gpu_counts *c, unsigned which,
+				 int tid)
+{
+	static const char *const names[] = RF_CUPTI_WATCHED;
+	const char *fn = which < RF_CUPTI_WATCHED_NR ? names[which] : "?";
+
+	if (c->cupti_taken)
+		return NULL;
+	c->cupti_taken = true;
+	c->cupti_taken_tid = tid;
+	snprintf(c->cupti_taken_by, sizeof(c->cupti_taken_by), "%s", fn);
+	return fn;
+}
+
 const char *gpu_cupti_state(const struct gpu_counts *c)
 {
 	if (c->cupti_taken || c->cupti_yielded)

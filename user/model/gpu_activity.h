@@ -190,6 +190,12 @@ void gpu_format_cupti(const struct gpu_counts *c, char *buf, size_t len);
 /* A short word for the state: "subscribed", "held by another tool",
  * "failed" or "unknown". */
 const char *gpu_cupti_state(const struct gpu_counts *c);
+/* RF_EV_CUPTI_CALL: thread tid called watched CUPTI function `which` (an
+ * index into RF_CUPTI_WATCHED, taken from the record: any value). Notes
+ * the first such call; returns the function's name then, NULL for every
+ * later one. */
+const char *gpu_note_cupti_taken(struct gpu_counts *c, unsigned which,
+				 int tid);
 
 static inline uint64_t gpu_duration(const struct gpu_activity *a)
 {
