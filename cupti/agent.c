@@ -212,8 +212,8 @@ static void exit_before_cupti(void)
 }
 
 /* One step of the thread's loop; returns how long to sleep. */
-static uint64_t agent_tick(bool *activity_on, uint64_t *last_flush,
-			   bool *torch_done)
+uint64_t rf_agent_tick(bool *activity_on, uint64_t *last_flush,
+		       bool *torch_done)
 {
 	uint64_t now = rf_now_ns();
 	uint64_t period = __atomic_load_n(&rfbpf_gpu_control.flush_period_ns,
@@ -254,6 +254,12 @@ static uint64_t agent_tick(bool *activity_on, uint64_t *last_flush,
 	return period < TICK_NS ? period : TICK_NS;
 }
 
+void rf_agent_forget(void)
+{
+	subscriber = NULL;
+	yielded = false;
+}
+
 static void *agent_thread(void *arg)
 {
 	bool activity_on = false, torch_done = false;
@@ -266,7 +272,8 @@ static void *agent_thread(void *arg)
 		struct timespec ts;
 
 		pthread_mutex_unlock(&lock);
-		sleep_ns = agent_tick(&activity_on, &last_flush, &torch_done);
+		sleep_ns = rf_agent_tick(&activity_on, &last_flush,
+					 &torch_done);
 		deadline = rf_now_ns() + sleep_ns;
 		ts.tv_sec = (time_t)(deadline / 1000000000ull);
 		ts.tv_nsec = (long)(deadline % 1000000000ull);

@@ -166,5 +166,16 @@ bool rf_torch_activation_poll(void);
 
 /* agent.c */
 int InitializeInjection(void) RF_EXPORT;
+/* One step of the agent thread's loop, the agent's side of the handshake
+ * with rfbpf: follows the lease (takes CUPTI, gives it back), the yield
+ * and flush requests, the periodic flush; returns how long to sleep.
+ * Hidden; the thread's only caller in the job, tests/fuzz/fuzz_cupti.c
+ * drives it with control blocks of any content. */
+uint64_t rf_agent_tick(bool *activity_on, uint64_t *last_flush,
+		       bool *torch_done);
+/* Forgets the subscription and a yield, which otherwise last the
+ * process's life: for the fuzzer, which plays many lives in one
+ * process. Never called in a job. */
+void rf_agent_forget(void);
 
 #endif

@@ -59,7 +59,10 @@ $(OUT)/fuzz/fuzz_python: FUZZ_CFLAGS += -Wl,--wrap=target_read
 
 # fuzz_cupti: the agent's sources (not its CUPTI loader or probes, which
 # the fuzzer stands in for), with cupti/cupti.mk's include paths.
+# The agent's loop (agent.c) is linked for its handshake; CUDA 13's
+# libcupti is linked for its record iterator, and CUDA 12's is opened
+# from CUPTI12_LIB (cupti/cupti.mk) by the inputs flagged CUDA 12.
 FUZZ_EXTRA_cupti := $(addprefix cupti/,activity.c control.c clock.c \
-	callbacks.c torch_activation.c)
+	callbacks.c torch_activation.c agent.c)
 $(OUT)/fuzz/fuzz_cupti: FUZZ_CFLAGS += -I$(CUDA_HOME)/include -Icupti \
-	-Iuser/attach
+	-Iuser/attach -DCUPTI12_LIB='"$(CUPTI12_LIB)"' $(CUPTI_MAPPED)

@@ -7,17 +7,25 @@
  * RFBPF_SAMPLE's parser. What the agent hands rfbpf's probes must be a
  * record the loader can take: a NUL-terminated name, a known kind.
  *
- * CUPTI is stood in for here, as tests/gpu/sim_libcupti.c does for the
- * agent's tests: rf_cupti (cupti_lib.c is not linked) walks the buffer
- * as cuptiActivityGetNextRecord does, one record after the other by the
- * size of its kind (CUDA 13's or 12's layouts), and gives kernel records
- * names in its own storage (a record's name is CUPTI's pointer, which
- * the agent trusts, as it must). The probes (probes.S in the agent) are
- * functions here that check what they get.
+ * The buffer is walked by the real cuptiActivityGetNextRecord: CUDA 13's
+ * libcupti (the toolkit's, linked) or, for inputs flagged CUDA 12,
+ * Debian's CUDA 12.4 libcupti.so.12 (opened from CUPTI12_LIB; without
+ * it those inputs are skipped, said once). Each kernel record it returns
+ * gets a name in the fuzzer's own storage: a record's name is CUPTI's
+ * pointer, which the agent trusts, as it must. The rest of CUPTI
+ * (rf_cupti; cupti_lib.c is not linked) is stood in for by functions
+ * that check the agent keeps CUPTI's rules. The probes (probes.S in the
+ * agent) are functions here that check what they get.
  *
  * Input: a flags byte, a dropped-records byte, a 16-bit length and that
- * many bytes of activity buffer, then 16-byte API callbacks.
+ * many bytes of activity buffer, then 16-byte API callbacks; or, with
+ * F_HANDSHAKE, 16-byte steps of the handshake instead (see handshake()):
+ * control blocks as rfbpf, a stale lease or a hostile job may leave
+ * them, and CUPTI's answers, each followed by one tick of the agent's
+ * loop.
  */
+#include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +35,7 @@
 enum {
 	F_CUDA12	= 1u << 0,	/* CUDA 12's record sizes */
 	F_LEASE		= 1u << 1,	/* a tracer holds the lease */
+	F_HANDSHAKE	= 1u << 2,	/* the tail is handshake steps */
 };
 
 struct rf_cupti rf_cupti;
@@ -48,59 +57,51 @@ static const char *cupti_string(uint64_t v)
 	return v ? strings + v % strings_len : NULL;
 }
 
-/* The size CUPTI writes a record of this kind in, 0 for one it cannot
- * read. */
-static size_t record_size(CUpti_ActivityKind kind)
+/* The real iterator of the input's CUDA version: 13's is linked; 12's is
+ * opened once, NULL when it is not there. */
+typedef CUptiResult (*next_record_fn)(uint8_t *, size_t, CUpti_Activity **);
+
+static next_record_fn real_next_record(void)
 {
-	switch (kind) {
-	case CUPTI_ACTIVITY_KIND_KERNEL:
-	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-		return cuda12 ? sizeof(CUpti_ActivityKernel9) :
-				sizeof(CUpti_ActivityKernel10);
-	case CUPTI_ACTIVITY_KIND_MEMCPY:
-		return cuda12 ? sizeof(CUpti_ActivityMemcpy5) :
-				sizeof(CUpti_ActivityMemcpy6);
-	case CUPTI_ACTIVITY_KIND_MEMSET:
-		return sizeof(CUpti_ActivityMemset4);
-	case CUPTI_ACTIVITY_KIND_MEMCPY2:
-		return sizeof(CUpti_ActivityMemcpyPtoP4);
-	case CUPTI_ACTIVITY_KIND_RUNTIME:
-	case CUPTI_ACTIVITY_KIND_DRIVER:
-		return sizeof(CUpti_ActivityAPI);
-	default:
-		return 0;
+	static next_record_fn next12;
+	static bool tried;
+	void *h;
+
+	if (!cuda12)
+		return cuptiActivityGetNextRecord;
+	if (!tried) {
+		tried = true;
+		h = dlopen(CUPTI12_LIB, RTLD_NOW | RTLD_LOCAL);
+		if (h)
+			*(void **)&next12 = dlsym(h,
+						  "cuptiActivityGetNextRecord");
+		if (!next12)
+			fprintf(stderr, "fuzz_cupti: no CUDA 12 CUPTI at %s "
+				"(make deps unpacks it): CUDA 12 inputs "
+				"skipped\n", CUPTI12_LIB);
 	}
+	return next12;
 }
 
-/* cuptiActivityGetNextRecord: *rec NULL starts the walk. A kernel's
- * name is made a string CUPTI keeps, as it is in a real buffer. */
+/* cuptiActivityGetNextRecord, CUPTI's own; a kernel record's name is made
+ * a string CUPTI keeps, as it is in a real buffer. */
 static CUptiResult CUPTIAPI next_record(uint8_t *buf, size_t valid,
 					CUpti_Activity **rec)
 {
-	size_t at = 0, size;
-	CUpti_Activity *r;
+	CUptiResult r = real_next_record()(buf, valid, rec);
 
-	if (*rec)
-		at = (size_t)((uint8_t *)*rec - buf) +
-		     record_size((*rec)->kind);
-	if (at >= valid || valid - at < sizeof(CUpti_Activity))
-		return CUPTI_ERROR_MAX_LIMIT_REACHED;
-	r = (CUpti_Activity *)(buf + at);
-	size = record_size(r->kind);
-	if (!size)
-		return CUPTI_ERROR_INVALID_KIND;
-	if (valid - at < size)
-		return CUPTI_ERROR_MAX_LIMIT_REACHED;
-	if (r->kind == CUPTI_ACTIVITY_KIND_KERNEL ||
-	    r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
-		CUpti_ActivityKernel10 *k = (void *)r;
+	if (r == CUPTI_SUCCESS &&
+	    ((*rec)->kind == CUPTI_ACTIVITY_KIND_KERNEL ||
+	     (*rec)->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) {
+		/* Kernel9 (12) and Kernel10 (13) keep name in one place
+		 * (activity.c checks it at build time). */
+		CUpti_ActivityKernel10 *k = (void *)*rec;
 		uint64_t v;
 
 		memcpy(&v, &k->name, sizeof(v));
 		k->name = cupti_string(v);
 	}
-	*rec = r;
-	return CUPTI_SUCCESS;
+	return r;
 }
 
 static CUptiResult CUPTIAPI dropped_records(CUcontext ctx, uint32_t stream,
@@ -205,6 +206,191 @@ static void api_calls(const uint8_t *p, size_t len)
 	}
 }
 
+/*
+ * The handshake. CUPTI's answers come from the step at hand; its rules
+ * are checked as the agent calls it: one subscriber (never two
+ * subscriptions, never one after the agent yielded), and nothing
+ * process-wide (callbacks, kinds, buffers, clock, flushes) touched
+ * without the subscription.
+ */
+static struct {
+	bool subscribed;
+	CUptiResult subscribe, other;	/* what the next calls return */
+	uint64_t ts;			/* CUPTI's clock */
+} cupti;
+
+#define SUBSCRIBER ((CUpti_SubscriberHandle)(uintptr_t)0x5b)
+
+static CUptiResult process_wide(void)
+{
+	if (!cupti.subscribed)
+		abort();	/* reaches into another tool's CUPTI */
+	return cupti.other;
+}
+
+static CUptiResult CUPTIAPI subscribe(CUpti_SubscriberHandle *sub,
+				      CUpti_CallbackFunc cb, void *ud)
+{
+	(void)cb, (void)ud;
+	if (cupti.subscribed ||
+	    __atomic_load_n(&rfbpf_gpu_control.yielded, __ATOMIC_ACQUIRE))
+		abort();
+	*sub = NULL;
+	if (cupti.subscribe != CUPTI_SUCCESS)
+		return cupti.subscribe;
+	cupti.subscribed = true;
+	*sub = SUBSCRIBER;
+	return CUPTI_SUCCESS;
+}
+
+static CUptiResult CUPTIAPI subscribe_v2(CUpti_SubscriberHandle *sub,
+					 CUpti_CallbackFunc cb, void *ud,
+					 CUpti_SubscriberParams *params)
+{
+	CUptiResult r = subscribe(sub, cb, ud);
+
+	/* CUPTI names the holder it refused: the input says who. */
+	if (r != CUPTI_SUCCESS && params && params->oldSubscriberName &&
+	    params->oldSubscriberSize)
+		snprintf(params->oldSubscriberName, params->oldSubscriberSize,
+			 "%s", strings);
+	return r;
+}
+
+static CUptiResult CUPTIAPI unsubscribe(CUpti_SubscriberHandle sub)
+{
+	if (!cupti.subscribed || sub != SUBSCRIBER)
+		abort();
+	cupti.subscribed = false;
+	return CUPTI_SUCCESS;
+}
+
+static CUptiResult CUPTIAPI enable_callback(uint32_t on,
+					    CUpti_SubscriberHandle sub,
+					    CUpti_CallbackDomain d,
+					    CUpti_CallbackId cbid)
+{
+	(void)on, (void)d, (void)cbid;
+	if (sub != SUBSCRIBER)
+		abort();
+	return process_wide();
+}
+
+static CUptiResult CUPTIAPI activity_kind(CUpti_ActivityKind kind)
+{
+	(void)kind;
+	return process_wide();
+}
+
+static CUptiResult CUPTIAPI register_callbacks(
+	CUpti_BuffersCallbackRequestFunc req,
+	CUpti_BuffersCallbackCompleteFunc done)
+{
+	(void)req, (void)done;
+	return process_wide();
+}
+
+static CUptiResult CUPTIAPI register_timestamp(
+	CUpti_TimestampCallbackFunc fn)
+{
+	(void)fn;
+	return process_wide();
+}
+
+static CUptiResult CUPTIAPI flush_all(uint32_t flag)
+{
+	(void)flag;
+	return process_wide();
+}
+
+static CUptiResult CUPTIAPI get_timestamp(uint64_t *ts)
+{
+	*ts = cupti.ts++;
+	return cupti.other;
+}
+
+/* CUPTI's answers as the input picks them. */
+static CUptiResult answer(uint8_t b)
+{
+	static const CUptiResult r[] = {
+		CUPTI_SUCCESS, CUPTI_SUCCESS, CUPTI_SUCCESS,
+		CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
+		CUPTI_ERROR_NOT_INITIALIZED, CUPTI_ERROR_UNKNOWN,
+	};
+
+	return r[b % (sizeof(r) / sizeof(r[0]))];
+}
+
+/*
+ * 16 bytes a step: what rfbpf (or a stale or hostile writer) left in the
+ * control block, and what CUPTI answers; then one tick of the agent.
+ *   [0] bits 0-1: the lease: none, expired, held, or the u64 at [8]
+ *       bit 2: a yield request; bit 3: a flush request (the next number);
+ *       bit 4: the flush request is the u64 at [8] instead
+ *   [1] Subscribe's answer, [2] every other call's
+ *   [3] bit 0: CUDA 13's cuptiSubscribe_v2 is there
+ *   [4..7] the flush period in ms (the agent's own setting, 1 ms..1 h)
+ */
+static void handshake(const uint8_t *p, size_t len)
+{
+	struct rf_gpu_control *c = &rfbpf_gpu_control;
+	bool on = false, torch_done = true;	/* no libtorch here */
+	uint64_t last_flush = 0;
+
+	for (; len >= 16; p += 16, len -= 16) {
+		uint64_t word, period, sleep_ns;
+		uint32_t ms;
+		int lease = p[0] & 3;
+		bool was_yielded = c->yielded;
+
+		memcpy(&word, p + 8, 8);
+		memcpy(&ms, p + 4, 4);
+		c->lease_until_ns = lease == 0 ? 0 : lease == 1 ? 1 :
+				    lease == 2 ? UINT64_MAX : word;
+		if (p[0] & 4)
+			c->yield_request = 1;
+		if (p[0] & 8)
+			c->flush_request++;
+		if (p[0] & 16)
+			c->flush_request = word;
+		cupti.subscribe = answer(p[1]);
+		cupti.other = answer(p[2]);
+		rf_cupti.Subscribe_v2 = p[3] & 1 ? subscribe_v2 : NULL;
+		period = (1 + ms % 3600000u) * 1000000ull;
+		c->flush_period_ns = period;
+		sleep_ns = rf_agent_tick(&on, &last_flush, &torch_done);
+		/* The request is answered within the tick that saw it. */
+		if (c->flush_done != c->flush_request ||
+		    !sleep_ns || sleep_ns > period)
+			abort();
+		if (lease != 3 && c->lease_seen != (lease == 2))
+			abort();
+		/* No lease, or yielded: CUPTI is free for other tools. */
+		if ((!c->lease_seen || c->yielded) && cupti.subscribed)
+			abort();
+		if (c->yielded && (c->activity_enabled || !c->yield_request))
+			abort();
+		if (was_yielded && !c->yielded)
+			abort();
+	}
+	/* The lease runs out: the agent gives everything back. */
+	c->lease_until_ns = 0;
+	rf_agent_tick(&on, &last_flush, &torch_done);
+	if (cupti.subscribed || c->activity_enabled)
+		abort();
+}
+
+/* A fresh job: the control block as the agent starts it, no history. */
+static void new_agent(void)
+{
+	rf_agent_forget();
+	memset(&rfbpf_gpu_control, 0, sizeof(rfbpf_gpu_control));
+	rfbpf_gpu_control.magic = RF_GPU_CONTROL_MAGIC;
+	rfbpf_gpu_control.abi_version = RF_GPU_ABI_VERSION;
+	rfbpf_gpu_control.flush_period_ns = 1000000000ull;
+	memset(&cupti, 0, sizeof(cupti));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	size_t buf_len;
@@ -220,20 +406,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	strings_len = size + 1;
 	cuda12 = data[0] & F_CUDA12;
 	dropped = data[1];
+	if (!real_next_record()) {
+		free(strings);
+		return 0;		/* a CUDA 12 input, no CUDA 12 CUPTI */
+	}
 	rf_cupti = (struct rf_cupti){
+		.Subscribe = subscribe,
+		.Unsubscribe = unsubscribe,
+		.EnableCallback = enable_callback,
+		.ActivityEnable = activity_kind,
+		.ActivityDisable = activity_kind,
+		.ActivityRegisterCallbacks = register_callbacks,
+		.ActivityRegisterTimestampCallback = register_timestamp,
+		.ActivityFlushAll = flush_all,
 		.ActivityGetNextRecord = next_record,
 		.ActivityGetNumDroppedRecords = dropped_records,
+		.GetTimestamp = get_timestamp,
 		.GetResultString = result_string,
 		.version = cuda12 ? RF_CUPTI12_VERSION_MAX :
 				    RF_CUPTI_VERSION_MIN,
 	};
+	new_agent();
 	rfbpf_gpu_control.lease_until_ns = data[0] & F_LEASE ? UINT64_MAX : 0;
 	buf_len = data[2] | (size_t)data[3] << 8;
 	if (buf_len > size - 4)
 		buf_len = size - 4;
 	complete_buffer(data + 4, buf_len);
 	convert_each(data + 4, buf_len);
-	api_calls(data + 4 + buf_len, size - 4 - buf_len);
+	if (data[0] & F_HANDSHAKE)
+		handshake(data + 4 + buf_len, size - 4 - buf_len);
+	else
+		api_calls(data + 4 + buf_len, size - 4 - buf_len);
 	rf_parse_sample(strings + 4 + buf_len, &p);
 	free(strings);
 	return 0;

@@ -19,7 +19,7 @@ SIZES = {13: {CONC_KERNEL: 216, MEMCPY: 96}, 12: {CONC_KERNEL: 208,
                                                   MEMCPY: 88}}
 DOM_DRIVER, DOM_RUNTIME = 1, 2
 CB_CUDA_LAUNCH, CB_CU_LAUNCH, CB_DEVICE_SYNC = 211, 307, 165
-F_CUDA12, F_LEASE = 1, 2
+F_CUDA12, F_LEASE, F_HANDSHAKE = 1, 2, 4
 
 
 def record(size, kind, corr_at, corr, start, end, extra=()):
@@ -69,13 +69,41 @@ def seed(flags, cuda):
     return struct.pack("<BBH", flags, 3, len(b)) + b + calls() + b"0.25"
 
 
+# fuzz_cupti.c's handshake steps: lease kind, requests, CUPTI's answers.
+NO_LEASE, EXPIRED, HELD, LEASE_AT = 0, 1, 2, 3
+YIELD, FLUSH = 4, 8
+OK, REFUSED = 0, 3        # success; held by another subscriber
+
+
+def step(lease, requests=0, subscribe=OK, other=OK, v2=1, ms=1000,
+         word=0):
+    return struct.pack("<BBBBIQ", lease | requests, subscribe, other, v2,
+                       ms, word)
+
+
+def handshake(cuda):
+    """A run as rfbpf drives it: the lease starts, a flush is asked for
+    before the end, the lease runs out; a second tracer comes and finds
+    CUPTI held; another tool starts using CUPTI (yield)."""
+    b = buffer(cuda)
+    steps = (step(NO_LEASE), step(HELD), step(HELD, FLUSH),
+             step(EXPIRED), step(HELD, subscribe=REFUSED), step(NO_LEASE),
+             step(HELD, v2=0), step(HELD, YIELD), step(HELD),
+             step(LEASE_AT, word=1 << 62))
+    return (struct.pack("<BBH", F_HANDSHAKE |
+                        (F_CUDA12 if cuda == 12 else 0), 0, len(b)) + b +
+            b"".join(steps))
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(__file__), "corpus", "cupti")
     os.makedirs(out, exist_ok=True)
     for name, data in (("cuda13_leased", seed(F_LEASE, 13)),
                        ("cuda12_leased", seed(F_LEASE | F_CUDA12, 12)),
-                       ("cuda13_no_lease", seed(0, 13))):
+                       ("cuda13_no_lease", seed(0, 13)),
+                       ("cuda13_handshake", handshake(13)),
+                       ("cuda12_handshake", handshake(12))):
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
 
