@@ -1,6 +1,7 @@
 """Bad input: one line on stderr saying what is wrong and what to do, a
 non-zero exit, and the target untouched (still running, same output)."""
 import os
+import re
 import stat
 import subprocess
 import time
@@ -105,6 +106,43 @@ def test_unknown_option():
     assert "no-such-option" in r.stderr.splitlines()[0]
 
 
+def test_help_is_laid_out_in_columns():
+    """Every entry of --help starts at its column and its text at column
+    29, no line is wider than 79, and every option is there (glibc's argp
+    shifted --gpu-folded's entry and put --group-by's text at column 0)."""
+    r = run([RFBPF, "--help"])
+    assert r.returncode == 0 and not r.stderr
+    text = r.stdout
+    options = text[:text.index("\nMandatory or optional")]
+    entries = 0
+    for line in options.splitlines()[3:]:
+        if not line or line[0] != " ":
+            continue                    # the description above the list
+        if line.startswith(" " * 29):   # an entry's text, continued
+            assert line[29] != " ", line
+            continue
+        entries += 1
+        assert line.startswith(("  -", "      --")), line
+        if "  " in line.strip():        # its text from column 29 ...
+            assert line[27:29] == "  " and line[29] != " ", line
+        # ... or from the next line, after a long option alone
+    for line in text.splitlines():
+        assert len(line) <= 79, line
+    src = open(os.path.join(os.path.dirname(RFBPF), "user", "cli.c")).read()
+    longs = re.findall(r'^\t\{ "([a-z0-9-]+)", ', src, re.M)
+    assert len(longs) > 30
+    for name in longs:
+        assert f"--{name}" in options, name
+    assert entries == len(longs), (entries, len(longs))
+
+
+def test_version_and_usage():
+    r = run([RFBPF, "-V"])
+    assert r.returncode == 0 and r.stdout.startswith("rfbpf "), r
+    r = run([RFBPF, "--usage"])
+    assert r.returncode == 0 and "[--python-stacks]" in r.stdout, r
+
+
 @pytest.mark.parametrize("args,words", [
     (["-p", "abc"], "invalid PID"),
     (["-p", "1", "-d", "-3"], "invalid duration"),
@@ -122,6 +160,7 @@ def test_unknown_option():
      "too large, at most 128"),
     (["-p", "1", "--no-gpu", "--sort", "cuda"], "drop --no-gpu"),
     (["--deactivate", "--", "true"], "--deactivate needs -p"),
+    (["--deactivate"], "--deactivate needs -p"),
     (["-p", "1", "--no-activate", "--sample", "0.5"], "needs activation"),
     ([], "nothing to trace"),
 ])
