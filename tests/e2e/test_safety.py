@@ -467,7 +467,7 @@ def test_inside_a_pid_namespace(tmp_path):
              script], timeout=120)
     assert "rc=0" in r.stdout, r.stdout + r.stderr
     assert "aten::add" in r.stdout
-    m = re.search(r"(\d+) ops; 1 threads seen in PID (\d+)", r.stdout)
+    m = re.search(r"(\d+) ops on 1 thread in PID (\d+)", r.stdout)
     assert m and int(m.group(1)) > 1000 and int(m.group(2)) < 100, r.stdout
 
 

@@ -202,6 +202,7 @@ TEST(trace_is_as_designed)
 	CHECK_EQ_U64(x.t.nr_ops, 8);
 	CHECK_EQ_U64(x.t.counts.ops, 8);
 	CHECK_EQ_U64(x.t.counts.threads_seen, 2);
+	CHECK_EQ_U64(x.t.counts.threads_with_ops, 2);
 	/* Everything closed: the log has all 8, nothing is open. */
 	CHECK_EQ_U64(L.closed, 8);
 	CHECK_EQ_U64(x.t.nr_open, 0);
@@ -275,6 +276,7 @@ TEST(chrome_trace)
 	CHECK_STR(jstr(&root, "displayTimeUnit"), "ms");
 	CHECK_STR(jnum(other, "ops"), "8");
 	CHECK_STR(jnum(other, "threads_seen"), "2");
+	CHECK_STR(jnum(other, "threads_with_ops"), "2");
 
 	/* Hand-written expectations for a few ops. */
 	const struct { const char *name; uint32_t tid; const char *ts, *dur,
@@ -1125,8 +1127,8 @@ TEST(table_from_aggregate)
 	CHECK(strstr(text, "(4 more ops not shown: --top 0 shows all)\n"));
 	/* forward: self 299.500us, 37.39% of 800999 ns. */
 	CHECK(fwd && strstr(fwd, "37.39%") && strstr(fwd, "299.500us"));
-	CHECK(strstr(text, "Self time total: 800.999us; 8 ops; 2 threads "
-		      "seen in PID 4242 (python3)\n"));
+	CHECK(strstr(text, "Self time total: 800.999us; 8 ops on 2 threads "
+		      "in PID 4242 (python3)\n"));
 	free(text);
 	fixture_free(&x);
 }

@@ -161,6 +161,22 @@ TEST(end_without_before_is_counted_and_ignored)
 	trace_free(&t);
 }
 
+/* A thread that only ends an op begun before tracing is seen, but ran no
+ * op: the table says "N ops on 1 thread (2 seen)", not "2 threads". */
+TEST(threads_with_ops_are_told_from_threads_seen)
+{
+	struct trace t;
+
+	trace_init_logged(&t, 1);
+	before(&t, 10, 0xa0, 100, "A");
+	before(&t, 10, 0xb0, 105, "B");
+	trace_thread(&t, 11, NULL);		/* its first record: an end */
+	end(&t, 11, 0xeee0, 110);
+	CHECK_EQ_U64(t.counts.threads_seen, 2);
+	CHECK_EQ_U64(t.counts.threads_with_ops, 1);
+	trace_free(&t);
+}
+
 /* The end callback of an op whose start rfbpf never saw (it began in a
  * forked child before the child was traced): counted apart, not as an
  * unpaired end; an end() probe hit with no start stays unmatched. */
@@ -319,6 +335,7 @@ TEST(thread_exit_with_ops_open)
 	CHECK_EQ_U64(trace_thread_index(&t, 1), -1);
 	CHECK(!trace_thread(&t, 2, NULL)->exited);
 	CHECK_EQ_U64(t.counts.threads_seen, 2);
+	CHECK_EQ_U64(t.counts.threads_with_ops, 2);
 	CHECK_EQ_U64(t.last_ns, 300);
 	/* A thread never seen exits: counted, nothing else. */
 	stacks_thread_exit(&t, 99, 310);

@@ -387,6 +387,7 @@ static void write_other_data(const struct chrome_writer *w,
 	COUNT("tree_too_deep", c->tree_too_deep);
 	COUNT("ops", c->ops);
 	COUNT("threads_seen", c->threads_seen);
+	COUNT("threads_with_ops", c->threads_with_ops);
 	COUNT("threads_started", c->threads_started);
 	COUNT("ops_on_started_threads", c->ops_on_started_threads);
 	if (t->py_resolver.gen) {

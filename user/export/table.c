@@ -278,10 +278,15 @@ static void print_footer(FILE *f, const struct trace *t,
 			 "process%s", (unsigned long long)nr_children,
 			 nr_children > 1 ? "es" : "");
 	print_self_total(f, t, a);
-	fprintf(f, "%llu ops; %llu threads seen in PID "
-		"%u (%s)%s\n", (unsigned long long)c->ops,
-		(unsigned long long)c->threads_seen, t->pid, t->process_name,
-		children);
+	fprintf(f, "%llu op%s on %llu thread%s", (unsigned long long)c->ops,
+		c->ops == 1 ? "" : "s",
+		(unsigned long long)c->threads_with_ops,
+		c->threads_with_ops == 1 ? "" : "s");
+	/* Threads that ran no op: ends of ops begun before tracing, off-CPU
+	 * switches, GPU launches outside ops. */
+	if (c->threads_seen > c->threads_with_ops)
+		fprintf(f, " (%llu seen)", (unsigned long long)c->threads_seen);
+	fprintf(f, " in PID %u (%s)%s\n", t->pid, t->process_name, children);
 	if (counts_truncated(c))
 		fprintf(f, "* rows with calls cut short (%llu in all: see "
 			"below): their time up to the cut counts in Total, not "

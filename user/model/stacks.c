@@ -224,6 +224,10 @@ int32_t stacks_before(struct trace *t, const struct rf_event_hdr *h,
 		o->flags |= OP_NAME_FAULT;
 	t->nr_open++;
 	t->counts.ops++;
+	if (!th->ran_ops) {
+		th->ran_ops = true;
+		t->counts.threads_with_ops++;
+	}
 	if (th->started_traced)
 		t->counts.ops_on_started_threads++;
 	return (int32_t)slot;

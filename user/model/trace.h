@@ -87,6 +87,7 @@ struct thread {
 	uint32_t recent_next;
 	bool exited;
 	bool started_traced;	/* not alive when tracing began */
+	bool ran_ops;		/* opened an op while traced */
 	uint32_t py_last;	/* the Python stack it sent last */
 	/* --off-cpu: the op of the traced thread that woke it last, while
 	 * it was off CPU (op id, -1: none; name id). */
@@ -121,6 +122,9 @@ struct counts {
 	uint64_t gpu_launch_hits, gpu_record_hits, gpu_bad_records;
 	uint64_t ops;			/* ops opened */
 	uint64_t threads_seen;
+	/* Those that opened an op: the rest only ended ops begun before
+	 * tracing, or were seen off CPU, or by a GPU launch. */
+	uint64_t threads_with_ops;
 	/* Threads that started while traced, and the ops recorded on them:
 	 * under --sample, PyTorch's sampler starts every new thread from the
 	 * same random state (see trace_sampler_bias_note). */
