@@ -554,6 +554,10 @@ void session_launch_activate(struct session *s)
 	s->launch_s = monotonic_s();
 	if (!wait_for_torch(s, path, sizeof(path)))
 		return;
+	/* Named as it runs now, not as launched: a launcher (chroot, env,
+	 * a shell script) has exec'd the program that loaded torch. */
+	target_comm(s->pid, s->trace.process_name,
+		    sizeof(s->trace.process_name));
 	s->activation_pending = false;
 	s->lib_checked = true;
 	if (!s->use_stubs)

@@ -49,6 +49,12 @@ def test_torch_2_14(sid_root, tmp_path, probes):
     assert r.returncode == 0, r.stderr
     assert losses(r.stdout) == losses(untraced.stdout) != []
     trace = load_trace(out)
+    # Named as it runs (python3), not as launched (chroot execs it).
+    tracing = [l for l in r.stderr.splitlines() if "tracing PID" in l]
+    assert len(tracing) == 1 and "(python3)" in tracing[0], r.stderr
+    procs = {e["args"]["name"] for e in trace["traceEvents"]
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    assert "python3" in procs and "chroot" not in procs, procs
     other = trace["otherData"]
     assert other["drops"] == 0 and other["name_faults"] == 0
     befores = kernel["before(FunctionDescriptor)"]
