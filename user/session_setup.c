@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <glob.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,13 +199,38 @@ static void describe_path(struct session *s, const char *path)
 	snprintf(s->trace.library, sizeof(s->trace.library), "%s", real);
 }
 
+/*
+ * Did the -p target die, so that its death is why a step failed? A
+ * process killed while rfbpf works on it loses its mappings first and
+ * only then becomes a zombie (and its pidfd readable): a step that
+ * failed on a vanished map_files/ link is given a moment to see it.
+ * One message for every step: "process N exited during attach".
+ */
+#define EXIT_GRACE_MS 300
+
+static bool target_exited(struct session *s)
+{
+	struct pollfd pfd = { .fd = s->pidfd, .events = POLLIN };
+
+	if (s->launched)
+		return false;
+	if (s->pidfd >= 0)
+		return poll(&pfd, 1, EXIT_GRACE_MS) > 0;
+	for (int ms = 0; ms < EXIT_GRACE_MS; ms += 10) {
+		if (!target_alive(s->pid))
+			return true;
+		usleep(10000);
+	}
+	return !target_alive(s->pid);
+}
+
 static int attach_libraries(struct session *s, const struct libraries *libs)
 {
 	for (int i = 0; i < libs->nr; i++) {
 		int n = probes_attach_lib(&s->probes, s->pid, libs->path[i],
 					  &libs->syms[i], s->opt->verbose);
 
-		if (n < 0 && !s->launched && !target_alive(s->pid))
+		if (n < 0 && target_exited(s))
 			return setup_error(s, "process %d exited during attach",
 				  s->pid);
 		if (n < 0)
@@ -221,11 +247,16 @@ static int attach_libraries(struct session *s, const struct libraries *libs)
 	return 0;
 }
 
-/* -p PID: the process exists, and no other rfbpf is on it. */
+/* -p PID: the process exists, and no other rfbpf is on it. A pidfd held
+ * from the start (session_setup) tells a process that was there and
+ * died from one that never was. */
 int session_claim_target(struct session *s, pid_t pid)
 {
+	struct pollfd pfd = { .fd = s->pidfd, .events = POLLIN };
 	char why[256];
 
+	if (s->pidfd >= 0 && (poll(&pfd, 1, 0) > 0 || !target_alive(pid)))
+		return setup_error(s, "process %d exited during attach", pid);
 	if (!target_alive(pid))
 		return setup_error(s, "no process with PID %d (is it running?)", pid);
 	s->pid = pid;
@@ -269,12 +300,25 @@ int session_setup(struct session *s, struct options *opt)
 	if (!have_tracing_privileges(why, sizeof(why)) ||
 	    state_dir_prepare(why, sizeof(why)))
 		return setup_error(s, "%s", why);
+	/* Held before the calibration's second: a target that dies from
+	 * here on "exited during attach", and a reused PID is not it. */
+	if (opt->pid && target_alive(opt->pid))
+		s->pidfd = syscall(SYS_pidfd_open, opt->pid, 0);
 	/* Before anything is forked (see calibrate.h). */
+	if (opt->verbose)
+		fprintf(stderr, "rfbpf: calibrating the probe cost\n");
 	calibrate_probe_cost(opt, &cost, cost_note, sizeof(cost_note));
+	if (opt->verbose && (cost.inside_ns || cost.outside_ns))
+		fprintf(stderr, "rfbpf: probe cost calibrated: %.3fus in each "
+			"op, %.3fus more for each op nested in it\n",
+			cost.inside_ns / 1e3,
+			(cost.inside_ns + cost.outside_ns) / 1e3);
+	else if (opt->verbose)
+		fprintf(stderr, "rfbpf: probe cost not calibrated: %s\n",
+			cost_note[0] ? cost_note : "no reason given");
 	if (opt->pid) {
 		if (session_claim_target(s, opt->pid))
 			return -1;
-		s->pidfd = syscall(SYS_pidfd_open, s->pid, 0);
 	} else {
 		err = launch_prepare(&s->launch, opt->command);
 		if (err)
@@ -358,7 +402,7 @@ int session_setup(struct session *s, struct options *opt)
 						       sizeof(why)))) {
 		/* Its death is the reason, whichever step noticed it (its
 		 * map_files/ link vanishing, or its threads). */
-		if (!target_alive(s->pid))
+		if (target_exited(s))
 			return setup_error(s, "process %d exited during attach",
 					   s->pid);
 		return setup_error(s, "cannot switch RecordFunction on in "

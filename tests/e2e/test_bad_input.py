@@ -62,6 +62,26 @@ def test_process_that_exits_during_attach():
         w.kill()
 
 
+def test_process_killed_before_rfbpf_looked_at_it_exited_during_attach():
+    """Killed while rfbpf calibrates, before it reads the process: the
+    same line as a death later in the attach, not 'no process with PID'
+    (rfbpf holds a pidfd from its start)."""
+    w = Waiting("--observer", "--steps", "1")
+    try:
+        p = subprocess.Popen([RFBPF, "-v", "-p", str(w.pid)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        first = p.stderr.readline()     # a second before rfbpf looks
+        assert first == "rfbpf: calibrating the probe cost\n", first
+        w.kill()
+        out, err = p.communicate(timeout=60)
+        assert p.returncode != 0
+        last = err.strip().splitlines()[-1]
+        assert last == f"rfbpf: process {w.pid} exited during attach", err
+    finally:
+        w.kill()
+
+
 def test_lib_that_is_not_elf(tmp_path):
     junk = tmp_path / "libtorch_cpu.so"
     junk.write_text("not a library\n")
