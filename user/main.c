@@ -108,6 +108,13 @@ static void warn_if_nothing_traced(const struct session *s,
 			"imports torch (a launcher that runs Python in a child "
 			"process needs --children), or attach with -p to a "
 			"process that has\n", opt->command[0]);
+	else if (!opt->activate && !s->trace.counts.ops)
+		fprintf(stderr, "rfbpf: warning: no op was recorded: with "
+			"--no-activate rfbpf sees only the ops the process's "
+			"own RecordFunction callbacks switch on (torch.profiler, "
+			"an observer it registered), and none was on while "
+			"traced; drop --no-activate to switch RecordFunction "
+			"on\n");
 	else if (s->trace.activated && !s->trace.counts.events &&
 		 monotonic_s() - s->start_s > 0.5)
 		fprintf(stderr, "rfbpf: warning: RecordFunction was on in "

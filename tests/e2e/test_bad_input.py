@@ -82,6 +82,24 @@ def test_process_killed_before_rfbpf_looked_at_it_exited_during_attach():
         w.kill()
 
 
+def test_no_activate_on_a_job_that_records_nothing_says_why():
+    """--no-activate on a job whose RecordFunction nothing switched on: an
+    empty table, and one line saying why and what to do."""
+    w = Waiting("--steps", "3")         # no --observer: nothing on
+    try:
+        p = subprocess.Popen([RFBPF, "-q", "--no-activate", "-d", "2",
+                              "-p", str(w.pid)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(1)
+        w.go()
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        warn = [l for l in err.splitlines() if "warning" in l]
+        assert len(warn) == 1 and "drop --no-activate" in warn[0], err
+    finally:
+        w.kill()
+
+
 def test_lib_that_is_not_elf(tmp_path):
     junk = tmp_path / "libtorch_cpu.so"
     junk.write_text("not a library\n")
