@@ -1271,4 +1271,67 @@ TEST(json_doubles)
 	}
 }
 
+/* --off-cpu: time off CPU with no op open gets its thread's row, by
+ * reason; the wakers table says why it is empty when wakeups came from
+ * outside ops (torch 1.13's GIL waits). */
+static void ev_off_cpu(struct trace *t, uint32_t tid, uint64_t start,
+		       uint64_t end, uint32_t reason, uint32_t waker)
+{
+	struct rf_off_cpu_event e = {
+		.hdr = { .ts_ns = end, .pid = t->pid, .tid = tid,
+			 .kind = RF_EV_OFF_CPU },
+		.start_ns = start, .reason = reason, .waker_tid = waker,
+		.wake_ns = waker ? end - 1 : 0,
+	};
+	stacks_off_cpu(t, &e);
+}
+
+static void ev_wake(struct trace *t, uint32_t waker, uint32_t woken,
+		    uint64_t ts)
+{
+	struct rf_wake_event e = {
+		.hdr = { .ts_ns = ts, .pid = t->pid, .tid = waker,
+			 .kind = RF_EV_WAKE },
+		.woken_tid = woken,
+	};
+	stacks_wake(t, &e);
+}
+
+TEST(off_cpu_with_no_op_open_has_rows_per_thread)
+{
+	struct fixture x;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	const char *idle, *row7, *row8;
+
+	fixture_init(&x, 4242, WITH_AGG);
+	x.t.off_cpu = true;
+	trace_name_thread(&x.t, trace_thread(&x.t, 7, NULL), "main");
+	trace_name_thread(&x.t, trace_thread(&x.t, 8, NULL), "loader");
+	ev_before(&x.t, 7, 0x10, 1000, "aten::mm", 0);
+	ev_off_cpu(&x.t, 7, 1100, 1600, RF_OFF_SLEEP, 0);	/* in the op */
+	ev_end(&x.t, 7, 0x10, 2000);
+	ev_wake(&x.t, 8, 7, 2999);			/* outside any op */
+	ev_off_cpu(&x.t, 7, 2000, 2002000, RF_OFF_GIL, 8);
+	ev_off_cpu(&x.t, 7, 3000000, 4000000, RF_OFF_SLEEP, 0);
+	ev_off_cpu(&x.t, 8, 5000000, 5500000, RF_OFF_PREEMPTED, 0);
+	CHECK_EQ_U64(x.agg.nr_idle, 2);
+	f = open_memstream(&text, &len);
+	print_table(f, &x.t, &x.agg, SORT_SELF, 0);
+	print_wakers(f, &x.t, &x.agg, 5);
+	fclose(f);
+	idle = strstr(text, "\nOff CPU with no op open, per thread:\n");
+	row7 = idle ? strstr(idle, "\nmain [7] ") : NULL;
+	row8 = idle ? strstr(idle, "\nloader [8] ") : NULL;
+	CHECK(idle && row7 && row8 && row7 < row8);	/* most time first */
+	/* main: 2 intervals, 3ms in all, 1ms sleeping, 2ms on the GIL. */
+	CHECK(row7 && strstr(row7, " 2     3.000ms     1.000ms     2.000ms "));
+	CHECK(row8 && strstr(row8, " 1   500.000us "));
+	CHECK(strstr(text, "(none: of the 1 wakeups by traced threads, 0 came "
+		     "from inside an op"));
+	free(text);
+	fixture_free(&x);
+}
+
 RUN_TESTS()

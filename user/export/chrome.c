@@ -405,6 +405,7 @@ static void write_other_data(const struct chrome_writer *w,
 		COUNT("off_cpu_ns_outside_ops", c->off_cpu_outside_ns);
 		COUNT("off_cpu_switches", c->off_cpu_switches);
 		COUNT("wakeups_by_traced_threads", c->wakes);
+		COUNT("wakeups_from_inside_ops", c->wakes_in_ops);
 		COUNT("off_cpu_ns_preempted",
 		      c->off_cpu_by_reason_ns[RF_OFF_PREEMPTED]);
 		COUNT("off_cpu_ns_sleeping", c->off_cpu_by_reason_ns[RF_OFF_SLEEP]);

@@ -266,6 +266,60 @@ static void print_self_total(FILE *f, const struct trace *t,
 		total, se);
 }
 
+static int by_idle_time(const void *x, const void *y)
+{
+	const struct idle_thread *a = x, *b = y;
+
+	return a->total_ns < b->total_ns ? 1 : a->total_ns > b->total_ns ?
+	       -1 : a->tid > b->tid ? 1 : -1;
+}
+
+/* --off-cpu: time off CPU with no op open has no op row to go in, so the
+ * threads get rows of their own, by reason (torch 1.13 waits for the GIL
+ * there; the footer's totals alone showed no thread). */
+static void print_idle_threads(FILE *f, const struct trace *t,
+			       const struct aggregate *a, int top)
+{
+	static const unsigned order[] = {
+		RF_OFF_SLEEP, RF_OFF_GIL, RF_OFF_PREEMPTED, RF_OFF_BLOCK_IO,
+		RF_OFF_UNINTERRUPTIBLE,
+	};
+	static const char *const heads[] = {
+		"Sleeping", "GIL", "Preempted", "Block I/O", "Uninterr.",
+	};
+	struct idle_thread *r;
+	char cell[24], who[64];
+	size_t n = a->nr_idle;
+
+	if (!t->off_cpu || !n || !(r = malloc(n * sizeof(*r))))
+		return;
+	memcpy(r, a->idle, n * sizeof(*r));
+	qsort(r, n, sizeof(*r), by_idle_time);
+	fprintf(f, "\nOff CPU with no op open, per thread:\n%-32s  %9s  "
+		"%10s", "Thread", "Intervals", "Total");
+	for (size_t k = 0; k < sizeof(heads) / sizeof(*heads); k++)
+		fprintf(f, "  %10s", heads[k]);
+	fputc('\n', f);
+	for (size_t i = 0; i < n && (!top || i < (size_t)top); i++) {
+		snprintf(who, sizeof(who), "%s [%u]", r[i].name == UINT32_MAX ?
+			 "thread" : names_get(&t->names, r[i].name), r[i].tid);
+		print_cell(f, who, 32, 0);
+		format_duration(r[i].total_ns, cell, sizeof(cell));
+		fprintf(f, "  %9llu  %10s", (unsigned long long)r[i].intervals,
+			cell);
+		for (size_t k = 0; k < sizeof(order) / sizeof(*order); k++) {
+			format_duration(r[i].ns[order[k]], cell, sizeof(cell));
+			fprintf(f, "  %10s", cell);
+		}
+		fputc('\n', f);
+	}
+	if (top && n > (size_t)top)
+		fprintf(f, "(%zu more threads not shown: --top 0 shows all)\n",
+			n - (size_t)top);
+	fputc('\n', f);
+	free(r);
+}
+
 static void print_footer(FILE *f, const struct trace *t,
 			 const struct aggregate *a, enum sort_key sort)
 {
@@ -403,6 +457,7 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 	if (shown < a->nr_called)
 		fprintf(f, "(%zu more ops not shown: --top 0 shows all)\n",
 			a->nr_called - shown);
+	print_idle_threads(f, t, a, top);
 	print_footer(f, t, a, sort);
 	free(rows);
 }
@@ -441,7 +496,10 @@ void print_wakers(FILE *f, const struct trace *t, const struct aggregate *a,
 			off);
 	}
 	if (!a->nr_wakers)
-		fprintf(f, "(none: no traced thread woke another inside an "
-			"op)\n");
+		fprintf(f, "(none: of the %llu wakeups by traced threads, %llu "
+			"came from inside an op, and none of those woke a "
+			"thread off CPU inside an op)\n",
+			(unsigned long long)t->counts.wakes,
+			(unsigned long long)t->counts.wakes_in_ops);
 	free(w);
 }

@@ -298,8 +298,49 @@ static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 			r->gpu_total_ns += d;
 }
 
+/* An interval with no op open counts for its thread's idle row. */
+static void add_idle(struct aggregate *a, struct trace *t,
+		     const struct off_cpu_interval *iv)
+{
+	uint64_t *at = u64map_get(&a->idle_index, (uint64_t)iv->tid + 1);
+	uint64_t d = iv->end_ns - iv->start_ns;
+	long th = trace_thread_index(t, iv->tid);
+	struct idle_thread *r;
+
+	if (at) {
+		r = &a->idle[*at];
+	} else {
+		if (a->nr_idle == a->cap_idle) {
+			size_t cap = a->cap_idle ? 2 * a->cap_idle : 16;
+			struct idle_thread *p = realloc(a->idle,
+							cap * sizeof(*p));
+
+			if (!p) {
+				a->oom = true;
+				return;
+			}
+			a->idle = p;
+			a->cap_idle = cap;
+		}
+		if (!u64map_put(&a->idle_index, (uint64_t)iv->tid + 1,
+				a->nr_idle)) {
+			a->oom = true;
+			return;
+		}
+		r = &a->idle[a->nr_idle++];
+		*r = (struct idle_thread){ .pid = iv->pid, .tid = iv->tid,
+					   .name = UINT32_MAX };
+	}
+	if (th >= 0)
+		r->name = t->threads[th].comm_name;
+	r->intervals++;
+	if (iv->reason < RF_OFF_NR)
+		r->ns[iv->reason] += d;
+	r->total_ns += d;
+}
+
 /* --off-cpu: a woken interval with a traced waker's op counts for the
- * pair. */
+ * pair; one with no op open, for its thread's idle row. */
 static void on_off_cpu(void *ctx, struct trace *t,
 		       const struct off_cpu_interval *iv)
 {
@@ -307,7 +348,8 @@ static void on_off_cpu(void *ctx, struct trace *t,
 	uint64_t key, *at;
 	struct waker_pair *w;
 
-	(void)t;
+	if (iv->op_name == UINT32_MAX && iv->end_ns >= iv->start_ns)
+		add_idle(a, t, iv);
 	if (iv->waker_op_name == UINT32_MAX || iv->op_name == UINT32_MAX)
 		return;
 	key = ((uint64_t)iv->waker_op_name << 32 | iv->op_name) + 1;
@@ -428,6 +470,8 @@ void aggregate_reset(struct aggregate *a)
 	u64map_free(&a->group_pairs);
 	u64map_free(&a->waker_index);
 	a->nr_wakers = 0;
+	u64map_free(&a->idle_index);
+	a->nr_idle = 0;
 	a->self_ns = a->gpu_self_ns = 0;
 	a->nr_called = 0;
 }
@@ -439,9 +483,11 @@ void aggregate_free(struct aggregate *a)
 	free(a->trees);
 	free(a->rows);
 	free(a->wakers);
+	free(a->idle);
 	u64map_free(&a->group_index);
 	u64map_free(&a->group_pairs);
 	u64map_free(&a->waker_index);
+	u64map_free(&a->idle_index);
 	memset(a, 0, sizeof(*a));
 }
 

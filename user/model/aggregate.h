@@ -85,6 +85,16 @@ struct waker_pair {
 	uint64_t wakes, off_cpu_ns;
 };
 
+/* --off-cpu: a thread's time off CPU with no op open, by reason (on
+ * torch 1.13 every GIL wait falls there: no op column shows it). */
+struct idle_thread {
+	uint32_t pid, tid;
+	uint32_t name;		/* its name when last seen, id in names */
+	uint64_t intervals;
+	uint64_t ns[RF_OFF_NR];
+	uint64_t total_ns;
+};
+
 struct aggregate {
 	struct op_stats *rows;	/* indexed by name id */
 	/* by_tree: squares are taken per top-level tree, not per op */
@@ -111,6 +121,10 @@ struct aggregate {
 	struct waker_pair *wakers;
 	size_t nr_wakers, cap_wakers;
 	struct u64map waker_index;
+	/* --off-cpu: threads off CPU outside ops, keyed by tid + 1 */
+	struct idle_thread *idle;
+	size_t nr_idle, cap_idle;
+	struct u64map idle_index;
 };
 
 void aggregate_init(struct aggregate *a);

@@ -264,6 +264,7 @@ void stacks_wake(struct trace *t, const struct rf_wake_event *e)
 
 	t->counts.events++;
 	t->counts.wakes++;
+	t->counts.wakes_in_ops += slot >= 0;
 	if (!woken)
 		return;
 	woken->waker_op = slot >= 0 ? (int64_t)t->ops[slot].id : -1;

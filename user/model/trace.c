@@ -325,14 +325,15 @@ bool trace_off_cpu_note(const struct trace *t, char *buf, size_t len)
 		 "threads (%llu with no op open, %.3f ms); sleeping %.3f ms, "
 		 "waiting for the GIL %.3f ms, preempted %.3f ms, block I/O "
 		 "%.3f ms, uninterruptible %.3f ms; %llu wakeups by traced "
-		 "threads",
+		 "threads (%llu from inside an op)",
 		 (unsigned long long)c->off_cpu_intervals,
 		 (unsigned long long)c->off_cpu_switches,
 		 (unsigned long long)c->off_cpu_outside_ops,
 		 c->off_cpu_outside_ns / 1e6, r[RF_OFF_SLEEP] / 1e6,
 		 r[RF_OFF_GIL] / 1e6, r[RF_OFF_PREEMPTED] / 1e6, r[RF_OFF_BLOCK_IO] / 1e6,
 		 r[RF_OFF_UNINTERRUPTIBLE] / 1e6,
-		 (unsigned long long)c->wakes);
+		 (unsigned long long)c->wakes,
+		 (unsigned long long)c->wakes_in_ops);
 	return true;
 }
 

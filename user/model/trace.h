@@ -148,6 +148,7 @@ struct counts {
 	uint64_t off_cpu_outside_ns, off_cpu_switches;
 	uint64_t off_cpu_by_reason_ns[RF_OFF_NR];
 	uint64_t wakes;			/* by a traced thread */
+	uint64_t wakes_in_ops;		/* of those, by one in an op */
 };
 
 /* An op that has just closed, as the consumers see it; valid only during
