@@ -114,13 +114,20 @@ static void check_run(const struct calibration *c, double took_s,
 {
 	uint64_t expected = 2ull * c->iterations;
 
-	printf("  %.1f ns per sampled op (start + end hit), %.1f ns per "
+	printf("  %.1f ns per sampled op (start + end hit; rounds %.1f-%.1f), "
+	       "%.1f ns inside the op (rounds %.1f-%.1f), %.1f ns per "
 	       "unprobed call pair, %u ops timed, %llu/%llu records, "
-	       "optimized: %s, %.0f ms\n", c->ns_per_sampled_op,
+	       "optimized: %s, %.0f ms\n", c->ns_per_sampled_op, c->op_lo,
+	       c->op_hi, c->ns_inside_op, c->inside_lo, c->inside_hi,
 	       c->ns_per_call_no_probe, c->iterations,
 	       (unsigned long long)c->events, (unsigned long long)expected,
 	       c->optimized ? "yes" : "no", took_s * 1e3);
 	CHECK(c->ns_per_sampled_op > 0, "%.1f ns", c->ns_per_sampled_op);
+	CHECK(c->op_lo <= c->ns_per_sampled_op &&
+	      c->ns_per_sampled_op <= c->op_hi &&
+	      c->inside_lo <= c->ns_inside_op &&
+	      c->ns_inside_op <= c->inside_hi, "the median is not inside "
+	      "the rounds' range");
 	CHECK(c->optimized == can_optimize, "the kernel %s optimize nop5 "
 	      "uprobes", can_optimize ? "can" : "cannot");
 	CHECK(c->iterations > 0 && c->events == expected, "%llu records",

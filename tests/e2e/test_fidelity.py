@@ -249,6 +249,11 @@ def test_raw_times_keeps_the_probe_cost(tmp_path):
     table, other = seen[False]
     assert "Times less rfbpf's probe cost, calibrated at start:" in table
     assert other["probe_cost_inside_op_ns"] > 0
+    # The calibration's spread: the median round inside its rounds' range.
+    assert (other["probe_cost_inside_op_ns_lowest_round"] <=
+            other["probe_cost_inside_op_ns"] <=
+            other["probe_cost_inside_op_ns_highest_round"])
+    assert "(rounds " in table
     assert "probe_cost_not_compensated" not in other
     table, other = seen[True]
     assert "Times include rfbpf's probe cost (not compensated: " \

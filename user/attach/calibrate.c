@@ -58,8 +58,13 @@ struct tally {
 	uint64_t good;		/* well-formed before and end records */
 	/* The time between a pair's two records' timestamps: what the
 	 * probes add inside an op's own interval (the op itself is an
-	 * empty call). */
-	uint64_t before_ts, inside_ns, inside_pairs;
+	 * empty call), one per pair of the round. Wall-clock time, so a
+	 * pair preempted between its records holds milliseconds: a round's
+	 * figure is its median pair, not its mean, or one preemption in a
+	 * round of 2000 pairs added half a microsecond to every op. */
+	uint64_t before_ts;
+	double inside[MAX_ROUND_PAIRS];
+	unsigned nr_inside;
 };
 
 /* The calling thread's CPU time: what the probes cost the thread that
@@ -107,10 +112,9 @@ static int count_record(void *ctx, void *data, size_t size)
 		}
 	} else if (h->kind == RF_EV_END && h->variant == RF_V_END) {
 		t->good++;
-		if (t->before_ts && h->ts_ns >= t->before_ts) {
-			t->inside_ns += h->ts_ns - t->before_ts;
-			t->inside_pairs++;
-		}
+		if (t->before_ts && h->ts_ns >= t->before_ts &&
+		    t->nr_inside < MAX_ROUND_PAIRS)
+			t->inside[t->nr_inside++] = h->ts_ns - t->before_ts;
 		t->before_ts = 0;
 	}
 	return 0;
@@ -215,15 +219,17 @@ static int measure(struct calibration *c, struct ring_buffer *rb,
 		}
 		op[r] = ((double)p - (double)b) / n;
 		base[r] = (double)b / n;
-		t->inside_ns = t->inside_pairs = 0;
+		t->nr_inside = 0;
 		if ((ret = ring_buffer__consume(rb)) < 0)
 			return ret;
-		inside[r] = t->inside_pairs ?
-			    (double)t->inside_ns / t->inside_pairs : 0;
+		inside[r] = t->nr_inside ? median(t->inside, t->nr_inside) : 0;
 	}
+	/* median() sorts: the rounds' range is then first to last. */
 	c->ns_per_sampled_op = median(op, ROUNDS);
+	c->op_lo = op[0], c->op_hi = op[ROUNDS - 1];
 	c->ns_per_call_no_probe = median(base, ROUNDS);
 	c->ns_inside_op = median(inside, ROUNDS);
+	c->inside_lo = inside[0], c->inside_hi = inside[ROUNDS - 1];
 	c->iterations = n * ROUNDS;
 	c->events = t->good;
 	return 0;
@@ -307,4 +313,8 @@ void calibration_probe_cost(const struct calibration *c,
 	cost->outside_ns = c->ns_per_sampled_op > c->ns_inside_op ?
 			   llround(c->ns_per_sampled_op - c->ns_inside_op) :
 			   0;
+	cost->inside_lo_ns = llround(c->inside_lo);
+	cost->inside_hi_ns = llround(c->inside_hi);
+	cost->op_lo_ns = c->op_lo > 0 ? llround(c->op_lo) : 0;
+	cost->op_hi_ns = c->op_hi > 0 ? llround(c->op_hi) : 0;
 }

@@ -43,6 +43,9 @@ struct calibration {
 	 * timestamp to its end record's, around an empty call): the rest
 	 * falls outside it, but inside every op around it */
 	double ns_inside_op;
+	/* The rounds' range (lowest and highest round) of ns_inside_op and
+	 * ns_per_sampled_op: how far one calibration can move. */
+	double inside_lo, inside_hi, op_lo, op_hi;
 	unsigned iterations;		/* probed pairs timed, all rounds */
 	/* the kernel optimized the uprobes (nop5 -> call), as on the stub
 	 * path; if not, the figure is that of trapping uprobes */

@@ -430,6 +430,16 @@ static void write_other_data(const struct chrome_writer *w,
 	 * stacks are less this. */
 	COUNT("probe_cost_inside_op_ns", t->probe_cost.inside_ns);
 	COUNT("probe_cost_outside_op_ns", t->probe_cost.outside_ns);
+	if (t->probe_cost.inside_ns || t->probe_cost.outside_ns) {
+		COUNT("probe_cost_inside_op_ns_lowest_round",
+		      t->probe_cost.inside_lo_ns);
+		COUNT("probe_cost_inside_op_ns_highest_round",
+		      t->probe_cost.inside_hi_ns);
+		COUNT("probe_cost_per_op_ns_lowest_round",
+		      t->probe_cost.op_lo_ns);
+		COUNT("probe_cost_per_op_ns_highest_round",
+		      t->probe_cost.op_hi_ns);
+	}
 	if (t->probe_cost_note[0]) {
 		fputs(",\"probe_cost_not_compensated\":", f);
 		json_string(f, t->probe_cost_note);

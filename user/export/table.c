@@ -348,11 +348,15 @@ static void print_footer(FILE *f, const struct trace *t,
 			(unsigned long long)counts_truncated(c));
 	if (t->probe_cost.inside_ns || t->probe_cost.outside_ns)
 		fprintf(f, "Times less rfbpf's probe cost, calibrated at start:"
-			" %.3fus in each op, %.3fus more for each op nested in "
-			"it (--raw-times keeps it)\n",
+			" %.3fus in each op (rounds %.3f-%.3fus), %.3fus more "
+			"for each op nested in it (rounds %.3f-%.3fus; "
+			"--raw-times keeps it)\n",
 			t->probe_cost.inside_ns / 1e3,
+			t->probe_cost.inside_lo_ns / 1e3,
+			t->probe_cost.inside_hi_ns / 1e3,
 			(t->probe_cost.inside_ns + t->probe_cost.outside_ns) /
-			1e3);
+			1e3, t->probe_cost.op_lo_ns / 1e3,
+			t->probe_cost.op_hi_ns / 1e3);
 	else
 		fprintf(f, "Times include rfbpf's probe cost (not compensated:"
 			" %s)\n", t->probe_cost_note[0] ? t->probe_cost_note :

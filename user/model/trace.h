@@ -202,6 +202,9 @@ struct gpu_done {
  * but inside its parents'. */
 struct probe_cost {
 	uint64_t inside_ns, outside_ns;
+	/* The calibration's spread: its rounds' range of inside_ns, and of
+	 * the whole cost of an op (inside + outside). */
+	uint64_t inside_lo_ns, inside_hi_ns, op_lo_ns, op_hi_ns;
 };
 
 struct trace;
