@@ -2,8 +2,13 @@
 #
 #   bpf/rfbpf.bpf.c --clang -target bpf--> build/rfbpf.bpf.o
 #   build/rfbpf.bpf.o --bpftool gen skeleton--> build/rfbpf.skel.h
-#   user/**/*.c (+ skeleton) --cc--> build/**/*.o --link libbpf libelf z--> rfbpf
+#   user/**/*.c (+ skeleton) --cc--> build/**/*.o (+ build/**/*.d)
+#   the pure logic's objects --ar--> build/liblogic.a (unit tests, benches)
+#   build/**/*.o --link libbpf libelf z--> rfbpf
 #
+# Each object is compiled once per build directory (build/, build-asan/,
+# build/fuzz/ for clang's fuzzer flags) and depends on the headers it
+# includes, as the compiler lists them (-MMD -MP, in its .d file).
 # `make V=1` shows the full commands.
 
 ARCH ?= $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
@@ -105,11 +110,13 @@ $(OUT)/rfbpf.skel.h: $(OUT)/rfbpf.bpf.o
 	$(Q)$(BPFTOOL) gen skeleton $< > $@.tmp
 	$(Q)mv $@.tmp $@
 
-$(OUT)/%.o: user/%.c $(USER_HDRS) bpf/rfbpf.h bpf/rfbpf_gpu.h \
-		$(OUT)/rfbpf.skel.h | $(OUT)
+# -MMD -MP: each object's .d names the headers it included (make reads
+# them back below), so touching a header rebuilds only its includers.
+DEPFLAGS = -MMD -MP
+$(OUT)/%.o: user/%.c | $(OUT)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 # rfbpf's page in the target (user/attach/stub_page.S): code as data.
 $(OUT)/stub_page_code.o: user/attach/stub_page.S user/attach/stub_page.h \
@@ -129,8 +136,22 @@ $(OUT)/gen/%.o: $(OUT)/gen/%.c $(GEN_HDRS)
 
 # The encoder includes the generated header; both loaders link the
 # generated code (the asan one is built with OUT=build-asan).
-$(patsubst user/%.c,$(OUT)/%.o,$(PPROF_SRCS)): $(GEN_HDRS)
+$(patsubst user/%.c,$(OUT)/%.o,$(PPROF_SRCS)): | $(GEN_HDRS)
 rfbpf build-asan/rfbpf-asan: $(GEN_OBJS)
+# The loader's own objects include the skeleton: it must exist before
+# their first build (afterwards their .d files name it).
+$(patsubst user/%.c,$(OUT)/%.o,$(filter-out $(LOGIC_SRCS),\
+	$(filter %.c,$(LOADER_SRCS)))): | $(OUT)/rfbpf.skel.h
+
+# The pure logic, compiled once into an archive that the unit tests,
+# benches and calibrate_check link (the linker takes only what each
+# uses).
+LOGIC_OBJS = $(patsubst user/%.c,$(OUT)/%.o,$(filter user/%,$(LOGIC_SRCS))) \
+	$(GEN_OBJS)
+$(OUT)/liblogic.a: $(LOGIC_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@
+	$(Q)$(AR) rcs $@ $^
 
 # The objects a loader links, in directory $(1): user/X.c and user/X.S
 # become $(1)/X.o.
@@ -154,13 +175,18 @@ $(OUT):
 # rfbpf's page and the code that catches threads run in-process too.
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,\
 	$(wildcard tests/unit/test_*.c))
-UNIT_EXTRA := $(addprefix user/attach/,stub_page.S safe_point.c remote_call.c sigframe.c)
-$(OUT)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(LOGIC_SRCS) \
-		$(UNIT_EXTRA) $(USER_HDRS) | $(OUT)
+UNIT_EXTRA := $(OUT)/stub_page_code.o $(addprefix $(OUT)/attach/,\
+	safe_point.o remote_call.o sigframe.o)
+# A test's object is kept (not an intermediate file make would delete):
+# a change to the logic then only links the tests again.
+.PRECIOUS: $(OUT)/tests/%.o
+$(OUT)/tests/%.o: tests/unit/%.c | $(GEN_HDRS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -Itests/unit $< $(LOGIC_SRCS) $(UNIT_EXTRA) \
-		$(LDLIBS) -ldl -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) -Itests/unit -c $< -o $@
+$(OUT)/tests/%: $(OUT)/tests/%.o $(UNIT_EXTRA) $(OUT)/liblogic.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -ldl -o $@
 
 unit: $(UNIT_TESTS) tests/fixtures
 	$(Q)tests/run-unit.sh $(UNIT_TESTS)
@@ -178,12 +204,14 @@ e2e: rfbpf tests/fixtures
 # The start-up calibration (user/attach/calibrate.c) loads BPF and probes
 # its own process, so a program of its own checks it, not a unit test:
 # `sudo make calibrate-check`.
-CALIBRATE_CHECK_SRCS = $(CALIBRATE_SRCS) user/attach/probes.c $(LOGIC_SRCS)
+CALIBRATE_CHECK_OBJS = $(addprefix $(OUT)/attach/,calibrate.o \
+	calibrate_target.o probes.o) $(OUT)/liblogic.a
 $(OUT)/tests/calibrate/calibrate_check: tests/calibrate/calibrate_check.c \
-		$(CALIBRATE_CHECK_SRCS) $(USER_HDRS) $(OUT)/rfbpf.skel.h
+		$(CALIBRATE_CHECK_OBJS) $(OUT)/rfbpf.skel.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) $< $(CALIBRATE_CHECK_SRCS) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) $< $(CALIBRATE_CHECK_OBJS) $(LDLIBS) \
+		-o $@
 .PHONY: calibrate-check
 calibrate-check: $(OUT)/tests/calibrate/calibrate_check
 	$(Q)$<
@@ -238,30 +266,29 @@ $(OUT)/bench/%.skel.h: $(OUT)/bench/%.bpf.o
 	$(Q)mv $@.tmp $@
 
 # The loader's throughput from a synthetic in-kernel producer.
-$(OUT)/bench/ring_rate: bench/ring_rate.c $(LOGIC_SRCS) $(USER_HDRS) \
+$(OUT)/bench/ring_rate: bench/ring_rate.c $(OUT)/liblogic.a \
 		$(OUT)/bench/ring_producer.skel.h
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -I$(OUT)/bench $< $(LOGIC_SRCS) $(LDLIBS) \
-		-lpthread -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) -I$(OUT)/bench $< $(OUT)/liblogic.a \
+		$(LDLIBS) -lpthread -o $@
 
 BENCH_PROBE_SRCS := bench/producer.c bench/bench_probes.c \
-	bench/probe_target.S user/attach/probes.c $(LOGIC_SRCS)
+	bench/probe_target.S $(OUT)/attach/probes.o $(OUT)/liblogic.a
 $(OUT)/bench/uprobe_cost $(OUT)/bench/uprobe_fanout \
 		$(OUT)/bench/ring_throughput: $(OUT)/bench/%: \
 		bench/%.c $(BENCH_PROBE_SRCS) $(wildcard bench/*.h) \
-		$(USER_HDRS) $(OUT)/bench/empty.skel.h \
-		$(OUT)/rfbpf.skel.h
+		$(OUT)/bench/empty.skel.h $(OUT)/rfbpf.skel.h
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -I$(OUT)/bench $< $(BENCH_PROBE_SRCS) $(LDLIBS) \
 		-lpthread -o $@
 
 # Registers rfbpf's callback (and optionally empty uprobes) without
 # rfbpf's programs: the cost breakdown of the tiny-op workload.
-CALLBACK_ONLY_SRCS := $(addprefix user/attach/,activation.c stub_page.c \
-	stub_page.S safe_point.c remote_call.c sigframe.c probes.c) $(LOGIC_SRCS)
+CALLBACK_ONLY_SRCS := $(addprefix $(OUT)/attach/,activation.o stub_page.o \
+	safe_point.o remote_call.o sigframe.o probes.o) \
+	$(OUT)/stub_page_code.o $(OUT)/liblogic.a
 $(OUT)/bench/callback_only: bench/callback_only.c $(CALLBACK_ONLY_SRCS) \
-		$(USER_HDRS) $(OUT)/bench/empty.skel.h \
-		$(OUT)/rfbpf.skel.h
+		$(OUT)/bench/empty.skel.h $(OUT)/rfbpf.skel.h
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -I$(OUT)/bench $< $(CALLBACK_ONLY_SRCS) $(LDLIBS) \
 		-o $@
@@ -272,16 +299,19 @@ $(OUT)/bench/switch_pingpong: bench/switch_pingpong.c | $(OUT)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -O2 -Wall -Wextra -Werror -pthread $< -o $@
 
-$(OUT)/bench/loader_throughput: bench/loader_throughput.c $(LOGIC_SRCS) \
-		$(USER_HDRS) | $(OUT)
+$(OUT)/bench/loader_throughput: bench/loader_throughput.c \
+		$(OUT)/liblogic.a | $(OUT)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) $< $(LOGIC_SRCS) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) $< $(OUT)/liblogic.a $(LDLIBS) -o $@
 
 # The CUDA side: librfbpf_cupti.so and its tests (cupti-* targets).
 include cupti/cupti.mk
 # libFuzzer targets (make fuzz, make fuzz-smoke).
 include tests/fuzz/fuzz.mk
+
+# Every .d the compiler wrote: each object's and program's headers.
+-include $(shell find $(OUT) -name '*.d' 2>/dev/null)
 
 clean:
 	$(Q)rm -rf build build-asan rfbpf $(VMLINUX)

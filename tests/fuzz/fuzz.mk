@@ -1,7 +1,9 @@
 # Fuzzing: libFuzzer targets built with clang, ASan and UBSan. Included by
 # the top Makefile.
 #
-#   tests/fuzz/fuzz_NAME.c + $(LOGIC_SRCS) + $(FUZZ_EXTRA_NAME)
+#   $(LOGIC_SRCS) --clang -fsanitize=fuzzer-no-link,address,undefined-->
+#       $(OUT)/fuzz/obj/**/*.o --ar--> $(OUT)/fuzz/liblogic.a (once)
+#   tests/fuzz/fuzz_NAME.c + $(FUZZ_EXTRA_NAME) + that archive
 #       --clang -fsanitize=fuzzer,address,undefined--> $(OUT)/fuzz/fuzz_NAME
 #
 # Each target's seed corpus is tests/fuzz/corpus/NAME/ (in the tree, read
@@ -22,6 +24,12 @@ FUZZ_SANITIZE := -fsanitize=fuzzer,address,undefined \
 # stack traces. The protobuf-c sources are generated (not ours to warn on).
 FUZZ_CFLAGS := -g -O1 $(FUZZ_SANITIZE) $(WARN) -std=gnu11 -D_GNU_SOURCE \
 	-I$(OUT) -Ibpf -Iuser -Itests/fuzz
+# The archive's objects: instrumented for coverage, but not given
+# libFuzzer's main (only a target's link is). Its own variable, so that
+# what one target adds to FUZZ_CFLAGS does not reach the shared objects.
+comma := ,
+FUZZ_OBJ_CFLAGS := $(subst -fsanitize=fuzzer$(comma),\
+	-fsanitize=fuzzer-no-link$(comma),$(FUZZ_CFLAGS)) -MMD -MP
 FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 # fuzz_cupti needs CUDA's headers (as cupti/cupti.mk does): without them
 # it is left out, said once by each fuzz goal.
@@ -36,14 +44,30 @@ FUZZ_BINS := $(addprefix $(OUT)/fuzz/fuzz_,$(FUZZ_NAMES))
 fuzz-build: $(FUZZ_BINS)
 	$(FUZZ_SKIPPED)
 
-# Extra sources a target needs beyond LOGIC_SRCS: FUZZ_EXTRA_NAME.
-.SECONDEXPANSION:
-$(OUT)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) \
-		$(LOGIC_SRCS) $$(FUZZ_EXTRA_$$*) $(USER_HDRS) $(GEN_HDRS)
+FUZZ_OBJ := $(OUT)/fuzz/obj
+FUZZ_LOGIC_OBJS := $(patsubst user/%.c,$(FUZZ_OBJ)/%.o,\
+	$(filter user/%,$(LOGIC_SRCS))) $(FUZZ_OBJ)/gen/profile.pb-c.o
+$(FUZZ_OBJ)/%.o: user/%.c | $(GEN_HDRS)
 	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(LOGIC_SRCS) $(FUZZ_EXTRA_$*) \
-		$(LDLIBS) -ldl -o $@
+	$(Q)$(FUZZ_CC) $(FUZZ_OBJ_CFLAGS) -c $< -o $@
+$(FUZZ_OBJ)/gen/%.o: $(OUT)/gen/%.c $(GEN_HDRS)
+	$(call msg,FUZZ-CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(FUZZ_CC) $(FUZZ_OBJ_CFLAGS) -c $< -o $@
+$(OUT)/fuzz/liblogic.a: $(FUZZ_LOGIC_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@
+	$(Q)$(AR) rcs $@ $^
+
+# Extra sources a target needs beyond the archive: FUZZ_EXTRA_NAME.
+.SECONDEXPANSION:
+$(OUT)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(OUT)/fuzz/liblogic.a \
+		$$(FUZZ_EXTRA_$$*)
+	$(call msg,FUZZ-CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP $< $(FUZZ_EXTRA_$*) \
+		$(OUT)/fuzz/liblogic.a $(LDLIBS) -ldl -o $@
 
 fuzz: $(FUZZ_BINS)
 	$(FUZZ_SKIPPED)
