@@ -365,11 +365,36 @@ void stacks_py_stack(struct trace *t, const struct rf_py_stack_event *e,
 		t->counts.py_orphans++;
 		return;
 	}
+	stacks_py_context(t, th, id);
 	t->ops[slot].py_stack = id;
+	py_frames_get(&t->py, id, &t->ops[slot].py_live);
 	for (int k = 0; k < t->nr_sinks; k++)
 		if (t->sinks[k].py_stack)
 			t->sinks[k].py_stack(t->sinks[k].ctx, t,
 					     &t->ops[slot]);
+}
+
+void stacks_py_context(struct trace *t, const struct thread *th,
+		       uint32_t stack_id)
+{
+	const uint32_t *now, *began;
+	uint32_t n, nb;
+
+	now = py_frames_get(&t->py, stack_id, &n);
+	if (!now)	/* no frame at all: nothing known */
+		return;
+	for (uint32_t d = th->depth; d-- > 0;) {
+		struct op *o = &t->ops[th->stack[d]];
+		uint32_t live;
+
+		began = py_frames_get(&t->py, o->py_stack, &nb);
+		if (!began)	/* not begun under Python, or just begun */
+			continue;
+		live = py_frames_common(&t->py, began, o->py_live, now, n);
+		if (live == o->py_live)
+			break;
+		o->py_live = live;
+	}
 }
 
 static bool ended_recently(const struct thread *th, uint64_t addr)
