@@ -165,6 +165,19 @@ static void before(struct trace *t, uint32_t tid, uint64_t addr,
 	stacks_before(t, &h, name, 0);
 }
 
+/* A record_function("name") scope beginning. */
+static void before_user_scope(struct trace *t, uint32_t tid, uint64_t addr,
+			      uint64_t ts, const char *name)
+{
+	struct rf_event_hdr h = {
+		.ts_ns = ts, .rf_addr = addr, .pid = 1, .tid = tid,
+		.kind = RF_EV_BEFORE, .name_len = strlen(name),
+		.scope = RF_SCOPE_USER,
+	};
+
+	stacks_before(t, &h, name, 0);
+}
+
 static void end(struct trace *t, uint32_t tid, uint64_t addr, uint64_t ts)
 {
 	struct rf_event_hdr h = {
@@ -373,9 +386,10 @@ static void add_scope_codes(void)
 
 #define ZG "Optimizer.zero_grad#Adam.zero_grad"
 
-/* The scope's context is the frame holding the `with` once an op shows
- * __enter__ returned; ops closed before that saw its whole begin stack.
- * An op around it (its stack the scope's caller) keeps its own. */
+/* An op that outlives frames it began in (here one that is not a user
+ * scope, so only the ops after it tell): its context is the frame that
+ * still runs once an op shows __enter__ returned; ops closed before that
+ * saw its whole begin stack. An op around it keeps its own. */
 TEST(a_scope_outliving_its_frames_takes_the_frames_still_running)
 {
 	struct trace_sink s = { .op = keep_frames };
@@ -664,6 +678,69 @@ TEST(a_frame_outlived_by_two_nested_ops_is_cut_at_each)
 		CHECK_EQ_U64(x->end, 1200);	/* m1, in outer */
 		CHECK_EQ_U64(y->start, 2001);
 		CHECK_EQ_U64(y->end, 2200);	/* m2, in inner */
+	}
+	capture_free(&cap, &t);
+	trace_free(&t);
+}
+
+/* A record_function scope with no op inside it (zero_grad setting
+ * grads to None): nothing shows __enter__ returned, but a scope's frames
+ * from __enter__ on are record_function's own, so its context is the
+ * frame holding the `with`, and the Chrome trace draws __enter__ and
+ * _ops.py inside it, the op they held with them. */
+TEST(a_user_scope_sits_under_the_frame_holding_the_with)
+{
+	struct trace_sink k = { .op = keep_frames };
+	struct chrome_capture cap;
+	struct trace_sink s;
+	struct trace t;
+	struct span sp[64];
+	const struct span *zg, *scope, *enter, *call;
+	int n;
+
+	setup(&t);
+	add_scope_codes();
+	capture_begin(&cap);
+	s = chrome_sink(&cap.w);
+	trace_add_sink(&t, &s);
+	trace_add_sink(&t, &k);
+	before_user_scope(&t, 7, 0xa, 1000, ZG);
+	py(&t, 7, 0xa, 0, 4, 0x7000ull, 0x6000ull, 0x5003ull, 0x1000ull);
+	CHECK_EQ_U64(t.ops[stacks_open_op(&t, 7, 0xa)].py_live, 2);
+	before(&t, 7, 0xb, 1100, "aten::empty");
+	py(&t, 7, 0xb, RF_PY_F_SAME, 0);
+	end(&t, 7, 0xb, 1200);
+	CHECK_STR(seen, "main (/srv/train.py:10);"
+		  "Optimizer.zero_grad (/srv/optim.py:103);" ZG ";"
+		  "record_function.__enter__ (/srv/profiler.py:488);"
+		  "OpOverloadPacket.__call__ (/srv/_ops.py:442);aten::empty");
+	end(&t, 7, 0xa, 1500);
+	CHECK_STR(seen, "main (/srv/train.py:10);"
+		  "Optimizer.zero_grad (/srv/optim.py:103);" ZG);
+	before(&t, 7, 0xd, 1600, "aten::add");
+	py(&t, 7, 0xd, 0, 1, 0x1002ull);
+	end(&t, 7, 0xd, 1700);
+	/* The same scope with no op inside: its own frames are left out. */
+	before_user_scope(&t, 7, 0xe, 2000, ZG);
+	py(&t, 7, 0xe, 0, 4, 0x7000ull, 0x6000ull, 0x5003ull, 0x1000ull);
+	end(&t, 7, 0xe, 2500);
+	n = spans_of(capture_finish(&cap, &t, NULL), 7, sp, 64);
+	CHECK_EQ_U64(n, 9);
+	CHECK_EQ_U64(count_named(sp, n, "/srv/profiler.py"), 1);
+	CHECK_EQ_U64(misnested(sp, n), 0);
+	zg = span_named(sp, n, "/srv/optim.py", 0);
+	scope = span_named(sp, n, ZG, 0);
+	enter = span_named(sp, n, "/srv/profiler.py", 0);
+	call = span_named(sp, n, "/srv/_ops.py", 0);
+	CHECK(zg && scope && enter && call);
+	if (zg && scope && enter && call) {
+		CHECK_EQ_U64(zg->start, 999);
+		CHECK_EQ_U64(zg->end, 1500);
+		CHECK_EQ_U64(enter->start, 1001);
+		CHECK_EQ_U64(enter->end, 1200);
+		CHECK_EQ_U64(call->start, 1002);
+		CHECK_EQ_U64(enter->parent, zg->id);
+		CHECK_EQ_U64(call->parent, enter->id);
 	}
 	capture_free(&cap, &t);
 	trace_free(&t);

@@ -36,6 +36,9 @@
 struct py_slice {
 	uint32_t label;
 	uint32_t held;		/* ops closed under it so far */
+	bool inside;		/* opened inside the op whose stack it is
+				 * in (past its context): left out if it
+				 * holds nothing */
 	uint64_t id;		/* "Python id" */
 	uint64_t start_ns, end_ns;
 };
@@ -165,7 +168,7 @@ static struct py_mark mark_at(const struct py_thread_slices *th, uint32_t j,
  * each such op's start on. Segment (i, j) lies inside op j (j = f - 1:
  * before op f, the first) and inside segment (i - 1, j): that frame's
  * parent id. A segment that held no op is left out, but for a frame with
- * no cut, written whole as always.
+ * no cut, written whole as always (unless it began inside its op).
  */
 static void close_from(struct chrome_writer *w, const struct trace *t,
 		       struct py_thread_slices *th, uint32_t keep)
@@ -211,6 +214,8 @@ static void close_from(struct chrome_writer *w, const struct trace *t,
 		while (f < th->nr_ops && th->ops[f].k <= i)
 			f++;
 		if (f == th->nr_ops || !width) {	/* no cut */
+			if (s->inside && !s->held)
+				continue;
 			if (i > keep && width)
 				parent = th->ids[(size_t)(i - 1 - keep) * width +
 						 width - 1];
@@ -260,9 +265,9 @@ static uint32_t shared(const struct trace *t,
 	return k;
 }
 
-/* Notes an op that began with frames [0, k) open and n frames in all. */
+/* Notes an op that began with frames [0, k) open, and its context. */
 static bool push_op(struct py_thread_slices *th, const struct op *o,
-		    uint32_t k, uint32_t n)
+		    uint32_t k, uint32_t live)
 {
 	size_t at = 0, cap = th->cap_ops;
 
@@ -277,7 +282,7 @@ static bool push_op(struct py_thread_slices *th, const struct op *o,
 		th->marks[at + i] = (struct py_mark){ th->open[i].held,
 						      th->open[i].end_ns };
 	th->ops[th->nr_ops++] = (struct py_open_op){
-		.id = o->id, .start_ns = o->start_ns, .k = n, .nr_marks = k,
+		.id = o->id, .start_ns = o->start_ns, .k = live, .nr_marks = k,
 		.at = at,
 	};
 	return true;
@@ -288,13 +293,16 @@ void chrome_py_opened(struct chrome_writer *w, const struct trace *t,
 {
 	struct py_thread_slices *th;
 	const uint32_t *l;
-	uint32_t n, k;
+	uint32_t n, k, live;
 
 	l = py_frames_get(&t->py, o->py_stack, &n);
 	th = l ? slices_of(&w->py, o->tid, pid, true) : NULL;
 	if (!th)
 		return;
+	live = o->py_live < n ? o->py_live : n;
 	k = shared(t, th, l, n);
+	if (k > live)	/* frames past its context begin anew inside it */
+		k = live;
 	close_from(w, t, th, k);
 	if (n > th->cap) {
 		struct py_slice *s = realloc(th->open, n * sizeof(*s));
@@ -304,18 +312,24 @@ void chrome_py_opened(struct chrome_writer *w, const struct trace *t,
 		th->open = s;
 		th->cap = n;
 	}
-	if (!push_op(th, o, k, n))
+	if (!push_op(th, o, k, live))
 		return;
 	/* The frame was called before the op began: its slice starts a
 	 * nanosecond per frame it is above the op earlier, so that viewers
 	 * nest the op in it (with equal starts the order of the file, where
-	 * ops come first, would decide). */
-	for (; k < n; k++)
+	 * ops come first, would decide). Frames past the op's context (a
+	 * scope's __enter__) start a nanosecond per frame after it, inside
+	 * it. */
+	for (; k < n; k++) {
+		uint64_t at = k < live ? o->start_ns - (live - k) :
+			o->start_ns + (k - live + 1);
+
 		th->open[th->n++] = (struct py_slice){
 			.label = l[k], .id = ++w->py.next_id,
-			.start_ns = o->start_ns - (n - k),
-			.end_ns = o->start_ns,
+			.start_ns = at, .end_ns = k < live ? o->start_ns : at,
+			.inside = k >= live,
 		};
+	}
 }
 
 void chrome_py_closed(struct chrome_writer *w, const struct trace *t,

@@ -279,6 +279,24 @@ uint32_t py_frames_common(const struct py_frames *p, const uint32_t *a,
 	return k;
 }
 
+uint32_t py_frames_enter_caller(const struct py_frames *p,
+				const struct names *names, const uint32_t *l,
+				uint32_t n)
+{
+	static const char enter[] = "__enter__";
+
+	for (uint32_t i = n; i-- > 0;) {
+		const struct py_loc *loc = py_frames_loc(p, l[i]);
+		const char *f = loc ? names_get(names, loc->func) : "";
+		size_t len = strlen(f);
+
+		if (len >= sizeof(enter) - 1 &&
+		    !strcmp(f + len - (sizeof(enter) - 1), enter))
+			return i;
+	}
+	return n;
+}
+
 void py_frames_free(struct py_frames *p)
 {
 	free(p->locs);

@@ -344,6 +344,8 @@ void stacks_py_stack(struct trace *t, const struct rf_py_stack_event *e,
 	struct thread *th = trace_thread(t, e->hdr.tid, NULL);
 	int32_t slot = stacks_open_op(t, e->hdr.tid, e->hdr.rf_addr);
 	uint32_t n = e->nr_frames, id;
+	const uint32_t *l;
+	struct op *o;
 
 	t->counts.events++;
 	if (!th) {
@@ -366,8 +368,12 @@ void stacks_py_stack(struct trace *t, const struct rf_py_stack_event *e,
 		return;
 	}
 	stacks_py_context(t, th, id);
-	t->ops[slot].py_stack = id;
-	py_frames_get(&t->py, id, &t->ops[slot].py_live);
+	o = &t->ops[slot];
+	o->py_stack = id;
+	l = py_frames_get(&t->py, id, &o->py_live);
+	if (o->scope == RF_SCOPE_USER)
+		o->py_live = py_frames_enter_caller(&t->py, &t->names, l,
+						    o->py_live);
 	for (int k = 0; k < t->nr_sinks; k++)
 		if (t->sinks[k].py_stack)
 			t->sinks[k].py_stack(t->sinks[k].ctx, t,

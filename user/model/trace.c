@@ -254,7 +254,7 @@ const char *scope_name(uint8_t scope)
  * "user_annotation"; the scope itself is in args. */
 const char *scope_category(uint8_t scope)
 {
-	return scope == 7 ? "user_annotation" : "cpu_op";
+	return scope == RF_SCOPE_USER ? "user_annotation" : "cpu_op";
 }
 
 const char *variant_name(unsigned variant)

@@ -356,7 +356,9 @@ void stacks_py_stack(struct trace *t, const struct rf_py_stack_event *e,
  * op's context is always a prefix of an inner one's, so the walk stops
  * at the first op it leaves as it was. An op ending before any op shows
  * its frames returned keeps its whole stack (rfbpf sees no stack at an
- * op's end). */
+ * op's end). A record_function scope's context begins without the
+ * frames from __enter__ on (py_frames_enter_caller): they return before
+ * it ends, whether or not an op inside it shows it. */
 void stacks_py_context(struct trace *t, const struct thread *th,
 		       uint32_t stack_id);
 /* Tracing stopped: close every op still open at ts_ns. */
@@ -392,6 +394,9 @@ static inline uint64_t op_duration(const struct op *o)
 
 	return d > o->paused_ns ? d - o->paused_ns : 0;
 }
+
+/* at::RecordScope::USER_SCOPE: record_function("...") scopes. */
+#define RF_SCOPE_USER 7
 
 /* Scope names as Kineto and torch.profiler show them. */
 const char *scope_name(uint8_t scope);
