@@ -304,6 +304,9 @@ TEST(grouped_rows_split_an_op_by_call_site)
 	trace_free(&t);
 }
 
+/* How far past the last op it held frame i's slice ends. */
+#define PAD(i) (RF_PY_MAX_FRAMES + 1 - (i))
+
 /* The text between two strings of s, for reading one event. */
 static const char *event_named(const char *text, const char *name)
 {
@@ -356,9 +359,11 @@ TEST(chrome_python_slices_span_the_ops_under_them)
 	CHECK(fwd && strstr(fwd, "\"cat\":\"python_function\""));
 	/* A ns per frame before its op, so that viewers nest them. */
 	CHECK_EQ_U64(arg_of(fwd, "\"ts\":") * 1000, 999);
-	CHECK_EQ_U64(arg_of(fwd, "\"dur\":") * 1000, 3001);	/* both ops */
+	/* Both ops, and a ns per frame it is below the deepest possible
+	 * after the last (no two nested slices end at once). */
+	CHECK_EQ_U64(arg_of(fwd, "\"dur\":") * 1000, 4000 + PAD(2) - 999);
 	CHECK_EQ_U64(arg_of(step, "\"ts\":") * 1000, 998);
-	CHECK_EQ_U64(arg_of(step, "\"dur\":") * 1000, 5002);	/* all */
+	CHECK_EQ_U64(arg_of(step, "\"dur\":") * 1000, 6000 + PAD(1) - 998);
 	CHECK_EQ_U64(arg_of(fwd, "\"Python parent id\":"),
 		     arg_of(step, "\"Python id\":"));
 	CHECK_EQ_U64(arg_of(step, "\"Python parent id\":"),
@@ -570,9 +575,9 @@ TEST(chrome_slices_nest_around_a_scope_that_outlives_its_frames)
 		goto out;
 	CHECK_EQ_U64(count_named(sp, n, "/srv/profiler.py"), 1);
 	CHECK_EQ_U64(zg->start, 499);	/* from before aten::zeros */
-	CHECK_EQ_U64(zg->end, 1500);	/* to the scope's end */
+	CHECK_EQ_U64(zg->end, 1599);	/* past the scope, before aten::add */
 	CHECK_EQ_U64(enter->start, 1001);	/* inside the scope */
-	CHECK_EQ_U64(enter->end, 1200);		/* with aten::empty */
+	CHECK_EQ_U64(enter->end, 1299);	/* past aten::empty, before zero_ */
 	CHECK_EQ_U64(call->start, 1002);
 	CHECK_EQ_U64(call->parent, enter->id);
 	CHECK_EQ_U64(enter->parent, zg->id);
@@ -622,16 +627,16 @@ TEST(a_frame_returning_inside_a_scope_is_cut_at_its_start)
 	if (!a || !b || !enter || !main_)
 		goto out;
 	CHECK_EQ_U64(a->start, 999);
-	CHECK_EQ_U64(a->end, 2000);	/* aten::mm */
+	CHECK_EQ_U64(a->end, 2000 + PAD(1));	/* aten::mm */
 	CHECK_EQ_U64(b->start, 3001);	/* inside the scope */
-	CHECK_EQ_U64(b->end, 3600);	/* aten::empty */
+	CHECK_EQ_U64(b->end, 3600 + PAD(1));	/* aten::empty */
 	CHECK_EQ_U64(enter->start, 3002);
 	CHECK_EQ_U64(enter->parent, b->id);
 	CHECK(a->id != b->id);
 	CHECK_EQ_U64(a->parent, main_->id);
 	CHECK_EQ_U64(b->parent, main_->id);
 	CHECK_EQ_U64(main_->start, 998);
-	CHECK_EQ_U64(main_->end, 5000);
+	CHECK_EQ_U64(main_->end, 5000 + PAD(0));
 out:
 	capture_free(&cap, &t);
 	trace_free(&t);
@@ -675,9 +680,9 @@ TEST(a_frame_outlived_by_two_nested_ops_is_cut_at_each)
 	CHECK(x && y);
 	if (x && y) {
 		CHECK_EQ_U64(x->start, 1001);
-		CHECK_EQ_U64(x->end, 1200);	/* m1, in outer */
+		CHECK_EQ_U64(x->end, 1200 + PAD(1));	/* m1, in outer */
 		CHECK_EQ_U64(y->start, 2001);
-		CHECK_EQ_U64(y->end, 2200);	/* m2, in inner */
+		CHECK_EQ_U64(y->end, 2200 + PAD(1));	/* m2, in inner */
 	}
 	capture_free(&cap, &t);
 	trace_free(&t);
@@ -735,9 +740,9 @@ TEST(a_user_scope_sits_under_the_frame_holding_the_with)
 	CHECK(zg && scope && enter && call);
 	if (zg && scope && enter && call) {
 		CHECK_EQ_U64(zg->start, 999);
-		CHECK_EQ_U64(zg->end, 1500);
+		CHECK_EQ_U64(zg->end, 1599);
 		CHECK_EQ_U64(enter->start, 1001);
-		CHECK_EQ_U64(enter->end, 1200);
+		CHECK_EQ_U64(enter->end, 1200 + PAD(2));
 		CHECK_EQ_U64(call->start, 1002);
 		CHECK_EQ_U64(enter->parent, zg->id);
 		CHECK_EQ_U64(call->parent, enter->id);
@@ -771,7 +776,7 @@ TEST(an_async_op_leaves_its_frames_uncut)
 	CHECK_EQ_U64(misnested(sp, n), 0);
 	CHECK_EQ_U64(count_named(sp, n, "/srv/model.py"), 1);
 	fwd = span_named(sp, n, "/srv/model.py", 0);
-	CHECK(fwd && fwd->start == 999 && fwd->end == 1000);
+	CHECK(fwd && fwd->start == 999 && fwd->end == 1000 + PAD(1));
 	capture_free(&cap, &t);
 	trace_free(&t);
 }

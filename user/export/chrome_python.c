@@ -10,7 +10,7 @@
  * the start of the first op whose stack holds it and closes when an op
  * starts outside it (a sibling call, a return), when an op whose context
  * it is beyond ends (the frames deeper than an op's own end with it), or
- * when the thread exits; it ends at the end of the last op it held. Calls
+ * when the thread exits; it ends just after the last op it held. Calls
  * of one function from one line with no op outside them in between are
  * one slice: without a frame's identity the two cannot be told apart.
  *
@@ -161,7 +161,28 @@ static struct py_mark mark_at(const struct py_thread_slices *th, uint32_t j,
 }
 
 /*
- * Writes and drops the thread's open frames from depth keep on. The open
+ * Where a slice of frame i (closing from depth keep on) ends, when the
+ * last op it held ended at end_ns and what comes next begins at
+ * before_ns: a nanosecond per frame it is below the deepest possible
+ * after that op, so that nested slices never share an end (speedscope
+ * computes each end as ts + dur in floating point, and ends that tie in
+ * the file but not in its sums close in the wrong order: a staircase),
+ * and a nanosecond per frame it is above keep before what comes next.
+ */
+static uint64_t end_of(uint32_t i, uint32_t keep, uint64_t end_ns,
+		       uint64_t before_ns)
+{
+	uint64_t pad = RF_PY_MAX_FRAMES + 1 - i, room = 1 + (i - keep);
+	uint64_t end = end_ns + pad;
+
+	if (before_ns > room && end > before_ns - room)
+		end = before_ns - room;
+	return end > end_ns ? end : end_ns;
+}
+
+/*
+ * Writes and drops the thread's open frames from depth keep on; what
+ * comes next begins at before_ns (UINT64_MAX: nothing). The open
  * ops whose context reaches past keep (the innermost ones, from first on)
  * outlive those frames: frame i is cut at the start of each op j it was
  * open for (k > i), into segments: before the first such op, and from
@@ -171,7 +192,8 @@ static struct py_mark mark_at(const struct py_thread_slices *th, uint32_t j,
  * no cut, written whole as always (unless it began inside its op).
  */
 static void close_from(struct chrome_writer *w, const struct trace *t,
-		       struct py_thread_slices *th, uint32_t keep)
+		       struct py_thread_slices *th, uint32_t keep,
+		       uint64_t before_ns)
 {
 	uint32_t first = th->nr_ops, width, n = th->n;
 
@@ -220,7 +242,8 @@ static void close_from(struct chrome_writer *w, const struct trace *t,
 				parent = th->ids[(size_t)(i - 1 - keep) * width +
 						 width - 1];
 			write_slice(w, t, th, s->label, s->id, parent,
-				    s->start_ns, s->end_ns);
+				    s->start_ns, end_of(i, keep, s->end_ns,
+							before_ns));
 			continue;
 		}
 		for (uint32_t j = f; j <= th->nr_ops; j++) {
@@ -235,11 +258,14 @@ static void close_from(struct chrome_writer *w, const struct trace *t,
 				if (!m.held)
 					continue;
 				start = s->start_ns;
-				end = m.end_ns;
+				end = end_of(i, keep, m.end_ns,
+					     th->ops[f].start_ns);
 			} else {	/* inside op j - 1 */
 				start = th->ops[j - 1].start_ns + (i - keep + 1);
-				end = j < th->nr_ops ? mark_at(th, j, i).end_ns :
-					s->end_ns;
+				end = j < th->nr_ops ?
+					end_of(i, keep, mark_at(th, j, i).end_ns,
+					       th->ops[j].start_ns) :
+					end_of(i, keep, s->end_ns, before_ns);
 			}
 			if (i > keep)
 				parent = th->ids[(size_t)(i - 1 - keep) * width +
@@ -303,7 +329,7 @@ void chrome_py_opened(struct chrome_writer *w, const struct trace *t,
 	k = shared(t, th, l, n);
 	if (k > live)	/* frames past its context begin anew inside it */
 		k = live;
-	close_from(w, t, th, k);
+	close_from(w, t, th, k, o->start_ns - (live - k));
 	if (n > th->cap) {
 		struct py_slice *s = realloc(th->open, n * sizeof(*s));
 
@@ -351,7 +377,7 @@ void chrome_py_closed(struct chrome_writer *w, const struct trace *t,
 		th->nr_ops--;
 		return;
 	}
-	close_from(w, t, th, k);	/* opened by ops inside it */
+	close_from(w, t, th, k, o->end_ns);	/* opened inside it */
 	th->nr_ops = j;
 	for (uint32_t i = 0; i < k; i++) {
 		if (th->open[i].end_ns < o->end_ns)
@@ -369,7 +395,7 @@ void chrome_py_thread_exit(struct chrome_writer *w, const struct trace *t,
 
 	if (!th)
 		return;
-	close_from(w, t, th, 0);
+	close_from(w, t, th, 0, UINT64_MAX);
 	free(th->open);
 	free(th->ops);
 	free(th->marks);
@@ -386,7 +412,7 @@ void chrome_py_thread_exit(struct chrome_writer *w, const struct trace *t,
 void chrome_py_finish(struct chrome_writer *w, const struct trace *t)
 {
 	for (size_t i = 0; i < w->py.nr; i++) {
-		close_from(w, t, &w->py.threads[i], 0);
+		close_from(w, t, &w->py.threads[i], 0, UINT64_MAX);
 		free(w->py.threads[i].open);
 		free(w->py.threads[i].ops);
 		free(w->py.threads[i].marks);
