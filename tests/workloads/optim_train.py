@@ -6,8 +6,8 @@ the loop opens a user scope (my_scope) with a `with` and another
 (decorated_step) around a decorated function. Two threads train at once:
 the main thread and worker.
 
-It prints "ready" once both threads train, then runs until killed, for
---seconds, or for --steps steps a thread.
+It prints "ready" once both threads have trained a step and go on,
+then runs until killed, for --seconds, or for --steps steps a thread.
 
   /usr/bin/python3 optim_train.py --seconds 10
   /usr/bin/python3 optim_train.py --steps 5
@@ -34,17 +34,26 @@ def optimizer_step(opt):
     opt.step()
 
 
-def train(model, x, y, until, steps, started):
+def step(model, x, y, opt):
+    opt.zero_grad()
+    with record_function("my_scope"):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer_step(opt)
+
+
+def train(model, x, y, until, steps, started, ready=None):
+    """A first step (torch's lazy set-up) on each thread, then both
+    train at once."""
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    step(model, x, y, opt)
     started.wait()
-    for _ in range(steps):
+    if ready:
+        ready()
+    for _ in range(steps - 1):
         if time.monotonic() >= until:
             break
-        opt.zero_grad()
-        with record_function("my_scope"):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer_step(opt)
+        step(model, x, y, opt)
 
 
 def main():
@@ -59,8 +68,8 @@ def main():
     t = threading.Thread(target=train, args=(*theirs, until, args.steps, started),
                          name="worker", daemon=True)
     t.start()
-    print("ready", flush=True)
-    train(*mine, until, args.steps, started)
+    train(*mine, until, args.steps, started,
+          lambda: print("ready", flush=True))
     t.join()
 
 
