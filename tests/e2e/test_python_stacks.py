@@ -360,7 +360,7 @@ ENTER_FRAMES = ("record_function.__enter__", "OpOverloadPacket.__call__")
 SCOPE_HOLDERS = {
     "Optimizer.zero_grad#Adam.zero_grad": "Optimizer.zero_grad",
     "Optimizer.step#Adam.step": "wrapper",
-    "my_scope": "train",
+    "my_scope": "step",
     "decorated_step": "inner",
 }
 
