@@ -181,100 +181,117 @@ static uint64_t end_of(uint32_t i, uint32_t keep, uint64_t end_ns,
 }
 
 /*
- * Writes and drops the thread's open frames from depth keep on; what
- * comes next begins at before_ns (UINT64_MAX: nothing). The open
- * ops whose context reaches past keep (the innermost ones, from first on)
- * outlive those frames: frame i is cut at the start of each op j it was
- * open for (k > i), into segments: before the first such op, and from
- * each such op's start on. Segment (i, j) lies inside op j (j = f - 1:
- * before op f, the first) and inside segment (i - 1, j): that frame's
- * parent id. A segment that held no op is left out, but for a frame with
- * no cut, written whole as always (unless it began inside its op).
+ * How frames from depth keep on are cut when they close: the open ops
+ * whose context reaches past keep (the innermost ones, from first on)
+ * outlive them, and frame i is cut at the start of each op j it was open
+ * for (k > i), the first of them f(i): one segment before op f(i), and
+ * one from each such op's start on. Segment (i, j) lies inside op j
+ * (j = f(i) - 1: the one before op f(i)) and inside segment (i - 1, j),
+ * its parent. th->ids holds width ids a frame, segment j at j + 1 - first
+ * (0: it held no op, and is left out).
  */
-static void close_from(struct chrome_writer *w, const struct trace *t,
-		       struct py_thread_slices *th, uint32_t keep,
-		       uint64_t before_ns)
+struct py_cut {
+	uint32_t keep, first, width;
+	uint64_t before_ns;	/* what comes next begins then */
+};
+
+static uint32_t first_cut(const struct py_thread_slices *th, uint32_t i,
+			  uint32_t first)
 {
-	uint32_t first = th->nr_ops, width, n = th->n;
+	while (first < th->nr_ops && th->ops[first].k <= i)
+		first++;
+	return first;
+}
 
-	while (first > 0 && th->ops[first - 1].k > keep)
-		first--;
-	width = th->nr_ops - first + 1;	/* segments first - 1 .. nr_ops - 1 */
-	if (n > keep && !fit((void **)&th->ids, &th->cap_ids,
-			     (size_t)(n - keep) * width, sizeof(*th->ids)))
-		width = 0;	/* ENOMEM: written whole, as before */
-	/* Ids, outermost first, so that each segment knows its parent's. */
-	for (uint32_t i = keep; i < n && width; i++) {
-		uint64_t *ids = th->ids + (size_t)(i - keep) * width;
-		uint32_t f = first;
+/* Ids, outermost first, so that each segment knows its parent's. */
+static void segment_ids(struct chrome_writer *w, struct py_thread_slices *th,
+			const struct py_cut *c)
+{
+	for (uint32_t i = c->keep; i < th->n; i++) {
+		uint64_t *ids = th->ids + (size_t)(i - c->keep) * c->width;
+		uint32_t f = first_cut(th, i, c->first), held;
 
-		while (f < th->nr_ops && th->ops[f].k <= i)
-			f++;
-		for (uint32_t j = first; j <= th->nr_ops; j++) {
-			/* Segment j - 1, in ids[j - first]. */
-			uint32_t held;
-
-			if (j < f) {
-				ids[j - first] = 0;
-				continue;
-			}
-			if (j == f) {
-				ids[j - first] = th->open[i].id;
+		for (uint32_t j = c->first; j <= th->nr_ops; j++) {
+			if (j <= f) {	/* none, or the one before op f */
+				ids[j - c->first] = j == f ? th->open[i].id : 0;
 				continue;
 			}
 			held = j < th->nr_ops ? mark_at(th, j, i).held :
 				th->open[i].held;
-			ids[j - first] = held > mark_at(th, j - 1, i).held ?
+			ids[j - c->first] = held > mark_at(th, j - 1, i).held ?
 				++w->py.next_id : 0;
 		}
 	}
-	while (th->n > keep) {
-		const struct py_slice *s = &th->open[--th->n];
-		uint32_t i = th->n, f = first;
-		uint64_t parent = i ? th->open[i - 1].id : 0;
+}
 
-		while (f < th->nr_ops && th->ops[f].k <= i)
-			f++;
-		if (f == th->nr_ops || !width) {	/* no cut */
-			if (s->inside && !s->held)
-				continue;
-			if (i > keep && width)
-				parent = th->ids[(size_t)(i - 1 - keep) * width +
-						 width - 1];
-			write_slice(w, t, th, s->label, s->id, parent,
-				    s->start_ns, end_of(i, keep, s->end_ns,
-							before_ns));
-			continue;
-		}
-		for (uint32_t j = f; j <= th->nr_ops; j++) {
-			const uint64_t *ids = th->ids + (size_t)(i - keep) * width;
-			uint64_t start, end;
+/* Writes frame i, the innermost open, in its segments. */
+static void write_frame(struct chrome_writer *w, const struct trace *t,
+			const struct py_thread_slices *th, uint32_t i,
+			const struct py_cut *c)
+{
+	const struct py_slice *s = &th->open[i];
+	const uint64_t *ids = th->ids + (size_t)(i - c->keep) * c->width;
+	const uint64_t *up = i > c->keep ? ids - c->width : NULL; /* i - 1 */
+	uint32_t f = first_cut(th, i, c->first), keep = c->keep;
+	uint64_t parent = i ? th->open[i - 1].id : 0, start, end;
 
-			if (!ids[j - first] && j > f)
-				continue;
-			if (j == f) {	/* before op f */
-				struct py_mark m = mark_at(th, f, i);
-
-				if (!m.held)
-					continue;
-				start = s->start_ns;
-				end = end_of(i, keep, m.end_ns,
-					     th->ops[f].start_ns);
-			} else {	/* inside op j - 1 */
-				start = th->ops[j - 1].start_ns + (i - keep + 1);
-				end = j < th->nr_ops ?
-					end_of(i, keep, mark_at(th, j, i).end_ns,
-					       th->ops[j].start_ns) :
-					end_of(i, keep, s->end_ns, before_ns);
-			}
-			if (i > keep)
-				parent = th->ids[(size_t)(i - 1 - keep) * width +
-						 j - first];
-			write_slice(w, t, th, s->label, ids[j - first], parent,
-				    start < end ? start : end, end);
-		}
+	if (f == th->nr_ops || !c->width) {	/* no cut */
+		if (s->inside && !s->held)
+			return;
+		if (up && c->width)
+			parent = up[c->width - 1];
+		write_slice(w, t, th, s->label, s->id, parent, s->start_ns,
+			    end_of(i, keep, s->end_ns, c->before_ns));
+		return;
 	}
-	for (uint32_t j = first; j < th->nr_ops; j++)
+	for (uint32_t j = f; j <= th->nr_ops; j++) {
+		if (j == f) {	/* before op f */
+			struct py_mark m = mark_at(th, f, i);
+
+			if (!m.held)
+				continue;
+			start = s->start_ns;
+			end = end_of(i, keep, m.end_ns, th->ops[f].start_ns);
+		} else if (!ids[j - c->first]) {
+			continue;
+		} else {	/* inside op j - 1 */
+			start = th->ops[j - 1].start_ns + (i - keep + 1);
+			end = j < th->nr_ops ?
+				end_of(i, keep, mark_at(th, j, i).end_ns,
+				       th->ops[j].start_ns) :
+				end_of(i, keep, s->end_ns, c->before_ns);
+		}
+		if (up)
+			parent = up[j - c->first];
+		write_slice(w, t, th, s->label, ids[j - c->first], parent,
+			    start < end ? start : end, end);
+	}
+}
+
+/* Writes and drops the thread's open frames from depth keep on; what
+ * comes next begins at before_ns (UINT64_MAX: nothing). A frame with no
+ * cut is written whole as always (unless it began inside its op and held
+ * nothing). */
+static void close_from(struct chrome_writer *w, const struct trace *t,
+		       struct py_thread_slices *th, uint32_t keep,
+		       uint64_t before_ns)
+{
+	struct py_cut c = { .keep = keep, .first = th->nr_ops,
+			    .before_ns = before_ns };
+
+	while (c.first > 0 && th->ops[c.first - 1].k > keep)
+		c.first--;
+	c.width = th->nr_ops - c.first + 1;
+	if (th->n <= keep)
+		return;
+	if (!fit((void **)&th->ids, &th->cap_ids,
+		 (size_t)(th->n - keep) * c.width, sizeof(*th->ids)))
+		c.width = 0;	/* ENOMEM: written whole, as before */
+	if (c.width)
+		segment_ids(w, th, &c);
+	while (th->n > keep)
+		write_frame(w, t, th, --th->n, &c);
+	for (uint32_t j = c.first; j < th->nr_ops; j++)
 		th->ops[j].k = keep;
 }
 
