@@ -751,6 +751,39 @@ TEST(a_user_scope_sits_under_the_frame_holding_the_with)
 	trace_free(&t);
 }
 
+/* A scope begun inside an op that runs in __enter__ itself (a build
+ * that records profiler::_record_function_enter_new) is inside that op:
+ * its context is never cut below the op's, and the slices nest. */
+TEST(a_user_scope_inside_an_op_in_enter_keeps_that_ops_frames)
+{
+	struct chrome_capture cap;
+	struct trace_sink s;
+	struct trace t;
+	struct span sp[64];
+	int n;
+
+	setup(&t);
+	add_scope_codes();
+	capture_begin(&cap);
+	s = chrome_sink(&cap.w);
+	trace_add_sink(&t, &s);
+	before(&t, 7, 0xa, 1000, "profiler::_record_function_enter_new");
+	py(&t, 7, 0xa, 0, 3, 0x7000ull, 0x6000ull, 0x1000ull);
+	before_user_scope(&t, 7, 0xb, 1100, "my_scope");
+	py(&t, 7, 0xb, RF_PY_F_SAME, 0);
+	CHECK_EQ_U64(t.ops[stacks_open_op(&t, 7, 0xb)].py_live, 3);
+	end(&t, 7, 0xb, 1200);
+	end(&t, 7, 0xa, 1300);
+	before(&t, 7, 0xc, 1400, "aten::mm");
+	py(&t, 7, 0xc, 0, 1, 0x1002ull);
+	end(&t, 7, 0xc, 1500);
+	n = spans_of(capture_finish(&cap, &t, NULL), 7, sp, 64);
+	CHECK_EQ_U64(misnested(sp, n), 0);
+	CHECK_EQ_U64(count_named(sp, n, "/srv/profiler.py"), 1);
+	capture_free(&cap, &t);
+	trace_free(&t);
+}
+
 /* An op ended on another thread is drawn apart and holds no frame: the
  * frames it began in end as they would have without it, uncut. */
 TEST(an_async_op_leaves_its_frames_uncut)

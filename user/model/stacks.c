@@ -338,6 +338,27 @@ void stacks_inputs(struct trace *t, const struct rf_inputs_event *e,
 	t->ops[slot].inputs = id;
 }
 
+/* A record_function scope just begun with stack l[0..n) on th: its
+ * frames up to the innermost __enter__, but never fewer than the context
+ * of the op around it, which it is inside (so an outer op's context
+ * stays a prefix of an inner one's). */
+static uint32_t user_scope_context(const struct trace *t,
+				   const struct thread *th, uint32_t slot,
+				   const uint32_t *l, uint32_t n)
+{
+	uint32_t live = py_frames_enter_caller(&t->py, &t->names, l, n);
+
+	for (uint32_t d = th->depth; d-- > 0;) {
+		const struct op *p = &t->ops[th->stack[d]];
+
+		if (th->stack[d] == slot || !p->py_stack)
+			continue;
+		return live > p->py_live ? live :
+			p->py_live < n ? p->py_live : n;
+	}
+	return live;
+}
+
 void stacks_py_stack(struct trace *t, const struct rf_py_stack_event *e,
 		     size_t size)
 {
@@ -372,8 +393,7 @@ void stacks_py_stack(struct trace *t, const struct rf_py_stack_event *e,
 	o->py_stack = id;
 	l = py_frames_get(&t->py, id, &o->py_live);
 	if (o->scope == RF_SCOPE_USER)
-		o->py_live = py_frames_enter_caller(&t->py, &t->names, l,
-						    o->py_live);
+		o->py_live = user_scope_context(t, th, slot, l, o->py_live);
 	for (int k = 0; k < t->nr_sinks; k++)
 		if (t->sinks[k].py_stack)
 			t->sinks[k].py_stack(t->sinks[k].ctx, t,

@@ -67,7 +67,7 @@ struct op {
 				 * in trace.py), 0 if none */
 	uint32_t py_live;	/* ... how many of its frames (outermost
 				 * first) are its Python context: see
-				 * stacks_py_stack */
+				 * stacks_py_context */
 	uint32_t inputs;	/* --shapes: its inputs (an id in
 				 * trace.inputs), 0 if none */
 	uint64_t off_cpu_ns;	/* --off-cpu: its thread off CPU while it
