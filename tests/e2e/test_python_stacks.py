@@ -5,7 +5,11 @@ FUNCTION (FILE:LINE) above every op it recorded there; the same frames
 (function and file) as torch.profiler(with_stack=True) records for the
 same code; a deep recursion cut at the depth cap and marked; and a
 process that is not Python traced without frames after one warning; and
-threads labelled with their threading.Thread names."""
+threads labelled with their threading.Thread names. A training job with
+Adam's own record_function scopes and the user's (tests/workloads/
+optim_train.py): every thread's slices nest, and each scope sits under
+the frame holding its `with` (or decorator), not under
+record_function.__enter__, which returns long before the scope ends."""
 import collections
 import os
 import re
@@ -17,6 +21,7 @@ from conftest import (PYTHON, RFBPF, ROOT, all_nodes, load_trace,
                       rebuild_nesting, run, sid_root_with)
 
 CALLSITES = os.path.join(ROOT, "tests", "workloads", "py_callsites.py")
+OPTIM = os.path.join(ROOT, "tests", "workloads", "optim_train.py")
 LABEL = re.compile(r"^(.*) \((.*):(-?\d+)\)$")
 TRUNCATED = "[python stack truncated]"
 
@@ -345,3 +350,135 @@ def test_chrome_trace_has_python_function_slices(workload, tmp_path):
             assert n.parent.ev["cat"] == "python_function"
             assert n.parent.parent.name.endswith(": step")
             break
+
+
+# record_function's own frames: a scope begins under them, and they
+# return long before it ends.
+ENTER_FRAMES = ("record_function.__enter__", "OpOverloadPacket.__call__")
+# optim_train.py's scopes and the function of the frame each must sit in:
+# the one holding the `with` (or the decorator's wrapper).
+SCOPE_HOLDERS = {
+    "Optimizer.zero_grad#Adam.zero_grad": "Optimizer.zero_grad",
+    "Optimizer.step#Adam.step": "wrapper",
+    "my_scope": "step",
+    "decorated_step": "inner",
+}
+
+
+class Training:
+    """optim_train.py: two threads training with Adam, until killed."""
+
+    def __init__(self, python=(PYTHON, OPTIM)):
+        self.p = subprocess.Popen([*python, "--seconds", "120"],
+                                  stdout=subprocess.PIPE, text=True)
+        for line in self.p.stdout:
+            if line.strip() == "ready":
+                break
+        self.pid = self.p.pid
+
+    def close(self):
+        self.p.kill()
+        self.p.wait()
+
+
+def misnested_per_thread(t):
+    """Each thread's slices (ops, Python frames, off-CPU) that start
+    inside another and end after it."""
+    by_tid = collections.defaultdict(list)
+    for e in t["traceEvents"]:
+        if e["ph"] == "X":
+            by_tid[e["tid"]].append(e)
+    return {tid: rebuild_nesting({"traceEvents": evs})[1]
+            for tid, evs in by_tid.items()}
+
+
+def trace_training(python, tmp_path, *extra):
+    """rfbpf -p on optim_train.py run by python: the Chrome trace, and
+    the folded stacks as (python frames, op frames, weight) rows."""
+    w = Training(python)
+    out, folded = tmp_path / "t.json", tmp_path / "t.folded"
+    try:
+        r = run([RFBPF, "-q", "-p", str(w.pid), "-d", "3",
+                 "--python-stacks", "-o", str(out), "--folded",
+                 str(folded), "--no-table", *extra])
+        assert r.returncode == 0, r.stderr
+        assert "warning" not in r.stderr, r.stderr
+        assert w.p.poll() is None
+    finally:
+        w.close()
+    return load_trace(out), folded
+
+
+def frame_function(slice_name):
+    """The function of a python_function slice, "FILE(LINE): FUNCTION"."""
+    return slice_name.rsplit("): ", 1)[-1]
+
+
+def held_by(fn, holder):
+    """Whether a frame's function (a co_qualname) is holder's."""
+    return fn == holder or fn.endswith("." + holder)
+
+
+def check_training(t, folded, extra):
+    violations = misnested_per_thread(t)
+    assert len(violations) >= 2, violations.keys()
+    for tid, v in violations.items():
+        assert v == [], (tid, len(v), v[:5])
+    roots, _ = rebuild_nesting(t)
+    nodes = all_nodes(roots)
+    assert any(n.ev["cat"] == "python_function" for n in nodes)
+    # Each scope under the frame holding its `with`, never inside
+    # record_function's own frames.
+    seen = collections.Counter()
+    for n in nodes:
+        holder = SCOPE_HOLDERS.get(n.name)
+        if holder is None or n.ev["cat"] != "user_annotation":
+            continue
+        seen[n.name] += 1
+        assert n.parent is not None and \
+            n.parent.ev["cat"] == "python_function", n.name
+        fn = frame_function(n.parent.name)
+        assert held_by(fn, holder), (n.name, n.parent.name)
+        for a in n.ancestors():
+            assert not frame_function(a.name).endswith(ENTER_FRAMES), \
+                (n.name, a.name)
+    assert set(seen) == set(SCOPE_HOLDERS), seen
+    if "--off-cpu" in extra:
+        assert any(n.ev["cat"] == "off_cpu" for n in nodes)
+    if "--shapes" in extra:
+        assert any("Input Dims" in n.ev["args"] for n in nodes)
+    # Folded stacks: a scope follows its holder's frame, not __enter__'s.
+    rows = folded_rows(folded)
+    under = collections.Counter()
+    for line in open(folded):
+        frames = line.rsplit(" ", 1)[0].split(";")[2:]
+        for i, fr in enumerate(frames):
+            if fr in SCOPE_HOLDERS and i:
+                fn = frames[i - 1].split(" (", 1)[0]
+                assert not fn.endswith(ENTER_FRAMES), (fr, frames[i - 1])
+                under[fr, held_by(fn, SCOPE_HOLDERS[fr])] += 1
+    assert rows and under and all(ok for (_, ok) in under), under
+
+
+@pytest.mark.parametrize("probes,extra", [
+    ("callback", []), ("entry", []),
+    ("callback", ["--shapes", "--off-cpu"])])
+def test_training_scopes_nest_with_their_python_frames(tmp_path, probes,
+                                                       extra):
+    """torch 1.13: zero misnested slices per thread, on both probe paths
+    and with --shapes and --off-cpu, and every scope under its holder."""
+    t, folded = trace_training((PYTHON, OPTIM), tmp_path, "--probes",
+                               probes, *extra)
+    check_training(t, folded, extra)
+
+
+@pytest.mark.parametrize("probes,extra", [
+    ("callback", []), ("entry", ["--shapes", "--off-cpu"])])
+def test_training_scopes_nest_in_torch_2_14(tmp_path, probes, extra):
+    """The same on Python 3.14 and torch 2.14 (the sid root), where
+    zero_grad runs no op inside its scope."""
+    root = sid_root_with(OPTIM)
+    t, folded = trace_training(("chroot", root, "python3",
+                                "/tmp/optim_train.py"), tmp_path,
+                               "--probes", probes, *extra)
+    check_training(t, folded, extra)

@@ -5,17 +5,23 @@ the importer for its format, draws it, and shows what is in the file: the
 trace's threads as its profiles with every op as a frame, the folded
 file's distinct frames, and the heaviest frames by self time. A cut trace
 must fail. Each check leaves a screenshot, checked to be a whole PNG with
-a drawn flame chart in it."""
+a drawn flame chart in it. With --python-stacks, on a training job with
+record_function scopes that outlive the frames they begin in, the
+time-ordered view is as deep as each thread's slices nest (ops and
+Python frames), not a staircase."""
 import collections
 import json
 import os
+import re
 import shutil
 import struct
+import subprocess
 import zlib
 
 import pytest
 
-from conftest import PYTHON, RFBPF, ROOT, WORKLOAD, run
+from conftest import (PYTHON, RFBPF, ROOT, WORKLOAD, load_trace, ns,
+                      rebuild_nesting, run, sid_root_with)
 
 SPEEDSCOPE = os.path.join(ROOT, "tests", "speedscope")
 CHECK = os.path.join(SPEEDSCOPE, "check.js")
@@ -38,10 +44,11 @@ def node():
     return exe
 
 
-def speedscope(profile, shot, view="time-ordered"):
-    """check.js on one file: (exit code, its JSON line or None, stderr)."""
-    r = run([node(), CHECK, "--view", view, str(profile), str(shot)],
-            timeout=180)
+def speedscope(profile, shot, view="time-ordered", depth=False):
+    """check.js on one file: (exit code, its JSON line or None, stderr);
+    depth: each profile with the depth of its time-ordered view."""
+    r = run([node(), CHECK, "--view", view, *(["--depth"] if depth else []),
+             str(profile), str(shot)], timeout=180)
     info = json.loads(r.stdout) if r.returncode == 0 else None
     return r.returncode, info, r.stderr.strip()
 
@@ -198,3 +205,70 @@ def test_broken_file_fails_in_speedscope(outputs, broken):
     assert err.startswith("speedscope check: speedscope said: "
                           "Unrecognized format!"), err
     assert not shot.exists()
+
+
+OPTIM = os.path.join(ROOT, "tests", "workloads", "optim_train.py")
+
+
+def nesting_depth(events, touching_nest=False):
+    """How deep a thread's complete events nest. touching_nest: a slice
+    that begins exactly where another ends counts as inside it (speedscope
+    adds ts and dur in floating point, so it may draw either way)."""
+    spans = sorted(((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]))
+                    for e in events), key=lambda s: (s[0], -s[1]))
+    stack, deepest = [], 0
+    for start, end in spans:
+        while stack and (start > stack[-1] or
+                         (start == stack[-1] and not touching_nest)):
+            stack.pop()
+        stack.append(end)
+        deepest = max(deepest, len(stack))
+    return deepest
+
+
+@pytest.mark.parametrize("torch_of,probes", [("host", "callback"),
+                                             ("sid", "entry")])
+def test_python_frames_draw_as_a_tree_in_speedscope(tmp_path, torch_of,
+                                                    probes):
+    """--python-stacks on optim_train.py (Adam's scopes and the user's
+    begin under record_function.__enter__, which returns long before
+    they end), torch 1.13 and 2.14, both probe paths: per thread,
+    speedscope's time-ordered view is exactly as deep as the trace's
+    slices nest, the op tree plus its Python frames."""
+    python = [PYTHON, OPTIM]
+    if torch_of == "sid":
+        python = ["chroot", sid_root_with(OPTIM), "python3",
+                  "/tmp/optim_train.py"]
+    w = subprocess.Popen([*python, "--seconds", "120"],
+                         stdout=subprocess.PIPE, text=True)
+    trace = tmp_path / "train.json"
+    try:
+        for line in w.stdout:      # sid's UCX warns on stdout
+            if line.strip() == "ready":
+                break
+        r = run([RFBPF, "-q", "-p", str(w.pid), "-d", "0.5",
+                 "--python-stacks", "--probes", probes, "-o", str(trace),
+                 "--no-table"])
+        assert r.returncode == 0, r.stderr
+    finally:
+        w.kill()
+        w.wait()
+    t = load_trace(trace)
+    _, violations = rebuild_nesting(t)
+    assert violations == []
+    by_tid = collections.defaultdict(list)
+    for e in t["traceEvents"]:
+        if e["ph"] == "X":
+            by_tid[e["tid"]].append(e)
+    rc, info, err = speedscope(trace, tmp_path / "train.png", depth=True)
+    assert rc == 0, err
+    assert len(info["profiles"]) == 2
+    for p in info["profiles"]:
+        evs = by_tid[int(re.search(r"\(tid (\d+)\)$", p["name"]).group(1))]
+        ops = nesting_depth([e for e in evs
+                             if e["cat"] != "python_function"])
+        want = nesting_depth(evs)
+        most = nesting_depth(evs, touching_nest=True)
+        # Python frames on top of the op tree, a few dozen deep at most.
+        assert ops < want <= most < ops + 64, (p["name"], ops, want, most)
+        assert want <= p["depth"] <= most, (p["name"], p["depth"], want)

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Opens a profile in speedscope, as a person would, and says whether it
-// parsed: node check.js [--view time-ordered|left-heavy|sandwich] PROFILE
-// SCREENSHOT.png (the view screenshot shows; time-ordered by default)
+// parsed: node check.js [--view time-ordered|left-heavy|sandwich] [--depth]
+// PROFILE SCREENSHOT.png (the view screenshot shows; time-ordered by
+// default)
 //
 // speedscope's own release (node_modules/speedscope/dist/release) is served
 // from 127.0.0.1 with the profile beside it, and Debian's chromium, driven
@@ -12,8 +13,11 @@
 // or never finishes. On success the screenshot is written and one JSON line
 // on stdout tells what the page shows: the importer, the title, the
 // profiles (threads) listed in the toolbar, the number of frames and the
-// heaviest frames of the sandwich view's table. On failure: exit 1 and one
-// line on stderr saying why.
+// heaviest frames of the sandwich view's table. With --depth, each profile
+// also has the depth of its time-ordered view: how many frames deep its
+// stack gets, from what speedscope itself exports (Ctrl+S, its own file
+// format) of what it imported. On failure: exit 1 and one line on stderr
+// saying why.
 'use strict';
 
 const fs = require('fs');
@@ -73,14 +77,16 @@ function serve(profile) {
 
 async function main() {
 	const args = process.argv.slice(2);
-	let view = 'time-ordered';
+	let view = 'time-ordered', depth = false;
 	if (args[0] === '--view')
 		view = args.splice(0, 2)[1];
+	if (args[0] === '--depth')
+		depth = !!args.splice(0, 1);
 	const [profile, shot] = args;
 	if (!profile || !shot || args.length !== 2 ||
 			!['time-ordered', 'left-heavy', 'sandwich'].includes(view))
 		fail('usage: node check.js [--view time-ordered|left-heavy|sandwich] ' +
-			'PROFILE SCREENSHOT.png');
+			'[--depth] PROFILE SCREENSHOT.png');
 	if (!fs.existsSync(profile))
 		fail(`no such profile: ${profile}`);
 	if (!fs.existsSync(path.join(RELEASE, 'index.html')))
@@ -103,7 +109,7 @@ async function main() {
 	});
 	let result;
 	try {
-		result = await check(browser, base, profileUrl, view, shot);
+		result = await check(browser, base, profileUrl, view, shot, depth);
 	} catch (e) {
 		result = { error: String(e && e.message || e).split('\n')[0] };
 	} finally {
@@ -161,7 +167,27 @@ function sandwich([rowPx, i]) {
 	};
 }
 
-async function check(browser, base, profileUrl, view, shot) {
+// The deepest stack of each profile speedscope exported (its file format:
+// evented profiles open and close frames, sampled ones list stacks).
+function exportedDepths(file) {
+	const out = [];
+	for (const p of file.profiles) {
+		let d = 0, max = 0;
+		if (p.type === 'evented') {
+			for (const e of p.events) {
+				d += e.type === 'O' ? 1 : -1;
+				max = Math.max(max, d);
+			}
+		} else {
+			for (const s of p.samples)
+				max = Math.max(max, s.length);
+		}
+		out.push({ name: p.name, depth: max });
+	}
+	return out;
+}
+
+async function check(browser, base, profileUrl, view, shot, depth) {
 	const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
 	const events = { importer: null, alert: null, errors: [] };
 	page.on('dialog', d => {
@@ -218,6 +244,16 @@ async function check(browser, base, profileUrl, view, shot) {
 		return { error: 'speedscope named no importer' };
 	await page.screenshot({ path: shot });
 
+	let depths;
+	if (depth) {
+		const [download] = await Promise.all([
+			page.waitForEvent('download', { timeout: TIMEOUT_MS }),
+			page.keyboard.press('Control+s'),
+		]);
+		const file = await download.path();
+		depths = exportedDepths(JSON.parse(fs.readFileSync(file, 'utf8')));
+	}
+
 	// What was parsed: each profile (a thread, for a Chrome trace) in turn
 	// ('n' shows the next), with its name from the toolbar and, from the
 	// sandwich view ('3'), its number of frames and its heaviest frames by
@@ -238,7 +274,8 @@ async function check(browser, base, profileUrl, view, shot) {
 		importer: events.importer,
 		title: (await page.title()).replace(/ - speedscope$/, ''),
 		ink,
-		profiles,
+		profiles: profiles.map((p, i) => depths ?
+			Object.assign(p, { depth: depths[i].depth }) : p),
 	} };
 }
 

@@ -161,6 +161,7 @@ static void write_op(void *ctx, struct trace *t, const struct closed_op *c)
 		name_thread(w, t, c->thread, c->pid);
 	if (o->flags & OP_ASYNC_END) {
 		write_async_op(w, t, c);
+		chrome_py_closed(w, t, o);
 		return;
 	}
 	fprintf(f, "%s{\"ph\":\"X\",\"cat\":", chrome_next(w));

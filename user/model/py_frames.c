@@ -257,6 +257,46 @@ const struct py_loc *py_frames_loc(const struct py_frames *p, uint32_t label)
 	return i ? &p->locs[*i] : NULL;
 }
 
+bool py_frames_same_function(const struct py_frames *p, uint32_t a,
+			     uint32_t b)
+{
+	const struct py_loc *x, *y;
+
+	if (a == b)
+		return true;
+	x = py_frames_loc(p, a);
+	y = py_frames_loc(p, b);
+	return x && y && x->func == y->func && x->file == y->file;
+}
+
+uint32_t py_frames_common(const struct py_frames *p, const uint32_t *a,
+			  uint32_t na, const uint32_t *b, uint32_t nb)
+{
+	uint32_t k = 0;
+
+	while (k < na && k < nb && py_frames_same_function(p, a[k], b[k]))
+		k++;
+	return k;
+}
+
+uint32_t py_frames_enter_caller(const struct py_frames *p,
+				const struct names *names, const uint32_t *l,
+				uint32_t n)
+{
+	static const char enter[] = "__enter__";
+
+	for (uint32_t i = n; i-- > 0;) {
+		const struct py_loc *loc = py_frames_loc(p, l[i]);
+		const char *f = loc ? names_get(names, loc->func) : "";
+		size_t len = strlen(f);
+
+		if (len >= sizeof(enter) - 1 &&
+		    !strcmp(f + len - (sizeof(enter) - 1), enter))
+			return i;
+	}
+	return n;
+}
+
 void py_frames_free(struct py_frames *p)
 {
 	free(p->locs);

@@ -84,6 +84,22 @@ const uint32_t *py_frames_get(const struct py_frames *p, uint32_t id,
 /* The place a label stands for, or NULL when it is no Python frame. */
 const struct py_loc *py_frames_loc(const struct py_frames *p,
 				   uint32_t label);
+/* Whether two labels are one function's frame, whatever line each is at
+ * (same function and file; markers only as themselves). */
+bool py_frames_same_function(const struct py_frames *p, uint32_t a,
+			     uint32_t b);
+/* How many of a's first frames b starts with, frame by frame as
+ * py_frames_same_function tells them: the frames of two stacks, both
+ * outermost first, that can be one call still running. */
+uint32_t py_frames_common(const struct py_frames *p, const uint32_t *a,
+			  uint32_t na, const uint32_t *b, uint32_t nb);
+/* Where a record_function scope's own frames begin in its begin stack
+ * l[0..n): at the innermost frame of a function named __enter__ (the
+ * context manager's, called from the frame holding the `with` or from
+ * ContextDecorator's wrapper), n if there is none. */
+uint32_t py_frames_enter_caller(const struct py_frames *p,
+				const struct names *names, const uint32_t *l,
+				uint32_t n);
 void py_frames_free(struct py_frames *p);
 
 #endif

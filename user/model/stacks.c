@@ -343,12 +343,35 @@ void stacks_inputs(struct trace *t, const struct rf_inputs_event *e,
 	t->ops[slot].inputs = id;
 }
 
+/* A record_function scope just begun with stack l[0..n) on th: its
+ * frames up to the innermost __enter__, but never fewer than the context
+ * of the op around it, which it is inside (so an outer op's context
+ * stays a prefix of an inner one's). */
+static uint32_t user_scope_context(const struct trace *t,
+				   const struct thread *th, uint32_t slot,
+				   const uint32_t *l, uint32_t n)
+{
+	uint32_t live = py_frames_enter_caller(&t->py, &t->names, l, n);
+
+	for (uint32_t d = th->depth; d-- > 0;) {
+		const struct op *p = &t->ops[th->stack[d]];
+
+		if (th->stack[d] == slot || !p->py_stack)
+			continue;
+		return live > p->py_live ? live :
+			p->py_live < n ? p->py_live : n;
+	}
+	return live;
+}
+
 void stacks_py_stack(struct trace *t, const struct rf_py_stack_event *e,
 		     size_t size)
 {
 	struct thread *th = trace_thread(t, e->hdr.tid, NULL);
 	int32_t slot = stacks_open_op(t, e->hdr.tid, e->hdr.rf_addr);
 	uint32_t n = e->nr_frames, id;
+	const uint32_t *l;
+	struct op *o;
 
 	t->counts.events++;
 	if (!th) {
@@ -370,11 +393,39 @@ void stacks_py_stack(struct trace *t, const struct rf_py_stack_event *e,
 		t->counts.py_orphans++;
 		return;
 	}
-	t->ops[slot].py_stack = id;
+	stacks_py_context(t, th, id);
+	o = &t->ops[slot];
+	o->py_stack = id;
+	l = py_frames_get(&t->py, id, &o->py_live);
+	if (o->scope == RF_SCOPE_USER)
+		o->py_live = user_scope_context(t, th, slot, l, o->py_live);
 	for (int k = 0; k < t->nr_sinks; k++)
 		if (t->sinks[k].py_stack)
 			t->sinks[k].py_stack(t->sinks[k].ctx, t,
 					     &t->ops[slot]);
+}
+
+void stacks_py_context(struct trace *t, const struct thread *th,
+		       uint32_t stack_id)
+{
+	const uint32_t *now, *began;
+	uint32_t n, nb;
+
+	now = py_frames_get(&t->py, stack_id, &n);
+	if (!now)	/* no frame at all: nothing known */
+		return;
+	for (uint32_t d = th->depth; d-- > 0;) {
+		struct op *o = &t->ops[th->stack[d]];
+		uint32_t live;
+
+		began = py_frames_get(&t->py, o->py_stack, &nb);
+		if (!began)	/* not begun under Python, or just begun */
+			continue;
+		live = py_frames_common(&t->py, began, o->py_live, now, n);
+		if (live == o->py_live)
+			break;
+		o->py_live = live;
+	}
 }
 
 static bool ended_recently(const struct thread *th, uint64_t addr)

@@ -81,13 +81,16 @@ const uint32_t *trace_frames(struct trace *t, uint32_t slot, uint32_t *depth)
 		return t->frames;
 	for (int32_t k = slot, i = (int32_t)n; k >= 0; k = t->ops[k].parent)
 		t->chain[--i] = k;
-	/* Outermost first: each op's Python frames past those of the ops
-	 * around it, then the op. */
+	/* Outermost first: each op's Python context (the frames of its
+	 * begin stack still running when it ends, as far as is known now)
+	 * past what the ops around it showed, then the op. */
 	for (uint32_t i = 0; i < n; i++) {
 		const struct op *o = &t->ops[t->chain[i]];
 		uint32_t j = 0;
 
 		py = py_frames_get(&t->py, o->py_stack, &np);
+		if (np > o->py_live)
+			np = o->py_live;
 		if (py)
 			j = common_prefix(shown, nr_shown, py, np);
 		if (!fit(&t->frames, &t->cap_frames, at + np - j + 1) ||
@@ -251,7 +254,7 @@ const char *scope_name(uint8_t scope)
  * "user_annotation"; the scope itself is in args. */
 const char *scope_category(uint8_t scope)
 {
-	return scope == 7 ? "user_annotation" : "cpu_op";
+	return scope == RF_SCOPE_USER ? "user_annotation" : "cpu_op";
 }
 
 const char *variant_name(unsigned variant)

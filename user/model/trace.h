@@ -65,6 +65,9 @@ struct op {
 	uint32_t flags;		/* enum op_flag */
 	uint32_t py_stack;	/* --python-stacks: its Python stack (an id
 				 * in trace.py), 0 if none */
+	uint32_t py_live;	/* ... how many of its frames (outermost
+				 * first) are its Python context: see
+				 * stacks_py_context */
 	uint32_t inputs;	/* --shapes: its inputs (an id in
 				 * trace.inputs), 0 if none */
 	uint64_t off_cpu_ns;	/* --off-cpu: its thread off CPU while it
@@ -337,8 +340,6 @@ void stacks_pause(struct trace *t, uint32_t tid, uint64_t from_ns,
 int32_t stacks_open_op(const struct trace *t, uint32_t tid, uint64_t rf_addr);
 /* The innermost op open on thread tid, or -1. */
 int32_t stacks_innermost_op(const struct trace *t, uint32_t tid);
-/* --python-stacks: the Python stack of the op just opened on its
- * thread (size: the record's bytes). */
 /* --off-cpu: a thread's interval off CPU, charged to its innermost open
  * op; a traced thread woke another. */
 void stacks_off_cpu(struct trace *t, const struct rf_off_cpu_event *e);
@@ -346,8 +347,28 @@ void stacks_wake(struct trace *t, const struct rf_wake_event *e);
 /* --shapes: an op's inputs, read at its start (size: the record's). */
 void stacks_inputs(struct trace *t, const struct rf_inputs_event *e,
 		   size_t size);
+/* --python-stacks: the Python stack of the op just opened on its
+ * thread (size: the record's bytes). It is also news about the ops open
+ * below it: see stacks_py_context. */
 void stacks_py_stack(struct trace *t, const struct rf_py_stack_event *e,
 		     size_t size);
+/* An op's Python context is the part of the stack it began in that is
+ * still running when it ends: the frames common to its begin stack and
+ * the stacks of every op begun on its thread while it is open (each
+ * frame as py_frames_same_function tells it). A record_function scope
+ * begins inside record_function.__enter__ (and torch/_ops.py), which
+ * return long before it ends: the first op begun inside the scope shows
+ * they are gone, and the scope's context becomes the frame holding the
+ * `with` (or the decorator). Stack stack_id, just begun on thread th,
+ * shortens the context (py_live) of each op open below it; an outer
+ * op's context is always a prefix of an inner one's, so the walk stops
+ * at the first op it leaves as it was. An op ending before any op shows
+ * its frames returned keeps its whole stack (rfbpf sees no stack at an
+ * op's end). A record_function scope's context begins without the
+ * frames from __enter__ on (py_frames_enter_caller): they return before
+ * it ends, whether or not an op inside it shows it. */
+void stacks_py_context(struct trace *t, const struct thread *th,
+		       uint32_t stack_id);
 /* Tracing stopped: close every op still open at ts_ns. */
 void stacks_detach(struct trace *t, uint64_t ts_ns);
 /* A CUDA API call (a launch or a sync): tagged with the op open on its
@@ -381,6 +402,9 @@ static inline uint64_t op_duration(const struct op *o)
 
 	return d > o->paused_ns ? d - o->paused_ns : 0;
 }
+
+/* at::RecordScope::USER_SCOPE: record_function("...") scopes. */
+#define RF_SCOPE_USER 7
 
 /* Scope names as Kineto and torch.profiler show them. */
 const char *scope_name(uint8_t scope);
