@@ -49,6 +49,25 @@ static void on_signal(int sig)
 	stop_signals++;
 }
 
+/* A signal came before the command ran: it never starts, as if the
+ * signal had ended it, and the trace is not written (a trace of nothing
+ * must not replace a good one at that path). */
+static int stopped_before_start(struct session *s, const struct options *opt,
+				int code)
+{
+	const char *sig = last_signal == SIGINT ? "SIGINT" :
+			  last_signal == SIGTERM ? "SIGTERM" :
+			  last_signal == SIGHUP ? "SIGHUP" : "a signal";
+
+	outputs_discard(&s->out);
+	fprintf(stderr, "rfbpf: %s before %s started: nothing traced%s%s%s\n",
+		sig, opt->command[0], opt->trace_path ? ", " : "",
+		opt->trace_path ? opt->trace_path : "",
+		opt->trace_path ? " not written (a file there is left as it "
+		"was)" : "");
+	return code;
+}
+
 static _Noreturn void die_setup(struct session *s, const char *fmt, ...)
 {
 	va_list ap;
@@ -165,11 +184,13 @@ int main(int argc, char **argv)
 		 * never starts, as if the signal had ended it. */
 		if (stop_signals) {
 			launch_abort(&s.launch);
-			return 128 + last_signal;
+			return stopped_before_start(&s, &opt,
+						    128 + last_signal);
 		}
 		ret = launch_release(&s.launch);
+		/* A signal ended it before exec. */
 		if (ret == -EPIPE && launch_reap(&s.launch, true, &ret))
-			return ret;	/* a signal ended it before exec */
+			return stopped_before_start(&s, &opt, ret);
 		if (ret)
 			die_setup(&s, "cannot run %s: %s", opt.command[0],
 				  strerror(-ret));
@@ -186,6 +207,13 @@ int main(int argc, char **argv)
 	status_init(&s.status, opt.quiet);
 
 	session_run(&s);
+	/* A Ctrl-C that ended the command before its first op: no trace of
+	 * nothing over the file at that path either. */
+	if (s.launched && stop_signals && !s.trace.nr_ops &&
+	    outputs_discard(&s.out))
+		fprintf(stderr, "rfbpf: %s was stopped by a signal before its "
+			"first op: %s not written (a file there is left as "
+			"it was)\n", opt.command[0], opt.trace_path);
 	warn_if_nothing_traced(&s, &opt);
 	ret = outputs_finish(&s.out, &s.trace, &opt);
 	ring_buffer__free(s.rb);

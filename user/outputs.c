@@ -106,6 +106,22 @@ static int print_tables(struct outputs *o, const struct trace *t,
 	return fflush(stdout) ? -1 : 0;
 }
 
+int outputs_publish(struct outputs *o, const struct options *opt)
+{
+	if (!o->chrome_open || o->published)
+		return 0;
+	o->published = true;
+	return chrome_publish(&o->chrome) ? failed(opt->trace_path) : 0;
+}
+
+bool outputs_discard(struct outputs *o)
+{
+	bool had = o->chrome_open && chrome_discard(&o->chrome);
+
+	o->chrome_open = false;
+	return had;
+}
+
 int outputs_finish(struct outputs *o, const struct trace *t,
 		   const struct options *opt)
 {

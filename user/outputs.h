@@ -21,6 +21,7 @@ struct outputs {
 	struct stack_profile gpu_stacks;/* --gpu-folded */
 	struct chrome_writer chrome;	/* -o */
 	bool chrome_open;
+	bool published;			/* outputs_publish was done */
 	const char *bad_path;		/* the one outputs_start could not make */
 };
 
@@ -29,6 +30,14 @@ struct outputs {
  * (a file cannot be created). */
 int outputs_start(struct outputs *o, struct trace *t,
 		  const struct options *opt);
+/* The first op came: the Chrome trace replaces the file at its path
+ * (until now it was a hidden temporary beside it). Once; later calls do
+ * nothing. 0, or 1 if it could not (said on stderr). */
+int outputs_publish(struct outputs *o, const struct options *opt);
+/* Nothing was traced (setup failed or a signal came first): the Chrome
+ * trace's temporary is removed, leaving what was at its path. True if
+ * there was one. */
+bool outputs_discard(struct outputs *o);
 /* Tracing stopped (every op closed): prints the table and finishes the
  * files. Returns 0, or 1 if a file could not be written (said on
  * stderr). */

@@ -320,6 +320,7 @@ void session_free(struct session *s)
 
 void session_abort(struct session *s)
 {
+	outputs_discard(&s->out);	/* nothing traced: no file made */
 	if (s->act.handle)
 		session_deactivate(s);
 	activation_unlock(&s->act);
@@ -626,6 +627,10 @@ void session_run(struct session *s)
 		}
 		if (s->launched)
 			session_check_launched_lib(s);
+		/* Tracing has begun: the Chrome trace replaces the file at
+		 * its path (it ends whole whatever signal comes now). */
+		if (s->trace.nr_ops)
+			outputs_publish(&s->out, s->opt);
 		session_gpu_poll(s, monotonic_s());
 		session_children_poll(s, monotonic_s());
 		now = monotonic_s() - s->start_s;

@@ -581,3 +581,93 @@ def test_job_that_starts_threads_is_logged_and_counted_as_biased(tmp_path):
         job.wait()
     assert len(re.findall("threads started while traced", d.log())) == 1, \
         d.log()
+
+
+TRAIN = os.path.join(ROOT, "tests", "workloads", "train_threads.py")
+
+
+def self_ns_by_pid(path):
+    """A profile's self_cpu summed by its pid label, in ns, and its
+    duration in s (go tool pprof -raw: each sample's values, then its
+    labels)."""
+    rc, out = pprof_files([path], "-raw")
+    assert rc == 0, out
+    duration = float(re.search(r"^Duration: ([\d.]+)", out, re.M).group(1))
+    totals, value = {}, None
+    for line in out.splitlines():
+        m = re.match(r"\s+\d+\s+(\d+): [\d ]+$", line)
+        if m:
+            value = int(m.group(1))
+        m = re.search(r"pid:\[(\d+)\]", line)
+        if m and value is not None:
+            totals[int(m.group(1))] = totals.get(int(m.group(1)), 0) + value
+            value = None
+    return totals, duration
+
+
+def test_self_time_never_passes_the_interval_times_the_threads(tmp_path):
+    """A 1-thread training job beside a 3-thread one, under one daemon on
+    this 2-CPU host, at a budget that pays for a short window a span: in
+    every interval's profile, each job's self time is at most the
+    interval's length times the threads that ran its ops (5% over for
+    rounding), and the metrics' self time at most the run's length times
+    them. Both jobs are inside ops nearly all the time, so a job's self
+    time is near that bound, never far below it over the run. No profile
+    is empty: the first interval (which measures each job's op rate)
+    writes none. The windows once counted whole the ops that began in
+    them: one op outlasting its window brought all its self time, and
+    other threads' ops during the switching stops (tens of ms on a loaded
+    host) fell outside the window's length; a 1-thread job got 113% to
+    421% of an interval."""
+    seconds = 60
+    one = subprocess.Popen([PYTHON, TRAIN, "--threads", "1", "--seconds",
+                            str(seconds)], stdout=subprocess.PIPE, text=True)
+    three = subprocess.Popen([PYTHON, TRAIN, "--threads", "3", "--seconds",
+                              str(seconds)], stdout=subprocess.PIPE,
+                             text=True)
+    threads = {one.pid: 1, three.pid: 3}
+    prom = tmp_path / "m.prom"
+    try:
+        for job in (one, three):
+            assert job.stdout.readline().strip() == "ready"
+        d = Daemon(["-p", str(one.pid), "-p", str(three.pid), "--interval",
+                    "3", "--budget", "10", "--pprof-dir", str(tmp_path),
+                    "--prom-file", str(prom)])
+        t0 = d.wait_for(rf"pid {three.pid} .*traced, sampling")
+        time.sleep(42)
+        assert d.finish() == 0, d.log()
+        print(d.log())
+        run_s = time.monotonic() - t0
+        text = prom.read_text()
+    finally:
+        one.kill()
+        three.kill()
+        one.wait()
+        three.wait()
+    files = sorted(str(f) for f in tmp_path.glob("profile-*.pb.gz"))
+    shares = {pid: [] for pid in threads}
+    empty = []
+    for f in files:
+        totals, duration = self_ns_by_pid(f)
+        if not totals:
+            empty.append(os.path.basename(f))
+        for pid, ns in totals.items():
+            share = ns / 1e9 / (duration * threads[pid])
+            print(f"{os.path.basename(f)}: pid {pid} ({threads[pid]} "
+                  f"threads): {ns / 1e9:.2f} s of self time in "
+                  f"{duration:.2f} s, {share:.0%} of interval x threads")
+            shares[pid].append(share)
+    # The 3-thread job's window may stand for a span longer than the run.
+    assert shares[one.pid], f"the 1-thread job was in no profile: {d.log()}"
+    for pid, n in threads.items():
+        assert not shares[pid] or max(shares[pid]) <= 1.05, shares[pid]
+        assert not shares[pid] or statistics.mean(shares[pid]) > 0.5, \
+            shares[pid]
+        self_s = sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+                     if l.startswith("rfbpf_op_self_seconds_total{") and
+                     f'pid="{pid}"' in l)
+        print(f"pid {pid}: metrics' self time {self_s:.1f} s in a run of "
+              f"{run_s:.1f} s on {n} threads")
+        assert self_s <= 1.05 * run_s * n
+    assert not empty, f"profiles with no sample: {empty}"
+    promtool_check(text)

@@ -144,3 +144,44 @@ def test_asan_build_traces_cleanly(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "Sanitizer" not in r.stderr and "runtime error" not in r.stderr
     assert len(ops_of(load_trace(tmp_path / "t.json"))) > 500
+
+
+def test_early_ctrl_c_in_launch_mode_never_leaves_an_invalid_trace(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it)
+    at several moments of a launch's first seconds: before the command
+    starts, while it imports torch, once it runs ops. Each time the file
+    at -o's path is valid JSON: the good trace that was there, untouched
+    (and stderr says it was not written), or a whole new trace with the
+    ops the command ran. No temporary is left beside it. rfbpf once left
+    100 bytes of a trace's opening over the good file, and said
+    nothing."""
+    out = tmp_path / "e.json"
+    good = '{"traceEvents": [], "otherData": {"mark": "good"}}\n'
+    kept = replaced = 0
+    for delay in (0.1, 0.2, 0.3, 0.4, 0.8, 1.5, 3.0, 6.0):
+        out.write_text(good)
+        p = subprocess.Popen([RFBPF, "-q", "--no-table", "-o", str(out),
+                              "--", PYTHON, "-c", LOOP, "4"],
+                             stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+        time.sleep(delay)
+        os.killpg(p.pid, signal.SIGINT)
+        try:
+            _, err = p.communicate(timeout=120)
+        finally:
+            p.kill()
+        text = out.read_text()
+        print(f"{delay}s: exit {p.returncode}, {len(text)} bytes; "
+              f"{err.strip()!r}")
+        if text == good:
+            kept += 1
+            assert "e.json not written (a file there is left as it was)" \
+                in err, err
+        else:
+            trace = load_trace(out)       # whole: valid JSON
+            assert ops_of(trace), f"a trace of no op replaced the file: {err}"
+            replaced += 1
+        assert sorted(os.listdir(tmp_path)) == ["e.json"]
+    # Both outcomes were met: the early signals were early enough.
+    assert kept >= 1, "no signal came before the first op"

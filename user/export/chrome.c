@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "chrome.h"
 #include "chrome_python.h"
 #include "json_writer.h"
@@ -524,11 +525,25 @@ int chrome_open(struct chrome_writer *w, const char *path)
 {
 	struct timespec mono, wall;
 	uint64_t mono_ns, wall_ns;
+	int fd;
 
 	/* Cleared before the file is made: its stream keeps &w->out. */
 	memset(w, 0, sizeof(*w));
-	if (out_file_open(&w->out, path))
+	fd = atomic_stream_create(&w->file, path);
+	if (fd < 0) {
+		atomic_stream_discard(&w->file);
+		errno = -fd;
 		return -1;
+	}
+	if (out_file_dup(&w->out, fd)) {
+		int err = errno;
+
+		close(fd);
+		atomic_stream_discard(&w->file);
+		errno = err;
+		return -1;
+	}
+	close(fd);
 	clock_gettime(CLOCK_MONOTONIC, &mono);
 	clock_gettime(CLOCK_REALTIME, &wall);
 	mono_ns = mono.tv_sec * 1000000000ull + mono.tv_nsec;
@@ -538,6 +553,36 @@ int chrome_open(struct chrome_writer *w, const char *path)
 	begin(w, w->out.f, mono_ns, wall_ns);
 	w->own_file = true;
 	return 0;
+}
+
+static int chrome_publish_file(struct atomic_stream *f)
+{
+	int err = atomic_stream_publish(f);
+
+	if (err)
+		errno = -err;
+	return err ? -1 : 0;
+}
+
+int chrome_publish(struct chrome_writer *w)
+{
+	return w->own_file ? chrome_publish_file(&w->file) : 0;
+}
+
+bool chrome_discard(struct chrome_writer *w)
+{
+	bool had;
+
+	if (!w->own_file)
+		return false;
+	out_file_close(&w->out);
+	w->f = NULL;
+	had = atomic_stream_discard(&w->file);
+	u64map_free(&w->threads);
+	u64map_free(&w->tracks);
+	fwdbwd_free(&w->fwdbwd);
+	w->own_file = false;
+	return had;
 }
 
 int chrome_finish(struct chrome_writer *w, const struct trace *t,
@@ -555,7 +600,12 @@ int chrome_finish(struct chrome_writer *w, const struct trace *t,
 	fwdbwd_free(&w->fwdbwd);
 	if (w->own_file) {
 		w->f = NULL;
-		return out_file_close(&w->out);	/* errno: the first failure */
+		w->own_file = false;
+		err = out_file_close(&w->out);	/* errno: the first failure */
+		if (!err && chrome_publish_file(&w->file))
+			err = -1;
+		atomic_stream_discard(&w->file);
+		return err;
 	}
 	err = ferror(w->f);
 	w->f = NULL;

@@ -20,8 +20,15 @@
 #include "model/trace.h"
 #include "chrome_events.h"
 
-/* Starts the file (0, or -1 with errno). */
+/* Starts the file (0, or -1 with errno), beside path: a file already
+ * there stays as it was until chrome_publish (see atomic_stream). */
 int chrome_open(struct chrome_writer *w, const char *path);
+/* Tracing began: the file replaces the one at its path and is written on
+ * there. 0, or -1 with errno. */
+int chrome_publish(struct chrome_writer *w);
+/* Nothing was traced: the file is removed unpublished (what was at its
+ * path is untouched). True if there was one to remove. */
+bool chrome_discard(struct chrome_writer *w);
 /* The same on an open stream (tests), times written relative to base_ns
  * (CLOCK_MONOTONIC), which was base_wall_ns on the wall clock; the caller
  * closes it. */
@@ -29,7 +36,7 @@ void chrome_begin(struct chrome_writer *w, FILE *f, uint64_t base_ns,
 		  uint64_t base_wall_ns);
 /* The sink that writes ops and GPU activity as they come. */
 struct trace_sink chrome_sink(struct chrome_writer *w);
-/* Ends the file: process names, "otherData" with t's counters and a's
+/* Ends the file (publishing it, if not yet): process names, "otherData" with t's counters and a's
  * per-op totals (a may be NULL). 0, or -1 with errno: that of the first
  * write that failed (EIO on a stream of chrome_begin's caller). */
 int chrome_finish(struct chrome_writer *w, const struct trace *t,

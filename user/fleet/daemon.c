@@ -62,6 +62,7 @@ struct daemon {
 	struct prom_buf prom;
 	struct fleet_stats st;
 	double cpu_at_interval;
+	unsigned said_no_window;	/* an interval without a profile */
 };
 
 static void logf_(const char *fmt, ...)
@@ -448,6 +449,7 @@ static void end_interval(struct daemon *d, double now)
 	};
 	struct prom_process self;
 	uint8_t *gz = NULL;
+	bool estimated = false;
 	size_t len;
 
 	for (size_t i = 0; i < d->nr_jobs; i++) {
@@ -456,6 +458,7 @@ static void end_interval(struct daemon *d, double now)
 		struct budget_plan plan;
 
 		job_end_interval(j, now);
+		estimated |= j->window_scale > 0;
 		log_sampler_bias(j);
 		probes_read_counters(&j->s.probes, &c);
 		j->drops_prev = c.drops;
@@ -488,8 +491,15 @@ static void end_interval(struct daemon *d, double now)
 	d->st.intervals++;
 	if ((d->opt.pprof_dir || d->http) &&
 	    !encode(d, &d->profile, now - d->interval_start, &gz, &len)) {
-		if (d->opt.pprof_dir)
+		if (d->opt.pprof_dir && estimated)
 			write_pprof(d, gz, len);
+		else if (d->opt.pprof_dir && !d->said_no_window++)
+			logf_("interval %llu: no profile written: no job has a "
+			      "full-trace window to estimate from yet (a job's "
+			      "first interval measures its op rate; a window "
+			      "that stands for several intervals gives the "
+			      "last of them its profile); said once",
+			      (unsigned long long)d->st.intervals);
 		if (d->http)
 			http_set_profile(d->http, gz, len);
 		free(gz);

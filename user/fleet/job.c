@@ -61,6 +61,19 @@ static void read_events(struct job *j)
 	j->read_cpu_s += thread_cpu_s() - t0;
 }
 
+/* An op's part of the window: its self time there to its name and its
+ * stack (window_self.h), and its call if it began there. */
+static void window_add(void *ctx, struct trace *t, const struct closed_op *c,
+		       uint64_t self_ns, uint64_t calls)
+{
+	struct job *j = ctx;
+	struct closed_op part = *c;
+
+	part.self_ns = self_ns;
+	aggregate_add(&j->window_agg, &part);
+	profile_add_op_part(&j->window_stacks, t, &part, calls);
+}
+
 /* Every closed op: its 1/p share of the counters; inside a window also
  * its stack and self time. */
 static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
@@ -69,18 +82,19 @@ static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
 	bool full = in_window(j, c->op->start_ns);
 	double w = 1 / (full ? 1.0 : j->p);
 	struct job_op *r = job_op_row(j, c->op->name);
+	uint64_t self_ns, calls;
 
 	if (r)
 		job_op_add(r, w, c->dur_ns);
 	j->closed_in_interval++;
 	if (!full) {
 		j->sampled_closed++;
+		window_self_forget(&j->self, c->op->id);
 		return;
 	}
-	aggregate_add(&j->window_agg, c);
-	profile_add_op(&j->window_stacks, t, c);
-	j->window_probe_s += (t->probe_cost.inside_ns +
-			      t->probe_cost.outside_ns) * 1e-9;
+	window_self_op(&j->self, t, c, &self_ns, &calls);
+	if (self_ns || calls)
+		window_add(j, t, c, self_ns, calls);
 }
 
 /* GPU time launched inside a window goes to its stack. */
@@ -99,6 +113,7 @@ static void free_job(struct job *j)
 	session_free(&j->s);
 	stack_profile_free(&j->window_stacks);
 	aggregate_free(&j->window_agg);
+	window_self_free(&j->self);
 	free(j->ops);
 	free(j->series_name);
 	u64map_free(&j->series);
@@ -174,6 +189,9 @@ static bool set_p(struct job *j, double p, struct replace_times *times)
 		return false;
 	}
 	j->reregistrations++;
+	/* A window closing: what its ops did from the stop on is not its. */
+	if (p < 1)
+		window_self_end_at(&j->self, times->held);
 	h = (times->released - times->held) * 1e-9;
 	j->hold_s = j->hold_s > 0 ? 0.7 * j->hold_s + 0.3 * h : h;
 	/* Looking for the safe point (the job runs meanwhile, at p = 1 when
@@ -204,13 +222,24 @@ static void count_window(struct job *j, uint64_t from, uint64_t to)
 	j->window_in_interval += d;
 }
 
+/* The start of a window not measured (see window_on); none when the
+ * whole job is traced. */
+static double window_guard_s(const struct job *j)
+{
+	return j->whole_interval ? 0 : j->window_s / 4;
+}
+
 /*
  * A window switches the callback to p = 1 and back, each in one stop of
  * one thread. An op recorded after the p = 1 callback was added began
  * under it, and so did one recorded before it was removed: the window
  * for weighing ops is [adding, removed]. The job ran normally traced from
  * the first stop's release to the second stop: that is how long the
- * window lasted, for the T/L scaling.
+ * window lasted, for the T/L scaling, less its first quarter: an op open
+ * when the callback came was not seen (unless sampled), and its self
+ * time in the window would be lost; measured from a quarter in, only ops
+ * open for longer than that lose theirs. The other threads' ops during
+ * the first stop are seen whole too, and give only their time after it.
  */
 static void window_on(struct job *j)
 {
@@ -220,7 +249,8 @@ static void window_on(struct job *j)
 		return;
 	j->win_on_ns = t.adding;
 	j->win_off_ns = UINT64_MAX;
-	j->run_from_ns = t.released;
+	j->run_from_ns = t.released + (uint64_t)(window_guard_s(j) * 1e9);
+	window_self_open(&j->self, t.adding, j->run_from_ns);
 	j->in_window = true;
 	j->windows++;
 }
@@ -233,12 +263,16 @@ static void window_off(struct job *j)
 
 	if (!set_p(j, j->p, &t)) {	/* still at 1: weigh by time */
 		t.removed = t.held = now_ns();
+		window_self_end_at(&j->self, t.held);
 	}
 	j->win_off_ns = t.removed;
 	j->in_window = false;
 	/* Only its part since the last cut (an earlier part was counted at
 	 * an interval's end). */
 	count_window(j, from, t.held);
+	/* Its events up to the stop were read (set_p): the ops still open
+	 * give their part up to it. */
+	window_self_cut(&j->self, &j->s.trace, window_add, j);
 }
 
 void job_poll(struct job *j, double now)
@@ -249,8 +283,8 @@ void job_poll(struct job *j, double now)
 	    now >= j->window_at) {
 		window_on(j);
 	} else if (j->in_window && !j->whole_interval &&
-		   now_ns() + j->search_s * 1e9 >=
-		   j->run_from_ns + j->window_s * 1e9) {
+		   now_ns() + j->search_s * 1e9 >= j->run_from_ns +
+		   (j->window_s - window_guard_s(j)) * 1e9) {
 		window_off(j);
 		j->window_done = true;
 	}
@@ -259,7 +293,8 @@ void job_poll(struct job *j, double now)
 double job_next_wakeup(const struct job *j)
 {
 	if (j->in_window && !j->whole_interval)
-		return j->run_from_ns * 1e-9 + j->window_s - j->search_s;
+		return j->run_from_ns * 1e-9 + j->window_s -
+		       window_guard_s(j) - j->search_s;
 	if (!j->in_window && !j->window_done && j->window_s > 0)
 		return j->window_at;
 	return INFINITY;
@@ -269,23 +304,6 @@ bool job_gone(const struct job *j)
 {
 	return !target_alive(j->proc.pid) ||
 	       target_start_time(j->proc.pid) != j->proc.start_ticks;
-}
-
-/* How long the job would have taken, untraced, for what it did in the
- * span's window. Fully traced, it runs slower (a few-us probe cost on ops
- * of a few us can triple its time), and the window's self times are
- * without that cost (compensated): scaling them by span/window would then
- * under-count. The probe time is CPU time, spread over the CPUs the job
- * ran on. A job traced whole keeps its own time: nothing to scale. */
-static double window_as_untraced(const struct job *j)
-{
-	double cpus = j->cpu_rate > 0.1 ? j->cpu_rate : 1;
-	double l = j->window_time - j->window_probe_s / cpus;
-
-	if (j->whole_interval)
-		return j->window_time;
-	/* Never below a tenth of the window: the calibration is an estimate. */
-	return l > 0.1 * j->window_time ? l : 0.1 * j->window_time;
 }
 
 void job_end_interval(struct job *j, double now)
@@ -303,6 +321,13 @@ void job_end_interval(struct job *j, double now)
 		count_window(j, j->run_from_ns > j->cut_ns ? j->run_from_ns :
 			     j->cut_ns, cut);
 		j->cut_ns = cut;
+		/* Traced whole, each interval is its own span: its ops' time
+		 * up to the cut is this interval's, the rest the next's. */
+		if (j->whole_interval) {
+			window_self_end_at(&j->self, cut);
+			window_self_cut(&j->self, &j->s.trace, window_add, j);
+			window_self_open(&j->self, j->win_on_ns, cut);
+		}
 	}
 	for (size_t i = 0; i < j->window_agg.nr; i++)
 		window_calls += j->window_agg.rows[i].calls;
@@ -311,7 +336,8 @@ void job_end_interval(struct job *j, double now)
 	span_done = j->whole_interval ||
 		    (j->window_done && now >= j->span_start + j->span_s - 0.01);
 	k = span_done && j->window_time > 0 ?
-	    span_len / window_as_untraced(j) : 0;
+	    span_len / window_self_length(&j->self, j->window_time,
+					  j->whole_interval) : 0;
 	for (size_t i = 0; k && i < j->window_agg.nr; i++) {
 		const struct op_stats *r = &j->window_agg.rows[i];
 		struct job_op *o = r->calls ? job_op_row(j, r->name) : NULL;
@@ -363,7 +389,7 @@ static void new_span(struct job *j, const struct budget_plan *plan,
 	stack_profile_reset(&j->window_stacks);
 	aggregate_reset(&j->window_agg);
 	j->window_time = 0;
-	j->window_probe_s = 0;
+	window_self_reset(&j->self);
 	j->window_done = false;
 	j->span_start = now;
 	j->span_s = plan->span * interval_s;

@@ -14,14 +14,16 @@
  * - Self time and stacks: sampled ops cannot give them (the unsampled ops
  *   in between are invisible), so they come only from a full-trace window
  *   per interval, started at a uniformly random moment of the interval:
- *   every op then has the same chance L/T of falling in a window of
- *   length L, and scaling the window's sums by T/L is unbiased. When the
- *   budget cannot pay for a window every interval, a window stands for a
- *   span of several, placed at random in the span and scaled by span/L.
- *   L is the job's time, not the window's: traced fully, the job runs
- *   slower, and its self times are without the probe cost, so L is the
- *   window's length less the probe time its ops spent (spread over the
- *   CPUs the job ran on). Windows are switched on and off by
+ *   every instant of self time then has the same chance L/T of falling in
+ *   a window of length L, and scaling the self time inside the window
+ *   (window_self.h: by time, clipped to the window, so one thread never
+ *   shows more than T) by T/L is unbiased. When the budget cannot pay for
+ *   a window every interval, a window stands for a span of several,
+ *   placed at random in the span and scaled by span/L. L is the job's
+ *   time, not the window's: traced fully, the job runs slower, and its
+ *   self times are without the probe cost, so L is the window's length
+ *   less the probe time its ops spent, spread over the threads that ran
+ *   (window_self_length). Windows are switched on and off by
  *   re-registering the callback at p = 1 and back.
  */
 #ifndef RFBPF_FLEET_JOB_H
@@ -30,6 +32,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 #include "fleet/discovery.h"
+#include "fleet/window_self.h"
 #include "model/aggregate.h"
 #include "model/stack_profile.h"
 #include "session.h"
@@ -63,8 +66,6 @@ struct job {
 				 * first stop */
 	uint64_t cut_ns;	/* an open window was counted up to here */
 	double window_time;	/* seconds of window in this span */
-	double window_probe_s;	/* ...of which its ops spent in probes
-				 * (calibrated cost, CPU seconds) */
 	double window_in_interval;	/* ...and in this interval */
 	double window_scale;	/* what the stacks of the interval that
 				 * just ended are scaled by (0: none yet) */
@@ -74,6 +75,7 @@ struct job {
 				 * window is closed that much early */
 	struct stack_profile window_stacks;	/* the window's stacks */
 	struct aggregate window_agg;		/* the window's self times */
+	struct window_self self;	/* ...counted by time (window_self.h) */
 	/* Counters. */
 	struct job_op *ops;	/* by series; series max_ops is [other] */
 	size_t nr_ops, cap_ops;

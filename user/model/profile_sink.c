@@ -14,13 +14,19 @@ static uint32_t shapes_of(const struct stack_profile *p,
 void profile_add_op(struct stack_profile *p, struct trace *t,
 		    const struct closed_op *c)
 {
+	profile_add_op_part(p, t, c, 1);
+}
+
+void profile_add_op_part(struct stack_profile *p, struct trace *t,
+			 const struct closed_op *c, uint64_t calls)
+{
 	struct stack_key key = {
 		.pid = c->pid, .tid = c->op->tid,
 		.thread_name = c->thread ? c->thread->comm_name : UINT32_MAX,
 		.frames = c->frames, .depth = c->depth,
 		.shapes = shapes_of(p, t, c->op->inputs),
 	};
-	struct stack_values v = { .calls = 1, .self_ns = c->self_ns,
+	struct stack_values v = { .calls = calls, .self_ns = c->self_ns,
 				  .off_cpu_ns = c->self_off_cpu_ns };
 
 	if (stack_profile_add(p, &key, &v))

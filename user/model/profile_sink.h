@@ -15,6 +15,10 @@ struct trace_sink profile_sink_ops(struct stack_profile *p);
 /* What that sink does, for a consumer that picks which ops to add. */
 void profile_add_op(struct stack_profile *p, struct trace *t,
 		    const struct closed_op *c);
+/* The same with c's self time and the calls it counts for given (an op
+ * counted in part: the fleet's windows). */
+void profile_add_op_part(struct stack_profile *p, struct trace *t,
+			 const struct closed_op *c, uint64_t calls);
 void profile_add_gpu(struct stack_profile *p, struct trace *t,
 		     const struct gpu_done *g);
 struct trace_sink profile_sink_gpu_kernels(struct stack_profile *p);
