@@ -298,6 +298,25 @@ static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 			r->gpu_total_ns += d;
 }
 
+/* Room for one more of an array of elements of size bytes, doubling from
+ * 16 (false, a->oom set, when there is none). */
+static bool room_for_one(struct aggregate *a, void **items, size_t nr,
+			 size_t *cap, size_t size)
+{
+	size_t grown = *cap ? 2 * *cap : 16;
+	void *p;
+
+	if (nr < *cap)
+		return true;
+	if (!(p = realloc(*items, grown * size))) {
+		a->oom = true;
+		return false;
+	}
+	*items = p;
+	*cap = grown;
+	return true;
+}
+
 /* An interval with no op open counts for its thread's idle row. */
 static void add_idle(struct aggregate *a, struct trace *t,
 		     const struct off_cpu_interval *iv)
@@ -310,18 +329,9 @@ static void add_idle(struct aggregate *a, struct trace *t,
 	if (at) {
 		r = &a->idle[*at];
 	} else {
-		if (a->nr_idle == a->cap_idle) {
-			size_t cap = a->cap_idle ? 2 * a->cap_idle : 16;
-			struct idle_thread *p = realloc(a->idle,
-							cap * sizeof(*p));
-
-			if (!p) {
-				a->oom = true;
-				return;
-			}
-			a->idle = p;
-			a->cap_idle = cap;
-		}
+		if (!room_for_one(a, (void **)&a->idle, a->nr_idle,
+				  &a->cap_idle, sizeof(*a->idle)))
+			return;
 		if (!u64map_put(&a->idle_index, (uint64_t)iv->tid + 1,
 				a->nr_idle)) {
 			a->oom = true;
@@ -356,18 +366,9 @@ static void on_off_cpu(void *ctx, struct trace *t,
 	if ((at = u64map_get(&a->waker_index, key))) {
 		w = &a->wakers[*at];
 	} else {
-		if (a->nr_wakers == a->cap_wakers) {
-			size_t cap = a->cap_wakers ? 2 * a->cap_wakers : 16;
-			struct waker_pair *p = realloc(a->wakers,
-						       cap * sizeof(*p));
-
-			if (!p) {
-				a->oom = true;
-				return;
-			}
-			a->wakers = p;
-			a->cap_wakers = cap;
-		}
+		if (!room_for_one(a, (void **)&a->wakers, a->nr_wakers,
+				  &a->cap_wakers, sizeof(*a->wakers)))
+			return;
 		if (!u64map_put(&a->waker_index, key, a->nr_wakers)) {
 			a->oom = true;
 			return;
