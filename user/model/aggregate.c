@@ -298,23 +298,23 @@ static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 			r->gpu_total_ns += d;
 }
 
-/* Room for one more of an array of elements of size bytes, doubling from
- * 16 (false, a->oom set, when there is none). */
-static bool room_for_one(struct aggregate *a, void **items, size_t nr,
-			 size_t *cap, size_t size)
+/* items (nr used of *cap, elements of size bytes) with room for one
+ * more, moved if it had to grow (doubling from 16); NULL and a->oom set
+ * when there is none, items then unchanged. */
+static void *room_for_one(struct aggregate *a, void *items, size_t nr,
+			  size_t *cap, size_t size)
 {
 	size_t grown = *cap ? 2 * *cap : 16;
 	void *p;
 
 	if (nr < *cap)
-		return true;
-	if (!(p = realloc(*items, grown * size))) {
+		return items;
+	if (!(p = realloc(items, grown * size))) {
 		a->oom = true;
-		return false;
+		return NULL;
 	}
-	*items = p;
 	*cap = grown;
-	return true;
+	return p;
 }
 
 /* An interval with no op open counts for its thread's idle row. */
@@ -329,9 +329,12 @@ static void add_idle(struct aggregate *a, struct trace *t,
 	if (at) {
 		r = &a->idle[*at];
 	} else {
-		if (!room_for_one(a, (void **)&a->idle, a->nr_idle,
-				  &a->cap_idle, sizeof(*a->idle)))
+		struct idle_thread *p = room_for_one(a, a->idle, a->nr_idle,
+						     &a->cap_idle, sizeof(*p));
+
+		if (!p)
 			return;
+		a->idle = p;
 		if (!u64map_put(&a->idle_index, (uint64_t)iv->tid + 1,
 				a->nr_idle)) {
 			a->oom = true;
@@ -366,9 +369,13 @@ static void on_off_cpu(void *ctx, struct trace *t,
 	if ((at = u64map_get(&a->waker_index, key))) {
 		w = &a->wakers[*at];
 	} else {
-		if (!room_for_one(a, (void **)&a->wakers, a->nr_wakers,
-				  &a->cap_wakers, sizeof(*a->wakers)))
+		struct waker_pair *p = room_for_one(a, a->wakers,
+						    a->nr_wakers,
+						    &a->cap_wakers, sizeof(*p));
+
+		if (!p)
 			return;
+		a->wakers = p;
 		if (!u64map_put(&a->waker_index, key, a->nr_wakers)) {
 			a->oom = true;
 			return;
