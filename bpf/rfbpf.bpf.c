@@ -1152,6 +1152,18 @@ int BPF_KPROBE(end, void *rf)
 	return emit_end(rf, false);
 }
 
+/* Each traced thread's comm as it exited, by thread id. The loader names
+ * a thread from /proc when it reads the thread's first record; a thread
+ * already gone by then (a short job's records are read as it exits, since
+ * wakeups are batched) is named from here. sched_process_exit runs before
+ * the task leaves /proc, so whenever /proc has no name this map has it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, char[16]);
+} exited_comms SEC(".maps");
+
 /* A thread of the target exits: the loader closes whatever it left open.
  * The tracepoint runs in the exiting task, so the current ids are its own.
  * A raw tracepoint attaches by name, without tracefs (not mounted here). */
@@ -1160,16 +1172,20 @@ int thread_exit(void *ctx)
 {
 	struct rf_thread_exit_event *e;
 	__u64 id = target_thread();
+	char comm[16] = {};
+	__u32 tid = (__u32)id;
 
 	if (!id || !targ_tgid)
 		return 0;
+	bpf_get_current_comm(comm, sizeof(comm));
+	bpf_map_update_elem(&exited_comms, &tid, comm, BPF_ANY);
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(RF_CNT_DROPS);
 		return 0;
 	}
 	fill_hdr(&e->hdr, id, RF_EV_THREAD_EXIT, 0, 0);
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	__builtin_memcpy(e->comm, comm, sizeof(e->comm));
 	submit(e);
 	return 0;
 }

@@ -37,13 +37,16 @@ static uint64_t monotonic_ns(void)
 }
 
 /* A thread seen for the first time: name it while it is alive. It may be
- * a thread of a child process (--children). */
+ * a thread of a child process (--children). One that is gone already (its
+ * records read only as the job ended) is named as it exited. */
 static void name_new_thread(void *ctx, struct trace *t, struct thread *th)
 {
+	struct session *s = ctx;
 	char comm[16];
 
-	(void)ctx;
 	target_thread_comm(th->pid, th->tid, comm, sizeof(comm));
+	if (!comm[0])
+		probes_exited_comm(&s->probes, th->tid, comm, sizeof(comm));
 	trace_name_thread(t, th, comm);
 }
 

@@ -455,6 +455,19 @@ int probes_events_fd(const struct probes *p)
 	return bpf_map__fd(p->skel->maps.events);
 }
 
+bool probes_exited_comm(const struct probes *p, uint32_t tid, char *buf,
+			size_t len)
+{
+	char comm[17] = "";
+
+	if (!p->skel ||
+	    bpf_map_lookup_elem(bpf_map__fd(p->skel->maps.exited_comms), &tid,
+				comm) || !comm[0])
+		return false;
+	snprintf(buf, len, "%s", comm);
+	return true;
+}
+
 void probes_set_inputs(struct probes *p, const struct rf_inputs_config *cfg)
 {
 	memcpy((void *)&p->skel->bss->in_cfg, cfg, sizeof(*cfg));

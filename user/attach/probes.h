@@ -108,6 +108,10 @@ int probes_attach_child(struct probes *p, pid_t child, const char *path,
 /* Whether the library at path (by inode) is already probed. */
 bool probes_has_lib(const struct probes *p, const char *path);
 int probes_events_fd(const struct probes *p);
+/* The comm thread tid had as it exited (the BPF side keeps the last few
+ * thousand), into buf; false if it is not known. */
+bool probes_exited_comm(const struct probes *p, uint32_t tid, char *buf,
+			size_t len);
 /* Detaching, ends last: the probes that begin ops (and every other) go
  * first, so an op begun before it still ends while the loader drains;
  * then probes_detach_all takes the end probes. */

@@ -93,6 +93,8 @@ struct thread {
 	int64_t waker_op;
 	uint32_t waker_op_name, waker_op_tid;
 	bool py_named;		/* comm_name is its Python thread name */
+	bool seen;		/* a record of its own came (events.c): pid
+				 * set, named; one only woken is not */
 	uint8_t py_name_tries;	/* lookups of that name so far */
 };
 
