@@ -1146,6 +1146,38 @@ int BPF_KPROBE(callback_end, void *rf)
 	return emit_end(rf, true);
 }
 
+/*
+ * --children with callback stubs: a forked child's calls into the stubs,
+ * at their check of child_on (STUB_*_CHILD_CHECK, user/attach/stub_page.h),
+ * which every call in a child reaches: its copy of `on` is wiped at fork.
+ * These are attached once, for every process that maps the page (the
+ * target and its descendants), so a child's ops are recorded from its
+ * first, with process_fork marking it traced before it runs: nothing
+ * waits for the loader to see the fork and probe the child. The target
+ * itself reaches the check only while its `on` is clear (not tracing):
+ * skipped.
+ */
+static __always_inline bool in_traced_child(void)
+{
+	__u64 id = target_thread();
+
+	return id && (__u32)(id >> 32) != targ_tgid;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(child_callback_start, void *ret_slot, void *rf)
+{
+	if (in_traced_child())
+		record_callback_start(ctx, rf);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(child_callback_end, void *rf)
+{
+	return in_traced_child() ? emit_end(rf, true) : 0;
+}
+
 SEC("uprobe")
 int BPF_KPROBE(end, void *rf)
 {
@@ -1390,6 +1422,15 @@ int BPF_PROG(process_fork, struct task_struct *parent,
 	 * in a PID namespace of its own (then the loader looks in /proc). */
 	fill_hdr(e, id, RF_EV_FORK, 0, pidns_ino ? 0 : (__u64)child->pid);
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	/* Traced before it runs (this runs before the child is woken): its
+	 * first ops reach child_callback_*. In a PID namespace of rfbpf's
+	 * own the child's id there is not known here: the loader adds it. */
+	if (!pidns_ino) {
+		__u32 tgid = child->tgid;
+		__u8 one = 1;
+
+		bpf_map_update_elem(&traced_children, &tgid, &one, BPF_ANY);
+	}
 	return 0;
 }
 

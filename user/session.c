@@ -205,6 +205,14 @@ static int probe_stubs(struct session *s, uint64_t *start, uint64_t *end,
 					  s->act.page.path, STUB_START_PROBE,
 					  STUB_END_PROBE, s->opt->verbose);
 
+	if (!ret && s->opt->children && !s->child_stubs_probed) {
+		ret = probes_attach_child_callbacks(&s->probes,
+						    s->act.page.path,
+						    STUB_START_CHILD_CHECK,
+						    STUB_END_CHILD_CHECK,
+						    s->opt->verbose);
+		s->child_stubs_probed = !ret;
+	}
 	if (!ret)
 		ret = stub_page_set_on(s->pid, &s->act.page, true);
 	if (ret)

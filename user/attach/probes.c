@@ -156,6 +156,20 @@ int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
 				      verbose);
 }
 
+int probes_attach_child_callbacks(struct probes *p, const char *path,
+				  uint64_t start_off, uint64_t end_off,
+				  bool verbose)
+{
+	/* pid -1: every process mapping the page, forked children included
+	 * from their first instruction; BPF keeps the target's own out. */
+	int ret = attach_one(p, p->skel->progs.child_callback_end, -1, path,
+			     end_off, "children's end callback", verbose);
+
+	return ret ? ret : attach_one(p, p->skel->progs.child_callback_start,
+				      -1, path, start_off,
+				      "children's start callback", verbose);
+}
+
 int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
 		      uint64_t launch_off, uint64_t activity_off,
 		      uint64_t sync_off, bool verbose)
@@ -534,7 +548,8 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 static bool ends_ops(const struct probes *p, const struct bpf_program *prog)
 {
 	return prog && (prog == p->skel->progs.end ||
-			prog == p->skel->progs.callback_end);
+			prog == p->skel->progs.callback_end ||
+			prog == p->skel->progs.child_callback_end);
 }
 
 void probes_detach_starts(struct probes *p)

@@ -55,6 +55,12 @@ int probes_attach_lib(struct probes *p, pid_t pid, const char *path,
  * agent's own), for pid only. */
 int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
 			    uint64_t start_off, uint64_t end_off, bool verbose);
+/* --children with callback stubs: the children's side of the stubs
+ * (STUB_*_CHILD_CHECK in rfbpf's page at path), for every process that
+ * maps it, so a forked child is traced from its first op. */
+int probes_attach_child_callbacks(struct probes *p, const char *path,
+				  uint64_t start_off, uint64_t end_off,
+				  bool verbose);
 /* The CUPTI agent's launch, activity and (if sync_off) sync probe
  * functions (file offsets in the agent at path), for pid only; turns on
  * GPU launch tagging. */
