@@ -1164,11 +1164,19 @@ static __always_inline bool in_traced_child(void)
 	return id && (__u32)(id >> 32) != targ_tgid;
 }
 
+/* Set by the loader while it traces: a descendant that calls the stubs
+ * untraced then (only where BPF cannot mark it at its fork: rfbpf in a PID
+ * namespace of its own, or traced_children full) has its ops counted as
+ * missed. Clear from detach on, as the loader lets its children go. */
+volatile bool count_child_misses = false;
+
 SEC("uprobe")
 int BPF_KPROBE(child_callback_start, void *ret_slot, void *rf)
 {
 	if (in_traced_child())
 		record_callback_start(ctx, rf);
+	else if (count_child_misses && !target_thread())
+		count(RF_CNT_CHILD_OPS_MISSED);
 	return 0;
 }
 

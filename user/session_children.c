@@ -202,6 +202,8 @@ void session_children_detach(struct session *s, uint64_t handle)
 	static pid_t pids[SESSION_MAX_CHILDREN * 2];
 	int n;
 
+	if (s->child_stubs_probed)
+		probes_stop_counting_child_misses(&s->probes);
 	while (s->nr_children)
 		drop(s, 0);
 	if (!handle || !s->act.page.addr)

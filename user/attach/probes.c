@@ -165,9 +165,18 @@ int probes_attach_child_callbacks(struct probes *p, const char *path,
 	int ret = attach_one(p, p->skel->progs.child_callback_end, -1, path,
 			     end_off, "children's end callback", verbose);
 
-	return ret ? ret : attach_one(p, p->skel->progs.child_callback_start,
-				      -1, path, start_off,
-				      "children's start callback", verbose);
+	if (!ret)
+		ret = attach_one(p, p->skel->progs.child_callback_start, -1,
+				 path, start_off, "children's start callback",
+				 verbose);
+	if (!ret)
+		p->skel->bss->count_child_misses = true;
+	return ret;
+}
+
+void probes_stop_counting_child_misses(struct probes *p)
+{
+	p->skel->bss->count_child_misses = false;
 }
 
 int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
@@ -540,6 +549,8 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 			c->inputs_faults = sum;
 		else if (slot == RF_CNT_SWITCHES)
 			c->off_cpu_switches = sum;
+		else if (slot == RF_CNT_CHILD_OPS_MISSED)
+			c->child_ops_missed = sum;
 	}
 	free(vals);
 }

@@ -61,6 +61,8 @@ int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
 int probes_attach_child_callbacks(struct probes *p, const char *path,
 				  uint64_t start_off, uint64_t end_off,
 				  bool verbose);
+/* From detach on, a child let go is no child missed. */
+void probes_stop_counting_child_misses(struct probes *p);
 /* The CUPTI agent's launch, activity and (if sync_off) sync probe
  * functions (file offsets in the agent at path), for pid only; turns on
  * GPU launch tagging. */
