@@ -12,7 +12,7 @@ import collections
 import time
 
 from conftest import (PYTHON, RFBPF, WORKLOAD, Waiting, load_trace, run,
-                      start_rfbpf, stop)
+                      sid_root_with, start_rfbpf, stop, torch_lib)
 
 NAMES = {"python3", "mlp-worker"}
 
@@ -48,6 +48,20 @@ def test_launch_mode_names_threads_as_the_job_did(tmp_path):
     r = run([RFBPF, "-q", "--no-table", "-o", str(out), "--folded",
              str(folded), "--", PYTHON, WORKLOAD, "--observer", "--steps",
              "20"])
+    assert r.returncode == 0, r.stderr
+    check_names(load_trace(out), folded.read_text())
+
+
+def test_launch_mode_off_cpu_on_python_3_14_names_threads(tmp_path):
+    """torch 2.14 on Python 3.14 (the sid root, through chroot), launched
+    with --off-cpu: the same names (3.14 names a thread's comm after its
+    threading name; the worker renames itself after)."""
+    root = sid_root_with(WORKLOAD)
+    out, folded = tmp_path / "t.json", tmp_path / "t.folded"
+    r = run([RFBPF, "-q", "--no-table", "--off-cpu", "-o", str(out),
+             "--folded", str(folded), "--lib", torch_lib(root), "--",
+             "chroot", root, "python3", "/tmp/mlp_threads.py", "--observer",
+             "--steps", "5"], timeout=300)
     assert r.returncode == 0, r.stderr
     check_names(load_trace(out), folded.read_text())
 
