@@ -90,6 +90,7 @@ int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
 			 strerror(-ret));
 		return ret;
 	}
+	p->link_progs[p->nr_links] = p->skel->progs.thread_exit;
 	p->links[p->nr_links] = bpf_program__attach(p->skel->progs.thread_exit);
 	if (!p->links[p->nr_links]) {
 		ret = -errno;
@@ -555,12 +556,17 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 	free(vals);
 }
 
-/* The programs that close ops: end() and the end callback. */
+/* The programs kept while the loader drains: those that close ops (end()
+ * and the end callbacks), and thread exits. A thread first read in the
+ * drain (wakeups are batched: its records may wait there) and gone by
+ * then is named by the comm its exit left (exited_comms); with the exit
+ * probe gone first, it was named "thread". */
 static bool ends_ops(const struct probes *p, const struct bpf_program *prog)
 {
 	return prog && (prog == p->skel->progs.end ||
 			prog == p->skel->progs.callback_end ||
-			prog == p->skel->progs.child_callback_end);
+			prog == p->skel->progs.child_callback_end ||
+			prog == p->skel->progs.thread_exit);
 }
 
 void probes_detach_starts(struct probes *p)

@@ -122,7 +122,7 @@ bool probes_exited_comm(const struct probes *p, uint32_t tid, char *buf,
 			size_t len);
 /* Detaching, ends last: the probes that begin ops (and every other) go
  * first, so an op begun before it still ends while the loader drains;
- * then probes_detach_all takes the end probes. */
+ * then probes_detach_all takes the end probes (and thread exits). */
 void probes_detach_starts(struct probes *p);
 void probes_detach_all(struct probes *p);
 /* Sums the per-CPU BPF counters into c (hits per variant, drops). */
