@@ -122,5 +122,5 @@ def ops_per_step(workload, threads):
     for n in steps:
         out, _, _ = run_rfbpf(["--top", "1"],
                               driver(workload, n, threads))
-        counts.append(int(re.search(r"; (\d+) ops;", out).group(1)))
+        counts.append(int(re.search(r"; (\d+) ops? on \d+ threads?", out).group(1)))
     return (counts[1] - counts[0]) / (steps[1] - steps[0])

@@ -97,7 +97,7 @@ def ops_seen_passively(pid, seconds=1.5):
     r = run([RFBPF, "-q", "--no-activate", "-p", str(pid), "-d",
              str(seconds), "--top", "1"])
     assert r.returncode == 0, r.stderr
-    m = re.search(r"; (\d+) ops;", r.stdout)
+    m = re.search(r"; (\d+) ops? on \d+ threads?", r.stdout)
     assert m, r.stdout
     return int(m.group(1))
 
