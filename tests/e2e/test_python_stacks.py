@@ -450,14 +450,22 @@ def check_training(t, folded, extra):
     # Folded stacks: a scope follows its holder's frame, not __enter__'s.
     rows = folded_rows(folded)
     under = collections.Counter()
+    wrong = collections.Counter()
     for line in open(folded):
         frames = line.rsplit(" ", 1)[0].split(";")[2:]
         for i, fr in enumerate(frames):
             if fr in SCOPE_HOLDERS and i:
                 fn = frames[i - 1].split(" (", 1)[0]
                 assert not fn.endswith(ENTER_FRAMES), (fr, frames[i - 1])
-                under[fr, held_by(fn, SCOPE_HOLDERS[fr])] += 1
-    assert rows and under and all(ok for (_, ok) in under), under
+                # A stack read while its thread ran can hit a frame being
+                # replaced: it is marked (and counted), not misplaced.
+                if fn.startswith("[python"):
+                    continue
+                ok = held_by(fn, SCOPE_HOLDERS[fr])
+                under[fr, ok] += 1
+                if not ok:
+                    wrong[fr, fn] += 1
+    assert rows and under and all(ok for (_, ok) in under), (under, wrong)
 
 
 @pytest.mark.parametrize("probes,extra", [
