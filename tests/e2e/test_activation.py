@@ -147,6 +147,42 @@ def test_kill_9_leaves_callback_then_deactivate_removes_it(tmp_path):
         t.kill()
 
 
+@pytest.mark.parametrize("delay", [0.2, 1.3, 2.7])
+def test_kill_9_of_the_fleet_daemon_leaves_the_job_right(tmp_path, delay):
+    """The fleet daemon (its sampled callback, and the p = 1 windows it
+    opens and closes every interval) killed -9 at a moment of its
+    intervals: the job's phases print what an untraced run prints, the
+    callback it left is removed by --deactivate, and the job exits 0."""
+    expected = untraced("--steps", "3000", phases=3)
+    t = Phased("--steps", "3000", "--phases", "3")
+    d = subprocess.Popen([RFBPF, "--continuous", "-p", str(t.pid),
+                          "--interval", "1", "--budget", "50",
+                          "--prom-file", str(tmp_path / "m.prom")],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        for line in d.stderr:
+            if f"pid {t.pid}" in line and "traced" in line:
+                break
+        else:
+            raise AssertionError("the daemon never traced the job")
+        t.phase()
+        time.sleep(delay)               # into a window, or between two
+        d.kill()
+        d.wait()
+        t.phase()
+        r = run([RFBPF, "--deactivate", "-p", str(t.pid)])
+        assert r.returncode == 0, r.stderr
+        assert passive_count(t, tmp_path, "gone.json") == 0
+        assert t.finish() == 0
+        assert t.lines == expected
+    finally:
+        if d.poll() is None:
+            d.kill()
+            d.wait()
+        t.kill()
+
+
 def test_reattach_replaces_a_leftover_callback(tmp_path):
     t = Phased("--steps", "200", "--phases", "2")
     try:
