@@ -1146,11 +1146,63 @@ int BPF_KPROBE(callback_end, void *rf)
 	return emit_end(rf, true);
 }
 
+/*
+ * --children with callback stubs: a forked child's calls into the stubs,
+ * at their check of child_on (STUB_*_CHILD_CHECK, user/attach/stub_page.h),
+ * which every call in a child reaches: its copy of `on` is wiped at fork.
+ * These are attached once, for every process that maps the page (the
+ * target and its descendants), so a child's ops are recorded from its
+ * first, with process_fork marking it traced before it runs: nothing
+ * waits for the loader to see the fork and probe the child. The target
+ * itself reaches the check only while its `on` is clear (not tracing):
+ * skipped.
+ */
+static __always_inline bool in_traced_child(void)
+{
+	__u64 id = target_thread();
+
+	return id && (__u32)(id >> 32) != targ_tgid;
+}
+
+/* Set by the loader while it traces: a descendant that calls the stubs
+ * untraced then (only where BPF cannot mark it at its fork: rfbpf in a PID
+ * namespace of its own, or traced_children full) has its ops counted as
+ * missed. Clear from detach on, as the loader lets its children go. */
+volatile bool count_child_misses = false;
+
+SEC("uprobe")
+int BPF_KPROBE(child_callback_start, void *ret_slot, void *rf)
+{
+	if (in_traced_child())
+		record_callback_start(ctx, rf);
+	else if (count_child_misses && !target_thread())
+		count(RF_CNT_CHILD_OPS_MISSED);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(child_callback_end, void *rf)
+{
+	return in_traced_child() ? emit_end(rf, true) : 0;
+}
+
 SEC("uprobe")
 int BPF_KPROBE(end, void *rf)
 {
 	return emit_end(rf, false);
 }
+
+/* Each traced thread's comm as it exited, by thread id. The loader names
+ * a thread from /proc when it reads the thread's first record; a thread
+ * already gone by then (a short job's records are read as it exits, since
+ * wakeups are batched) is named from here. sched_process_exit runs before
+ * the task leaves /proc, so whenever /proc has no name this map has it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, char[16]);
+} exited_comms SEC(".maps");
 
 /* A thread of the target exits: the loader closes whatever it left open.
  * The tracepoint runs in the exiting task, so the current ids are its own.
@@ -1160,16 +1212,20 @@ int thread_exit(void *ctx)
 {
 	struct rf_thread_exit_event *e;
 	__u64 id = target_thread();
+	char comm[16] = {};
+	__u32 tid = (__u32)id;
 
 	if (!id || !targ_tgid)
 		return 0;
+	bpf_get_current_comm(comm, sizeof(comm));
+	bpf_map_update_elem(&exited_comms, &tid, comm, BPF_ANY);
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(RF_CNT_DROPS);
 		return 0;
 	}
 	fill_hdr(&e->hdr, id, RF_EV_THREAD_EXIT, 0, 0);
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	__builtin_memcpy(e->comm, comm, sizeof(e->comm));
 	submit(e);
 	return 0;
 }
@@ -1374,6 +1430,15 @@ int BPF_PROG(process_fork, struct task_struct *parent,
 	 * in a PID namespace of its own (then the loader looks in /proc). */
 	fill_hdr(e, id, RF_EV_FORK, 0, pidns_ino ? 0 : (__u64)child->pid);
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	/* Traced before it runs (this runs before the child is woken): its
+	 * first ops reach child_callback_*. In a PID namespace of rfbpf's
+	 * own the child's id there is not known here: the loader adds it. */
+	if (!pidns_ino) {
+		__u32 tgid = child->tgid;
+		__u8 one = 1;
+
+		bpf_map_update_elem(&traced_children, &tgid, &one, BPF_ANY);
+	}
 	return 0;
 }
 

@@ -115,6 +115,8 @@ enum rf_counter {
 	RF_CNT_INPUTS_FAULTS,		/* ... or by unreadable memory */
 	RF_CNT_SWITCHES,		/* --off-cpu: context switches of
 					 * traced threads seen */
+	RF_CNT_CHILD_OPS_MISSED,	/* --children: ops begun in a child
+					 * process before it was traced */
 	RF_CNT_NR,
 };
 

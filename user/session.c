@@ -37,13 +37,16 @@ static uint64_t monotonic_ns(void)
 }
 
 /* A thread seen for the first time: name it while it is alive. It may be
- * a thread of a child process (--children). */
+ * a thread of a child process (--children). One that is gone already (its
+ * records read only as the job ended) is named as it exited. */
 static void name_new_thread(void *ctx, struct trace *t, struct thread *th)
 {
+	struct session *s = ctx;
 	char comm[16];
 
-	(void)ctx;
 	target_thread_comm(th->pid, th->tid, comm, sizeof(comm));
+	if (!comm[0])
+		probes_exited_comm(&s->probes, th->tid, comm, sizeof(comm));
 	trace_name_thread(t, th, comm);
 }
 
@@ -202,6 +205,14 @@ static int probe_stubs(struct session *s, uint64_t *start, uint64_t *end,
 					  s->act.page.path, STUB_START_PROBE,
 					  STUB_END_PROBE, s->opt->verbose);
 
+	if (!ret && s->opt->children && !s->child_stubs_probed) {
+		ret = probes_attach_child_callbacks(&s->probes,
+						    s->act.page.path,
+						    STUB_START_CHILD_CHECK,
+						    STUB_END_CHILD_CHECK,
+						    s->opt->verbose);
+		s->child_stubs_probed = !ret;
+	}
 	if (!ret)
 		ret = stub_page_set_on(s->pid, &s->act.page, true);
 	if (ret)

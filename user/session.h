@@ -59,6 +59,8 @@ struct session {
 	uint64_t children_traced, children_skipped;
 	bool fork_seen;		/* BPF saw a traced process fork */
 	double children_scanned_s;
+	bool child_stubs_probed;	/* children's side of the stubs, for
+					 * every process (session_children.c) */
 	char child_lib[PATH_MAX];	/* entry probes for children: the */
 	struct torch_symbols child_syms;	/* library and its symbols */
 	bool activation_pending;/* launch mode: register once torch loads */

@@ -101,7 +101,11 @@ static void adopt(struct session *s, pid_t pid)
 	s->nr_children++;
 	if (probes_trace_child(&s->probes, pid, true))
 		return;
-	if (s->use_stubs)
+	/* Its stubs are probed already, for every process, and BPF marked
+	 * it traced as it was forked: its first op was recorded. */
+	if (s->child_stubs_probed)
+		n = 0;
+	else if (s->use_stubs)
 		n = probes_attach_child(&s->probes, pid, s->act.page.path, NULL,
 					STUB_START_CHILD_PROBE,
 					STUB_END_CHILD_PROBE, c->links,
@@ -117,7 +121,8 @@ static void adopt(struct session *s, pid_t pid)
 		return;
 	}
 	c->nr_links = n;
-	if (s->use_stubs && stub_page_set_child_on(pid, &s->act.page, true))
+	if (s->use_stubs && !s->child_stubs_probed &&
+	    stub_page_set_child_on(pid, &s->act.page, true))
 		return;		/* it exited already */
 	s->children_traced++;
 	if (s->opt->verbose)
@@ -197,6 +202,8 @@ void session_children_detach(struct session *s, uint64_t handle)
 	static pid_t pids[SESSION_MAX_CHILDREN * 2];
 	int n;
 
+	if (s->child_stubs_probed)
+		probes_stop_counting_child_misses(&s->probes);
 	while (s->nr_children)
 		drop(s, 0);
 	if (!handle || !s->act.page.addr)

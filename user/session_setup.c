@@ -365,6 +365,7 @@ int session_setup(struct session *s, struct options *opt)
 				   "(sched_switch, sched_waking): needs BTF "
 				   "and CAP_BPF with CAP_PERFMON");
 	s->trace.off_cpu = opt->off_cpu;
+	s->trace.children = opt->children;
 	s->trace.tree_prob = opt->tree_prob;
 	/* Tests only: widen the window in which a target can exit mid-attach,
 	 * so "exits during attach" is tested deterministically. */

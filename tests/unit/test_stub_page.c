@@ -45,6 +45,13 @@ TEST(layout)
 	CHECK(!memcmp(c + STUB_END_PROBE, nop5, 5));
 	CHECK(c[STUB_START_CHILD_PROBE] == 0x55);	/* push %rbp */
 	CHECK(c[STUB_END_CHILD_PROBE] == 0x55);
+	/* cmpb $0, child_on(%rip): 80 3d, then je over the push */
+	CHECK(c[STUB_START_CHILD_CHECK] == 0x80 &&
+	      c[STUB_START_CHILD_CHECK + 1] == 0x3d);
+	CHECK(c[STUB_END_CHILD_CHECK] == 0x80 &&
+	      c[STUB_END_CHILD_CHECK + 1] == 0x3d);
+	CHECK(STUB_START_CHILD_CHECK + 9 == STUB_START_CHILD_PROBE);
+	CHECK(STUB_END_CHILD_CHECK + 9 == STUB_END_CHILD_PROBE);
 	CHECK(c[STUB_MARKER_END - 2] == 0x0f && c[STUB_MARKER_END - 1] == 0x05);
 	CHECK(STUB_XSAVE % 64 == 0);
 	CHECK(c[STUB_PAGE_SIZE - 1] == 0xcc);

@@ -90,6 +90,7 @@ int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
 			 strerror(-ret));
 		return ret;
 	}
+	p->link_progs[p->nr_links] = p->skel->progs.thread_exit;
 	p->links[p->nr_links] = bpf_program__attach(p->skel->progs.thread_exit);
 	if (!p->links[p->nr_links]) {
 		ret = -errno;
@@ -154,6 +155,29 @@ int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
 	return ret ? ret : attach_one(p, p->skel->progs.callback_start, pid,
 				      path, start_off, "start callback",
 				      verbose);
+}
+
+int probes_attach_child_callbacks(struct probes *p, const char *path,
+				  uint64_t start_off, uint64_t end_off,
+				  bool verbose)
+{
+	/* pid -1: every process mapping the page, forked children included
+	 * from their first instruction; BPF keeps the target's own out. */
+	int ret = attach_one(p, p->skel->progs.child_callback_end, -1, path,
+			     end_off, "children's end callback", verbose);
+
+	if (!ret)
+		ret = attach_one(p, p->skel->progs.child_callback_start, -1,
+				 path, start_off, "children's start callback",
+				 verbose);
+	if (!ret)
+		p->skel->bss->count_child_misses = true;
+	return ret;
+}
+
+void probes_stop_counting_child_misses(struct probes *p)
+{
+	p->skel->bss->count_child_misses = false;
 }
 
 int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
@@ -455,6 +479,19 @@ int probes_events_fd(const struct probes *p)
 	return bpf_map__fd(p->skel->maps.events);
 }
 
+bool probes_exited_comm(const struct probes *p, uint32_t tid, char *buf,
+			size_t len)
+{
+	char comm[17] = "";
+
+	if (!p->skel ||
+	    bpf_map_lookup_elem(bpf_map__fd(p->skel->maps.exited_comms), &tid,
+				comm) || !comm[0])
+		return false;
+	snprintf(buf, len, "%s", comm);
+	return true;
+}
+
 void probes_set_inputs(struct probes *p, const struct rf_inputs_config *cfg)
 {
 	memcpy((void *)&p->skel->bss->in_cfg, cfg, sizeof(*cfg));
@@ -513,15 +550,23 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 			c->inputs_faults = sum;
 		else if (slot == RF_CNT_SWITCHES)
 			c->off_cpu_switches = sum;
+		else if (slot == RF_CNT_CHILD_OPS_MISSED)
+			c->child_ops_missed = sum;
 	}
 	free(vals);
 }
 
-/* The programs that close ops: end() and the end callback. */
+/* The programs kept while the loader drains: those that close ops (end()
+ * and the end callbacks), and thread exits. A thread first read in the
+ * drain (wakeups are batched: its records may wait there) and gone by
+ * then is named by the comm its exit left (exited_comms); with the exit
+ * probe gone first, it was named "thread". */
 static bool ends_ops(const struct probes *p, const struct bpf_program *prog)
 {
 	return prog && (prog == p->skel->progs.end ||
-			prog == p->skel->progs.callback_end);
+			prog == p->skel->progs.callback_end ||
+			prog == p->skel->progs.child_callback_end ||
+			prog == p->skel->progs.thread_exit);
 }
 
 void probes_detach_starts(struct probes *p)

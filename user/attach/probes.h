@@ -55,6 +55,14 @@ int probes_attach_lib(struct probes *p, pid_t pid, const char *path,
  * agent's own), for pid only. */
 int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
 			    uint64_t start_off, uint64_t end_off, bool verbose);
+/* --children with callback stubs: the children's side of the stubs
+ * (STUB_*_CHILD_CHECK in rfbpf's page at path), for every process that
+ * maps it, so a forked child is traced from its first op. */
+int probes_attach_child_callbacks(struct probes *p, const char *path,
+				  uint64_t start_off, uint64_t end_off,
+				  bool verbose);
+/* From detach on, a child let go is no child missed. */
+void probes_stop_counting_child_misses(struct probes *p);
 /* The CUPTI agent's launch, activity and (if sync_off) sync probe
  * functions (file offsets in the agent at path), for pid only; turns on
  * GPU launch tagging. */
@@ -108,9 +116,13 @@ int probes_attach_child(struct probes *p, pid_t child, const char *path,
 /* Whether the library at path (by inode) is already probed. */
 bool probes_has_lib(const struct probes *p, const char *path);
 int probes_events_fd(const struct probes *p);
+/* The comm thread tid had as it exited (the BPF side keeps the last few
+ * thousand), into buf; false if it is not known. */
+bool probes_exited_comm(const struct probes *p, uint32_t tid, char *buf,
+			size_t len);
 /* Detaching, ends last: the probes that begin ops (and every other) go
  * first, so an op begun before it still ends while the loader drains;
- * then probes_detach_all takes the end probes. */
+ * then probes_detach_all takes the end probes (and thread exits). */
 void probes_detach_starts(struct probes *p);
 void probes_detach_all(struct probes *p);
 /* Sums the per-CPU BPF counters into c (hits per variant, drops). */

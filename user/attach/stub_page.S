@@ -30,7 +30,7 @@ stub_page_code:
 	JE_OVER_NOP5
 	NOP5
 	jmp 2f
-1:	cmpb $0, AT(STUB_CHILD_ON)
+1:	cmpb $0, AT(STUB_CHILD_ON)	/* STUB_START_CHILD_CHECK */
 	je 2f
 	pushq %rbp			/* STUB_START_CHILD_PROBE */
 	popq %rbp
@@ -44,7 +44,7 @@ stub_page_code:
 	JE_OVER_NOP5
 	NOP5
 	ret
-1:	cmpb $0, AT(STUB_CHILD_ON)
+1:	cmpb $0, AT(STUB_CHILD_ON)	/* STUB_END_CHILD_CHECK */
 	je 2f
 	pushq %rbp			/* STUB_END_CHILD_PROBE */
 	popq %rbp

@@ -42,6 +42,11 @@
 #define STUB_END_OFFSET		0x40	/* the end callback */
 #define STUB_END_PROBE		0x49	/* its nop5 */
 #define STUB_END_CHILD_PROBE	0x58	/* its push, in traced children */
+/* Where a call that found `on` clear checks `child_on`: every call in a
+ * forked child gets there (its `on` is wiped), from its first op, before
+ * rfbpf has seen the fork (--children probes these, for every process). */
+#define STUB_START_CHILD_CHECK	0x10
+#define STUB_END_CHILD_CHECK	0x4f
 #define STUB_RETURN_OFFSET	0x80	/* remote calls return here */
 /* rip at the marker system call's entry stop: right after its syscall */
 #define STUB_MARKER_END		0x91

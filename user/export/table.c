@@ -373,7 +373,11 @@ static void print_footer(FILE *f, const struct trace *t,
 		(unsigned long long)c->ends,
 		(unsigned long long)c->thread_exits);
 	format_losses(c, losses, sizeof(losses));
-	fprintf(f, "Lost or unpaired: %s\n", losses);
+	fprintf(f, "Lost or unpaired: %s", losses);
+	if (t->children)
+		fprintf(f, "; ops missed in children %llu",
+			(unsigned long long)c->child_ops_missed);
+	fputc('\n', f);
 	if (trace_python_note(t, losses, sizeof(losses)))
 		fprintf(f, "Python stacks: %s\n", losses);
 	if (trace_inputs_note(t, losses, sizeof(losses)))

@@ -3,15 +3,19 @@
 #include <string.h>
 #include "events.h"
 
-/* The first record of a thread creates it; the session names it. */
+/* The first record of a thread's own names it (the session reads its
+ * comm); it may have been made before, by another thread's record (woken
+ * by it, --off-cpu). Every kind of record a thread sends comes here
+ * first: one that did not (an off-CPU interval, a Python stack) left
+ * the thread named "thread" in every output. */
 static void see_thread(struct trace *t, const struct event_hooks *k,
 		       uint32_t pid, uint32_t tid)
 {
-	bool created;
-	struct thread *th = trace_thread(t, tid, &created);
+	struct thread *th = trace_thread(t, tid, NULL);
 
-	if (!th || !created)
+	if (!th || th->seen)
 		return;
+	th->seen = true;
 	th->pid = pid;
 	if (k->new_thread)
 		k->new_thread(k->ctx, t, th);
@@ -48,6 +52,7 @@ static void py_stack(struct trace *t, const struct event_hooks *k,
 {
 	if (!t->py_resolver.gen)	/* --python-stacks is off */
 		return;
+	see_thread(t, k, e->hdr.pid, e->hdr.tid);
 	if (!(e->py_flags & RF_PY_F_SAME) && k->py_stack)
 		k->py_stack(k->ctx, t, e);
 	stacks_py_stack(t, e, size);
@@ -92,12 +97,16 @@ void events_dispatch(struct trace *t, const struct event_hooks *k,
 			trace_gpu_activity(t, data);
 		break;
 	case RF_EV_OFF_CPU:
-		if (size >= sizeof(struct rf_off_cpu_event))
-			stacks_off_cpu(t, data);
+		if (size < sizeof(struct rf_off_cpu_event))
+			break;
+		see_thread(t, k, h->pid, h->tid);
+		stacks_off_cpu(t, data);
 		break;
 	case RF_EV_WAKE:
-		if (size >= sizeof(struct rf_wake_event))
-			stacks_wake(t, data);
+		if (size < sizeof(struct rf_wake_event))
+			break;
+		see_thread(t, k, h->pid, h->tid);
+		stacks_wake(t, data);
 		break;
 	case RF_EV_INPUTS:
 		if (size >= RF_INPUTS_SIZE(0))

@@ -97,6 +97,8 @@ struct thread {
 	int64_t waker_op;
 	uint32_t waker_op_name, waker_op_tid;
 	bool py_named;		/* comm_name is its Python thread name */
+	bool seen;		/* a record of its own came (events.c): pid
+				 * set, named; one only woken is not */
 	uint8_t py_name_tries;	/* lookups of that name so far */
 };
 
@@ -149,6 +151,8 @@ struct counts {
 	 * (with their time); from BPF, switches of traced threads seen. */
 	uint64_t off_cpu_intervals, off_cpu_outside_ops;
 	uint64_t off_cpu_outside_ns, off_cpu_switches;
+	uint64_t child_ops_missed;	/* --children: ops a child process
+					 * began before it was traced */
 	uint64_t off_cpu_by_reason_ns[RF_OFF_NR];
 	uint64_t wakes;			/* by a traced thread */
 	uint64_t wakes_in_ops;		/* of those, by one in an op */
@@ -276,6 +280,7 @@ struct trace {
 	struct py_frames py;
 	struct py_resolver py_resolver;
 	bool off_cpu;			/* --off-cpu is on */
+	bool children;			/* --children is on */
 	/* --shapes: the input sets seen (nr_dtypes 0: shapes are off). */
 	struct op_inputs inputs;
 	uint32_t *chain;		/* scratch for trace_frames */
