@@ -125,6 +125,10 @@ static void adopt(struct session *s, pid_t pid)
 	    stub_page_set_child_on(pid, &s->act.page, true))
 		return;		/* it exited already */
 	s->children_traced++;
+	/* Probed only now, milliseconds after its fork: what it ran before
+	 * was seen by nothing, so not even counted. Say so, in numbers. */
+	if (!s->child_stubs_probed)
+		s->trace.counts.children_probed_late++;
 	if (s->opt->verbose)
 		fprintf(stderr, "rfbpf: tracing child process %d\n", pid);
 }

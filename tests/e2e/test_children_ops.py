@@ -124,3 +124,20 @@ def test_attached_short_children_ops_all_recorded(tmp_path):
     missed = trace["otherData"].get("child_ops_missed", 0)
     assert ours <= theirs <= ours + missed, (ours, missed, theirs)
     assert "unmatched ends 0; repeated ends 0" in table, table
+
+
+def test_entry_probes_say_which_children_were_probed_late(tmp_path):
+    """--probes entry: a worker is probed once rfbpf finds it, and what it
+    ran before is seen by nothing, so it cannot be counted. The footer
+    and otherData say how many children that was, so a shortfall is never
+    silent."""
+    out = tmp_path / "t.json"
+    r = run([RFBPF, "-q", "--children", "--probes", "entry", "--top", "3",
+             "-o", str(out), "--", PYTHON, *ARGS], timeout=300)
+    assert r.returncode == 0, r.stderr
+    trace, clones = load_trace(out), their_count(r.stdout)
+    late = trace["otherData"]["children_probed_after_fork"]
+    assert clones == 2304 and workers_clones(trace) <= clones
+    assert late > 0, trace["otherData"]     # 2 workers an epoch, 3 epochs
+    assert (f"uncounted ones in the first moments of {late} children "
+            "probed after their fork") in r.stdout, r.stdout

@@ -376,8 +376,10 @@ static void write_other_data(const struct chrome_writer *w,
 	COUNT("repeated_ends", c->repeated_ends);
 	COUNT("async_ends", c->async_ends);
 	COUNT("ends_begun_before_tracing", c->ends_begun_untraced);
-	if (t->children)
+	if (t->children) {
 		COUNT("child_ops_missed", c->child_ops_missed);
+		COUNT("children_probed_after_fork", c->children_probed_late);
+	}
 	COUNT("truncated_ops", counts_truncated(c));
 	COUNT("open_at_detach", c->open_at_detach);
 	COUNT("open_at_thread_exit", c->open_at_thread_exit);

@@ -377,6 +377,10 @@ static void print_footer(FILE *f, const struct trace *t,
 	if (t->children)
 		fprintf(f, "; ops missed in children %llu",
 			(unsigned long long)c->child_ops_missed);
+	if (t->children && c->children_probed_late)
+		fprintf(f, ", and uncounted ones in the first moments of %llu "
+			"children probed after their fork (entry probes)",
+			(unsigned long long)c->children_probed_late);
 	fputc('\n', f);
 	if (trace_python_note(t, losses, sizeof(losses)))
 		fprintf(f, "Python stacks: %s\n", losses);

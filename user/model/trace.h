@@ -151,6 +151,9 @@ struct counts {
 	 * (with their time); from BPF, switches of traced threads seen. */
 	uint64_t off_cpu_intervals, off_cpu_outside_ops;
 	uint64_t off_cpu_outside_ns, off_cpu_switches;
+	uint64_t children_probed_late;	/* --children: probed after their
+					 * fork, their first ops unseen and
+					 * uncounted (entry probes) */
 	uint64_t child_ops_missed;	/* --children: ops a child process
 					 * began before it was traced */
 	uint64_t off_cpu_by_reason_ns[RF_OFF_NR];
