@@ -11,7 +11,11 @@ and its thread's CPU time) and prints the sums at the end as JSON:
 - pinned (--pin CPU): "pinned_spin" spins 5 ms on that CPU, which a hog
   process the test pins there shares (preempted).
 
+With --windows FILE it also writes every call's clock window (scope,
+native tid, CLOCK_MONOTONIC start and end ns) to FILE as JSON.
+
   /usr/bin/python3 off_cpu.py --seconds 3 [--read FILE] [--pin 0]
+                              [--windows FILE]
 """
 import argparse
 import json
@@ -28,6 +32,9 @@ from torch.profiler import record_function
 A = torch.randn(192, 192)
 TOTALS = {}
 TOTALS_LOCK = threading.Lock()
+# (scope, native tid, clock start, clock end) of every call, CLOCK_MONOTONIC
+# ns: the test counts rfbpf's off-CPU time inside these windows only.
+WINDOWS = []
 
 
 def scope(name, body):
@@ -42,6 +49,7 @@ def scope(name, body):
         t["calls"] += 1
         t["wall_ns"] += w
         t["cpu_ns"] += c
+        WINDOWS.append((name, threading.get_native_id(), w0, w0 + w))
 
 
 def spin(ms):
@@ -107,6 +115,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--read")
     ap.add_argument("--pin", type=int)
+    ap.add_argument("--windows", help="write each call's clock window here")
     args = ap.parse_args()
     torch.set_num_threads(1)
     stop = threading.Event()
@@ -126,6 +135,9 @@ def main():
     stop.set()
     for t in threads:
         t.join()
+    if args.windows:
+        with open(args.windows, "w") as f:
+            json.dump(WINDOWS, f)
     print(json.dumps(TOTALS), flush=True)
 
 
