@@ -63,8 +63,16 @@ def test_launched_dataloader_workers_ops_all_recorded(tmp_path, flags):
 
 def test_attached_dataloader_workers_ops_all_recorded(tmp_path):
     """-p PID --children: workers forked after rfbpf attached."""
+    trace, table, rest, _ = attached([PYTHON, *ARGS, "--wait"], tmp_path)
+    check(trace, table, their_count(rest))
+
+
+def attached(argv, tmp_path):
+    """Runs a job that prints "ready" and waits for a line, traced by
+    -p --children from then on; (trace, table, the job's output after
+    "ready", its pid)."""
     out = tmp_path / "t.json"
-    job = subprocess.Popen([PYTHON, *ARGS, "--wait"], stdin=subprocess.PIPE,
+    job = subprocess.Popen(argv, stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, text=True)
     try:
         assert job.stdout.readline().strip() == "ready"
@@ -76,7 +84,7 @@ def test_attached_dataloader_workers_ops_all_recorded(tmp_path):
         assert code == 0, err
     finally:
         job.kill()
-    check(load_trace(out), table, their_count(rest))
+    return load_trace(out), table, rest, job.pid
 
 
 FORKER = """
@@ -102,22 +110,8 @@ def test_attached_short_children_ops_all_recorded(tmp_path):
     its 200 ops at once and exits: the children's aten::mm must be the
     job's 1200, or the ones missed counted. Before, most children were
     done before rfbpf had probed them (1 or 2 of 6 seen)."""
-    out = tmp_path / "t.json"
-    job = subprocess.Popen([PYTHON, "-c", FORKER], stdin=subprocess.PIPE,
-                           stdout=subprocess.PIPE, text=True)
-    try:
-        assert job.stdout.readline().strip() == "ready"
-        p, _ = start_rfbpf(["-q", "--children", "--top", "3", "-p",
-                            str(job.pid), "-o", str(out)])
-        rest, _ = job.communicate("go\n", timeout=300)
-        assert job.returncode == 0
-        code, table, err = stop(p)
-        assert code == 0, err
-    finally:
-        job.kill()
+    trace, table, rest, main = attached([PYTHON, "-c", FORKER], tmp_path)
     theirs = int(re.search(r"^done (\d+)$", rest, re.M).group(1))
-    trace = load_trace(out)
-    main = job.pid
     ours = sum(1 for e in trace["traceEvents"]
                if e.get("ph") == "X" and e.get("name") == "aten::mm"
                and e["pid"] != main)

@@ -72,6 +72,16 @@ static void setup(struct trace *t)
 	t->py_resolver = resolver;
 }
 
+/* Sends t's slices to a Chrome writer on cap (s: the sink, which must
+ * live as long as t). */
+static void capture_into(struct trace *t, struct chrome_capture *cap,
+			 struct trace_sink *s)
+{
+	capture_begin(cap);
+	*s = chrome_sink(&cap->w);
+	trace_add_sink(t, s);
+}
+
 static const char *label(const struct trace *t, uint32_t id)
 {
 	return names_get(&t->names, id);
@@ -337,9 +347,7 @@ TEST(chrome_python_slices_span_the_ops_under_them)
 	setup(&t);
 	codes[nr_codes++] = (struct fake_code){ 0x4000, "loss", "/srv/t.py",
 						70, 1 };
-	capture_begin(&cap);
-	s = chrome_sink(&cap.w);
-	trace_add_sink(&t, &s);
+	capture_into(&t, &cap, &s);
 	/* main -> step -> forward: two ops from two lines of forward */
 	before(&t, 7, 0xa, 1000, "aten::mm");
 	py(&t, 7, 0xa, 0, 3, 0x2000ull, 0x3000ull, 0x1000ull);
@@ -545,9 +553,7 @@ TEST(chrome_slices_nest_around_a_scope_that_outlives_its_frames)
 
 	setup(&t);
 	add_scope_codes();
-	capture_begin(&cap);
-	s = chrome_sink(&cap.w);
-	trace_add_sink(&t, &s);
+	capture_into(&t, &cap, &s);
 	before(&t, 7, 0x8, 500, "aten::zeros");
 	py(&t, 7, 0x8, 0, 2, 0x5001ull, 0x1000ull);
 	end(&t, 7, 0x8, 800);
@@ -600,9 +606,7 @@ TEST(a_frame_returning_inside_a_scope_is_cut_at_its_start)
 
 	setup(&t);
 	add_scope_codes();
-	capture_begin(&cap);
-	s = chrome_sink(&cap.w);
-	trace_add_sink(&t, &s);
+	capture_into(&t, &cap, &s);
 	before(&t, 7, 0xa, 1000, "aten::mm");
 	py(&t, 7, 0xa, 0, 2, 0x2000ull, 0x1000ull);
 	end(&t, 7, 0xa, 2000);
@@ -654,9 +658,7 @@ TEST(a_frame_outlived_by_two_nested_ops_is_cut_at_each)
 	int n;
 
 	setup(&t);
-	capture_begin(&cap);
-	s = chrome_sink(&cap.w);
-	trace_add_sink(&t, &s);
+	capture_into(&t, &cap, &s);
 	before(&t, 7, 0xa, 1000, "outer");
 	py(&t, 7, 0xa, 0, 2, 0x2000ull, 0x1000ull);
 	before(&t, 7, 0xb, 1100, "m1");
@@ -705,9 +707,7 @@ TEST(a_user_scope_sits_under_the_frame_holding_the_with)
 
 	setup(&t);
 	add_scope_codes();
-	capture_begin(&cap);
-	s = chrome_sink(&cap.w);
-	trace_add_sink(&t, &s);
+	capture_into(&t, &cap, &s);
 	trace_add_sink(&t, &k);
 	before_user_scope(&t, 7, 0xa, 1000, ZG);
 	py(&t, 7, 0xa, 0, 4, 0x7000ull, 0x6000ull, 0x5003ull, 0x1000ull);
@@ -764,9 +764,7 @@ TEST(a_user_scope_inside_an_op_in_enter_keeps_that_ops_frames)
 
 	setup(&t);
 	add_scope_codes();
-	capture_begin(&cap);
-	s = chrome_sink(&cap.w);
-	trace_add_sink(&t, &s);
+	capture_into(&t, &cap, &s);
 	before(&t, 7, 0xa, 1000, "profiler::_record_function_enter_new");
 	py(&t, 7, 0xa, 0, 3, 0x7000ull, 0x6000ull, 0x1000ull);
 	before_user_scope(&t, 7, 0xb, 1100, "my_scope");
@@ -796,9 +794,7 @@ TEST(an_async_op_leaves_its_frames_uncut)
 	int n;
 
 	setup(&t);
-	capture_begin(&cap);
-	s = chrome_sink(&cap.w);
-	trace_add_sink(&t, &s);
+	capture_into(&t, &cap, &s);
 	before(&t, 7, 0xa, 1000, "future");
 	py(&t, 7, 0xa, 0, 2, 0x2000ull, 0x1000ull);
 	end(&t, 8, 0xa, 1500);
