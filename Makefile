@@ -250,7 +250,7 @@ demo: deps
 # `sudo make bench`: measured overheads, written to docs/BENCHMARKS.md.
 # The per-event benches probe functions of their own binary
 # (bench/probe_target.S) with an empty program (bench/empty.bpf.c, its own
-# skeleton) and with rfbpf's programs, loaded by user/probes.c.
+# skeleton) and with rfbpf's programs, loaded by user/attach/probes.c.
 BENCH_BINS := $(addprefix $(OUT)/bench/,loader_throughput uprobe_cost \
 	uprobe_fanout ring_throughput ring_rate callback_only switch_pingpong)
 bench: rfbpf $(BENCH_BINS)

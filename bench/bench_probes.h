@@ -2,7 +2,7 @@
 /*
  * The probe variants the per-event benchmarks compare on one producer:
  * nothing attached, the empty program (bench/empty.bpf.c), or rfbpf's own
- * programs loaded by rfbpf's own code (user/probes.c: the same rodata,
+ * programs loaded by rfbpf's own code (user/attach/probes.c: the same rodata,
  * ring-buffer size and wakeup threshold as `rfbpf` uses) and attached the
  * way rfbpf attaches them: callback_start/callback_end on the nop5 pair,
  * before_cstr/end on the entry pair.

@@ -5,8 +5,8 @@
  * PyTorch process:
  *
  *   (default)        rfbpf's callback registered with rfbpf's own code
- *                    (user/activation.c), start/end on rfbpf's page's
- *                    stubs (user/stub_page.h), and no uprobe: what
+ *                    (user/attach/activation.c), start/end on rfbpf's page's
+ *                    stubs (user/attach/stub_page.h), and no uprobe: what
  *                    PyTorch's RecordFunction machinery costs per op;
  *   --empty-probes   the same plus uprobes on both stubs running an empty
  *                    BPF program: adds the uprobe (optimized path) itself.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * How many events per second the loader's pairing and stack rebuilding
- * (user/stacks.c, the per-event work after the ring buffer) sustains:
+ * (user/model/stacks.c, the per-event work after the ring buffer) sustains:
  * a synthetic producer generates before/end pairs nested three deep on
  * four interleaved threads, with 24 distinct names, and the events are
  * fed straight to the stacks as the ring-buffer callback does. The ring

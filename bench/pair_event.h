@@ -3,7 +3,7 @@
  * The loader's ring-buffer callback as the throughput benches run it:
  * rfbpf's session.c handle_event() minus thread naming (a /proc read once
  * per new thread): decode, then pair into the thread's stack with
- * user/stacks.c. ctx is the struct trace; trace.counts.events counts the
+ * user/model/stacks.c. ctx is the struct trace; trace.counts.events counts the
  * before and end records read.
  */
 #ifndef BENCH_PAIR_EVENT_H

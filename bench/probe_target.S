@@ -4,7 +4,7 @@
  * assembly so their first bytes are exactly what matters to the kernel:
  *
  *   bench_cb_start/bench_cb_end have the shape of rfbpf's callback stubs
- *   (user/callback_stubs.c): a 5-byte NOP first, which the kernel turns
+ *   (user/attach/stub_page.S): a 5-byte NOP first, which the kernel turns
  *   into a call to its uprobe trampoline (optimized path, no trap).
  *   bench_entry_before/bench_entry_end start with the same first
  *   instruction as RecordFunction::before(const char*, int64_t) and

@@ -6,7 +6,7 @@
  * paced to a target rate) writes rfbpf-format before/end pairs into a
  * 16 MiB ring (rfbpf's default) with rfbpf's wakeup rule, while a reader
  * thread runs libbpf's ring-buffer reader and pairs every event into op
- * stacks with user/stacks.c, as rfbpf's loader does. Target rates double
+ * stacks with user/model/stacks.c, as rfbpf's loader does. Target rates double
  * until the ring drops events; each rate runs for --seconds.
  *
  *   build/bench/ring_rate [--seconds S] [--max-rate M_EVENTS_PER_S]

@@ -3,7 +3,7 @@
  * The loader's throughput end to end: events made by rfbpf's real BPF
  * programs (callback_start/callback_end on a nop5 pair, as rfbpf attaches
  * them), carried by the real BPF ring buffer, read by libbpf's ring-buffer
- * reader and paired into op stacks by user/stacks.c, the per-event work
+ * reader and paired into op stacks by user/model/stacks.c, the per-event work
  * rfbpf's loader does. Two measurements:
  *
  *   sustained: one producer thread, then two (each with its own

@@ -12,7 +12,8 @@
  *
  * What is *not* done here: pairing begins with ends. That needs per-thread
  * stacks, async ends and double ends, which the loader handles with full
- * information (user/stacks.c). The BPF side stays a cheap, faithful recorder.
+ * information (user/model/stacks.c). The BPF side stays a cheap, faithful
+ * recorder.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -1058,7 +1059,7 @@ int safe_point(struct pt_regs *ctx)
 }
 
 /*
- * Optimized path (user/callback_stubs.h): rfbpf's own start callback,
+ * Optimized path (user/attach/stub_page.S): rfbpf's own start callback,
  * called by RecordFunction::before for each sampled op with the
  * RecordFunction in rsi (rdi is the hidden return slot). The name is read
  * from the object, whose fn_ variant holds it.

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * Symbol resolution (user/elf_symbols.c, user/torch_symbols.c) on the ELF
- * fixtures built by tests/fixtures/Makefile and on Debian's libtorch_cpu.
+ * Symbol resolution (user/attach/elf_symbols.c,
+ * user/attach/torch_symbols.c) on the ELF fixtures built by
+ * tests/fixtures/Makefile and on Debian's libtorch_cpu.
  * Expected offsets come from a second, independent ELF reader written here
  * with <elf.h> over mmap (no libelf), and for the fixtures also from the
  * bytes of each function as the dynamic loader mapped it.

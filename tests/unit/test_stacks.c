@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /* Rebuilding per-thread op stacks from before()/end()/exit events
- * (user/stacks.c), fed with hand-built event headers. */
+ * (user/model/stacks.c), fed with hand-built event headers. */
 #include "check.h"
 #include "model/trace.h"
 #include "op_log.h"

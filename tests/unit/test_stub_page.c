@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * rfbpf's page (user/stub_page.S), run for real in this process: its
+ * rfbpf's page (user/attach/stub_page.S), run for real in this process: its
  * layout (the probed nop5s where the loader probes them, the marker
  * system call where remote_call.c waits for it), the callbacks with `on`
  * set and clear, `on` wiped in a forked child, and the return code's

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * What rfbpf needs to know of PyTorch's callback registration ABI, shared
- * by the loader (remote registration through ptrace, user/activation.c)
- * and the CUPTI agent (in-process registration, cupti/). Pure C.
+ * by the loader (remote registration through ptrace,
+ * user/attach/activation.c) and the CUPTI agent (in-process registration,
+ * cupti/). Pure C.
  */
 #ifndef RFBPF_RECORD_FUNCTION_ABI_H
 #define RFBPF_RECORD_FUNCTION_ABI_H

@@ -60,7 +60,7 @@
 #include <sys/types.h>
 #include "remote_call.h"
 
-/* The BPF side of point 1 (user/probes.c). */
+/* The BPF side of point 1 (user/attach/probes.c). */
 struct safe_point_probe {
 	/* Attach the uprobe on the op-entry function in pid and let it
 	 * signal one of these threads once with sig. Returns 0 or -errno. */
