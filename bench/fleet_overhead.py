@@ -15,6 +15,14 @@ the daemon over the same stretches: the budget is a share of the job's
 CPU, and CPU per step moves less with this VM's steal and idle time than
 the wall rate does.
 
+The measure issue 26's bar is read from (--only-paired): two identical
+jobs at once, the tracer on one, the roles swapped every 10-20 s (drawn),
+2 s left out after each swap, 10 pairs; the figure is the traced job's
+CPU per step plus the tracer's own CPU share, over the other job's. An
+A/A run (nothing on either job) and PyTorch's own empty observer at
+p = 1e-6 take their turns in the same run, on the same two jobs, with a
+bootstrap 90% interval beside each median.
+
 Each run is one timed phase of bench/timed_workload.py (the ops only),
 long enough to span several of the daemon's intervals (--interval, 5 s by
 default here: more re-registrations and windows per minute than the 60 s
@@ -25,14 +33,17 @@ window and sampling it chose are read from its metrics and shown beside
 the measured cost.
 
   sudo bench/fleet_overhead.py [--seconds 30] [--reps 3] [--markdown FILE]
+  sudo bench/fleet_overhead.py --only-paired [--pairs 10] [--workloads mlp]
 """
 import argparse
 import math
 import os
+import random
 import re
 import shutil
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -155,71 +166,134 @@ def rate_on_off(workload, period, cycles, interval):
     return res
 
 
+def cpu_ns(pid):
+    """A process's CPU time so far, all its threads, in ns: read from its
+    CPU clock (the id clock_getcpuclockid(3) makes), not /proc's ticks."""
+    return time.clock_gettime_ns(((~pid) << 3) | 2)
+
+
 class RateJob:
-    """bench/rate_workload.py in the background, its per-second lines
-    kept as (monotonic time, steps/s) by a reader thread."""
+    """bench/rate_workload.py in the background: its steps so far read
+    from the counter it keeps in a file, its per-second lines drained."""
 
     def __init__(self, workload):
+        fd, self.counter = tempfile.mkstemp(prefix="rfbpf-steps-")
+        os.close(fd)
         self.p = subprocess.Popen([PYTHON, os.path.join(ROOT, "bench",
                                                         "rate_workload.py"),
-                                   "--workload", workload],
+                                   "--workload", workload,
+                                   "--counter", self.counter],
                                   stdout=subprocess.PIPE, text=True)
         assert self.p.stdout.readline().strip() == "ready"
-        self.pid, self.lines = self.p.pid, []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.pid = self.p.pid
+        threading.Thread(target=self.p.stdout.read, daemon=True).start()
 
-    def _read(self):
-        for line in self.p.stdout:
-            t, rate = map(float, line.split())
-            self.lines.append((t, rate))
-
-    def steps(self, t0, t1):
-        """Steps done between t0 and t1 (each line covers about 1 s)."""
-        return sum(r for t, r in self.lines if t0 < t <= t1)
+    def steps(self):
+        """Steps done so far (read twice, against a torn read)."""
+        with open(self.counter, "rb") as f:
+            while True:
+                a, b = os.pread(f.fileno(), 8, 0), os.pread(f.fileno(), 8, 0)
+                if a == b:
+                    return struct.unpack("=Q", a)[0] if len(a) == 8 else 0
 
     def kill(self):
         self.p.kill()
         self.p.wait()
+        os.unlink(self.counter)
 
 
-def paired(workload, period, cycles, tracer):
-    """Two identical jobs at once, the tracer on one of them, swapped
-    every period. In each period the traced job's CPU per step over the
-    untraced one's: the host's swings (steal, a busy neighbour: 2x within
-    a minute here) hit both jobs alike and cancel. Two periods with the
-    roles swapped make a pair, whose geometric mean also cancels what
+class Tracer:
+    """What is switched on over one job of a pair: an rfbpf process
+    (args, with {pid} for the job's pid), PyTorch's empty observer inside
+    the job ("observer"), or nothing (None: the A/A run)."""
+
+    def __init__(self, args):
+        self.args, self.p = args, None
+        self.estimates = []     # the daemon's own, at each period's end
+
+    def start(self, job):
+        """Switches it on over job, back once it is in place."""
+        if self.args == "observer":
+            os.kill(job.pid, signal.SIGUSR1)
+            return
+        if self.args is None:
+            return
+        self.p = subprocess.Popen(
+            [RFBPF] + [str(job.pid) if x == "{pid}" else x
+                       for x in self.args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for line in self.p.stderr:
+            if "traced, sampling" in line or "rfbpf: tracing PID" in line:
+                break
+        else:
+            raise RuntimeError(f"{self.args}: did not trace the job")
+        threading.Thread(target=self.p.stderr.read, daemon=True).start()
+
+    def cpu(self):
+        """Its own CPU so far, ns (an observer's is the job's)."""
+        return cpu_ns(self.p.pid) if self.p else 0
+
+    def stop(self, job):
+        if self.args == "observer":
+            os.kill(job.pid, signal.SIGUSR2)
+        elif self.p:
+            if "--prom-file" in self.args:
+                prom = self.args[self.args.index("--prom-file") + 1]
+                with open(prom) as f:
+                    self.estimates.append(metric(
+                        f.read(), "rfbpf_job_estimated_overhead_ratio"))
+            self.p.send_signal(signal.SIGINT)
+            self.p.wait(timeout=60)
+            self.p = None
+
+
+def paired(workload, periods, drop, pairs, tracers):
+    """Two identical jobs at once, a tracer on one of them; the roles swap
+    after each period (drawn from `periods`, seconds), the first `drop` s
+    after each swap left out. In each period, the traced job's CPU per
+    step plus the tracer's own CPU over those steps, over the untraced
+    job's CPU per step: the host's swings (steal, a busy neighbour: 2x
+    within a minute here) hit both jobs alike and cancel. Two periods with
+    the roles swapped make a pair, whose geometric mean also cancels what
     differs between the two processes (one may run a few % slower all
-    along). Returns the pairs' costs, each a ratio less 1."""
+    along). The tracers take turns pair by pair on the same two jobs, so
+    each meets the same host. Returns each tracer's pairs' costs, each a
+    ratio less 1."""
     jobs = [RateJob(workload), RateJob(workload)]
-    costs = []
+    costs = {name: [] for name in tracers}
     try:
         time.sleep(5)                           # warm-up
-        for _ in range(cycles):
-            ratios = []
-            for k in (0, 1):
-                traced, other = jobs[k], jobs[1 - k]
-                t = subprocess.Popen([RFBPF] + [str(traced.pid) if x ==
-                                                "{pid}" else x
-                                                for x in tracer],
-                                     stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-                time.sleep(5)       # attach, calibration, first interval
-                t0 = time.monotonic()
-                c0 = cpu_seconds(traced.pid), cpu_seconds(other.pid)
-                time.sleep(period)
-                t1 = time.monotonic()
-                c1 = cpu_seconds(traced.pid), cpu_seconds(other.pid)
-                time.sleep(1.2)     # the last second's line comes
-                t.send_signal(signal.SIGINT)
-                t.wait(timeout=60)
-                time.sleep(2)       # the job back to untraced
-                ratios.append((c1[0] - c0[0]) / traced.steps(t0, t1) /
-                              ((c1[1] - c0[1]) / other.steps(t0, t1)))
-            costs.append(math.sqrt(ratios[0] * ratios[1]) - 1)
+        for _ in range(pairs):
+            for name, tracer in tracers.items():
+                ratios = []
+                for k in (0, 1):
+                    traced, other = jobs[k], jobs[1 - k]
+                    tracer.start(traced)
+                    time.sleep(drop)
+                    before = (cpu_ns(traced.pid), traced.steps(),
+                              cpu_ns(other.pid), other.steps(),
+                              tracer.cpu())
+                    time.sleep(random.uniform(*periods))
+                    after = (cpu_ns(traced.pid), traced.steps(),
+                             cpu_ns(other.pid), other.steps(), tracer.cpu())
+                    tracer.stop(traced)
+                    d = [b - a for a, b in zip(before, after)]
+                    ratios.append((d[0] + d[4]) / d[1] / (d[2] / d[3]))
+                costs[name].append(math.sqrt(ratios[0] * ratios[1]) - 1)
     finally:
         for j in jobs:
             j.kill()
     return costs
+
+
+def bootstrap_median(xs, level=0.9, rounds=4000):
+    """The median of xs and a bootstrap interval of it (resampling xs)."""
+    rng = random.Random(1)
+    meds = sorted(statistics.median(rng.choices(xs, k=len(xs)))
+                  for _ in range(rounds))
+    tail = (1 - level) / 2
+    return (statistics.median(xs), meds[int(tail * rounds)],
+            meds[min(rounds - 1, int((1 - tail) * rounds))])
 
 
 def steps_for(workload, seconds):
@@ -239,15 +313,24 @@ def main():
                     help="skip the separate-process phases")
     ap.add_argument("--only-paired", action="store_true",
                     help="only the two-jobs-at-once measure")
-    ap.add_argument("--paired-period", type=float, default=12)
-    ap.add_argument("--pairs", type=int, default=4)
-    ap.add_argument("--one-shot-samples", default="0.000001,0.005",
+    ap.add_argument("--paired-periods", default="10,20",
+                    help="MIN,MAX: each period of the paired measure lasts "
+                    "a time drawn between them, in seconds")
+    ap.add_argument("--drop", type=float, default=2,
+                    help="seconds left out after each swap")
+    ap.add_argument("--pairs", type=int, default=10)
+    ap.add_argument("--workloads", default="tiny,mlp")
+    ap.add_argument("--scopes", default="",
+                    help="also the daemon with these --scopes, e.g. "
+                    "function,backward_function,user_scope")
+    ap.add_argument("--one-shot-samples", default="",
                     help="plain rfbpf -p --sample P runs to set beside "
-                    "the daemon in the paired measure (empty: none)")
+                    "the daemon in the paired measure (comma-separated)")
     ap.add_argument("--cycles", type=int, default=4)
     ap.add_argument("--markdown")
     a = ap.parse_args()
-    lines = ["| workload | phase, no daemon (median, min-max) | phase under "
+    lines = [] if a.only_rates or a.only_paired else [
+             "| workload | phase, no daemon (median, min-max) | phase under "
              "the daemon | measured cost | budget's estimate | p chosen | "
              "window per interval |", "|---|---|---|---|---|---|---|"]
     for workload in () if a.only_rates or a.only_paired else ("tiny",
@@ -269,7 +352,8 @@ def main():
             f"{last['sample_probability']:.3g} | "
             f"{1000 * last['window_seconds']:.1f} ms |")
         print(lines[-1], file=sys.stderr, flush=True)
-    lines += ["", "One process, the daemon switched on and off every "
+    lines += [] if a.only_paired else [
+              "", "One process, the daemon switched on and off every "
               f"{a.period:g} s ({a.cycles} cycles): steps per second, and "
               "CPU per step of the job and of the daemon:", "",
               "| workload | steps/s off (median, min-max) | steps/s on | "
@@ -294,33 +378,48 @@ def main():
             f"{100 * own:.2f}% | {100 * (extra + own):+.2f}% |")
         print(lines[-1], file=sys.stderr, flush=True)
     prom_dir = tempfile.mkdtemp()
-    tracers = [("daemon, default budget",
-                ["--continuous", "-p", "{pid}", "--interval",
-                 str(a.interval), "--prom-file",
-                 os.path.join(prom_dir, "m.prom")]),
-               # PyTorch redraws a sampled callback's skip in every scope
-               # it covers each time a thread's state is set (autograd
-               # does it around each node): fewer scopes, less of that.
-               ("daemon, default budget, 3 scopes",
-                ["--continuous", "-p", "{pid}", "--interval",
-                 str(a.interval), "--prom-file",
-                 os.path.join(prom_dir, "m.prom"), "--scopes",
-                 "function,backward_function,user_scope"])]
-    tracers += [(f"rfbpf -p --sample {p}", ["-p", "{pid}", "--no-table",
-                                            "--sample", p])
-                for p in a.one_shot_samples.split(",") if p]
-    lines += ["", "Two identical jobs at once, the tracer on one, swapped "
-              f"every {a.paired_period:g} s; a pair of periods gives the "
-              "geometric mean of traced over untraced CPU per step "
-              f"({a.pairs} pairs):", "",
+    daemon = ["--continuous", "-p", "{pid}", "--interval", str(a.interval),
+              "--prom-file", os.path.join(prom_dir, "m.prom")]
+    tracers = {
+        # Both jobs untraced: what the measure reads when there is nothing
+        # to read, the noise the other rows stand in.
+        "A/A: nothing on either job": Tracer(None),
+        # PyTorch's price for a sampled callback being registered at all
+        # (autograd rebuilds the callback lists around each node).
+        "PyTorch's empty observer, p = 1e-6": Tracer("observer"),
+        "daemon, default budget": Tracer(daemon),
+    }
+    # PyTorch redraws a sampled callback's skip in every scope it covers
+    # each time a thread's state is set: fewer scopes, less of that.
+    if a.scopes:
+        tracers[f"daemon, default budget, --scopes {a.scopes}"] = Tracer(
+            daemon + ["--scopes", a.scopes])
+    for p in filter(None, a.one_shot_samples.split(",")):
+        tracers[f"rfbpf -p --sample {p}"] = Tracer(
+            ["-p", "{pid}", "--no-table", "--sample", p])
+    periods = tuple(map(float, a.paired_periods.split(",")))
+    lines += ["", "Two identical jobs at once, the tracer on one; the roles "
+              f"swap every {periods[0]:g}-{periods[1]:g} s (drawn), "
+              f"{a.drop:g} s left out after each swap; the tracers take "
+              "turns pair by pair on the same two jobs. A pair's cost is "
+              "the geometric mean over its two periods of the traced "
+              "job's CPU per step, plus the tracer's own CPU, over the "
+              f"untraced job's ({a.pairs} pairs; the daemon at "
+              f"--interval {a.interval:g}):", "",
               "| workload | tracer | CPU cost per step (median of pairs) "
-              "| pairs (min-max) |", "|---|---|---|---|"]
-    for workload in ("tiny", "mlp"):
-        for name, args in tracers:
-            c = paired(workload, a.paired_period, a.pairs, args)
-            lines.append(f"| {workload} | {name} | "
-                         f"{100 * statistics.median(c):+.2f}% | "
-                         f"{100 * min(c):+.2f}% to {100 * max(c):+.2f}% |")
+              "| bootstrap 90% interval | pairs (min-max) | the daemon's "
+              "estimate (median) |", "|---|---|---|---|---|---|"]
+    for workload in a.workloads.split(","):
+        costs = paired(workload, periods, a.drop, a.pairs, tracers)
+        for name, c in costs.items():
+            med, lo, hi = bootstrap_median(c)
+            est = tracers[name].estimates
+            lines.append(f"| {workload} | {name} | {100 * med:+.2f}% | "
+                         f"{100 * lo:+.2f}% to {100 * hi:+.2f}% | "
+                         f"{100 * min(c):+.2f}% to {100 * max(c):+.2f}% | "
+                         + (f"{100 * statistics.median(est):.2f}% |"
+                            if est else "|"))
+            est.clear()
             print(lines[-1], file=sys.stderr, flush=True)
     shutil.rmtree(prom_dir)
     text = "\n".join(lines) + "\n"
