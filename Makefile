@@ -46,7 +46,7 @@ LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 		folded.c json_writer.c utf8.c atomic_file.c text_cell.c \
 		table_sort.c out_file.c) \
 	user/python/line_table.c user/python/py_stack.c user/python/py_threads.c
-LOADER_SRCS := $(LOGIC_SRCS) user/cli.c \
+LOADER_SRCS := $(LOGIC_SRCS) user/cli.c user/cli/help.c \
 	$(addprefix user/attach/,privileges.c probes.c launch.c remote_call.c \
 		safe_point.c sigframe.c stub_page.c activation.c) \
 	user/gpu/agent.c user/status.c user/outputs.c user/session.c \
@@ -91,8 +91,29 @@ Q := @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all deps demo test unit e2e asan bench clean tests/fixtures
-all: rfbpf cupti-all
+.PHONY: all deps demo test unit e2e asan bench clean install tests/fixtures
+all: rfbpf rfbpf.8 cupti-all
+
+# The man page, written by rfbpf from the option table --help comes from.
+rfbpf.8: rfbpf
+	$(call msg,MAN,$@)
+	$(Q)./rfbpf --man > $@
+
+# `make install` (PREFIX=/usr/local, DESTDIR for a package's staging
+# root): the binary, its man page, the systemd unit of fleet mode (its
+# ExecStart made to name the binary installed), and the CUPTI agent where
+# it was built (CUDA_INJECTION64_PATH=$(PREFIX)/lib/rfbpf/librfbpf_cupti.so).
+PREFIX ?= /usr/local
+install: rfbpf rfbpf.8
+	install -D -m 0755 rfbpf $(DESTDIR)$(PREFIX)/bin/rfbpf
+	install -D -m 0644 rfbpf.8 $(DESTDIR)$(PREFIX)/share/man/man8/rfbpf.8
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system
+	sed 's|/usr/local/bin/rfbpf|$(PREFIX)/bin/rfbpf|' tools/rfbpf.service \
+		> $(DESTDIR)$(PREFIX)/lib/systemd/system/rfbpf.service
+	if [ -f $(OUT)/cupti/librfbpf_cupti.so ]; then \
+		install -D -m 0644 $(OUT)/cupti/librfbpf_cupti.so \
+			$(DESTDIR)$(PREFIX)/lib/rfbpf/librfbpf_cupti.so; \
+	fi
 
 deps:
 	$(Q)tools/install-deps.sh
@@ -316,6 +337,6 @@ include tests/fuzz/fuzz.mk
 -include $(shell find $(OUT) -name '*.d' 2>/dev/null)
 
 clean:
-	$(Q)rm -rf build build-asan rfbpf $(VMLINUX)
+	$(Q)rm -rf build build-asan rfbpf rfbpf.8 $(VMLINUX)
 	$(Q)$(MAKE) -s -C tests/fixtures clean
 	$(Q)$(MAKE) -s -C tests/abi clean

@@ -24,6 +24,7 @@ packages=(
 	libmicrohttpd-dev		# /metrics and /debug/pprof (fleet mode)
 	prometheus golang-go		# real clients the fleet tests check with
 	chromium			# speedscope opens the outputs in it
+	groff-base man-db		# rfbpf.8 renders (e2e)
 )
 # Node.js and npm for tests/speedscope: the machine's own when it has them
 # (a newer one than Debian's, say), else Debian's.

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "cli/help.h"
 #include "model/trace.h"
 #include "version.h"
 
@@ -63,7 +64,7 @@ enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_PPROF_DIR, OPT_PPROF_KEEP, OPT_PROM_FILE, OPT_LISTEN, OPT_MAX_OPS,
        OPT_CONFIG, OPT_RAW_TIMES, OPT_PYTHON_STACKS, OPT_PYTHON_DEPTH,
        OPT_GROUP_BY, OPT_SHAPES, OPT_OFF_CPU, OPT_TOP_WAKERS,
-       OPT_OFF_CPU_FOLDED, OPT_USAGE };
+       OPT_OFF_CPU_FOLDED, OPT_USAGE, OPT_MAN };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -184,11 +185,13 @@ static const struct argp_option options[] = {
 	  "callback registered) and libbpf's warnings; -vv adds libbpf's "
 	  "debug log", 2 },
 	/* argp's own (it adds them unless ARGP_NO_HELP), handled here so
-	 * that rfbpf lays out --help itself (write_help): argp's filling
+	 * that rfbpf lays out --help itself (cli/help.c): argp's filling
 	 * shifted some entries. */
 	{ "help", '?', NULL, 0, "Give this help list", -1 },
 	{ "usage", OPT_USAGE, NULL, 0, "Give a short usage message", -1 },
 	{ "version", 'V', NULL, 0, "Print program version", -1 },
+	/* For the build: the man page, from this table (make rfbpf.8). */
+	{ "man", OPT_MAN, NULL, OPTION_HIDDEN, "Write the man page", -1 },
 	{},
 };
 
@@ -356,7 +359,6 @@ static void check_continuous(struct options *opt)
 }
 
 static const struct argp argp;
-static void write_help(FILE *f, const char *name);
 
 static error_t parse_arg(int key, char *arg, struct argp_state *state)
 {
@@ -477,7 +479,10 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_DEACTIVATE: opt->deactivate = true; break;
 	case '?':
-		write_help(stdout, state->name);
+		cli_write_help(stdout, &argp, state->name);
+		exit(0);
+	case OPT_MAN:
+		cli_write_man(stdout, &argp);
 		exit(0);
 	case OPT_USAGE:
 		argp_help(&argp, stdout, ARGP_HELP_USAGE, state->name);
@@ -562,128 +567,6 @@ static const struct argp argp = {
 	.args_doc = args_doc, .doc = doc,
 };
 
-/*
- * --help, laid out as argp lays it out (options by group, by long name
- * within one, the doc from column 29, lines of at most 79), but written
- * here: glibc's argp filled some lines wrongly once the text before them
- * reached a certain length (--gpu-folded's entry shifted right,
- * --group-by's text at column 0). Each line is placed by this code
- * alone, and tests/e2e/test_bad_input.py checks the layout.
- */
-#define HELP_DOC_COL 29
-#define HELP_WIDTH 79
-
-/* Words of text from column `col` (where the caller left the line), each
- * line after the first indented to `indent`; ends the last line. */
-static void write_filled(FILE *f, const char *text, int col, int indent)
-{
-	const char *p = text;
-
-	while (*p) {
-		size_t n = strcspn(p, " ");
-
-		if (col > indent && col + 1 + (int)n > HELP_WIDTH) {
-			fprintf(f, "\n%*s", indent, "");
-			col = indent;
-		} else if (col > indent) {
-			fputc(' ', f);
-			col++;
-		}
-		fprintf(f, "%.*s", (int)n, p);
-		col += (int)n;
-		p += n;
-		while (*p == ' ')
-			p++;
-	}
-	fputc('\n', f);
-}
-
-/* argp's group order: 0, 1, 2, ... then -m ... -1. */
-static long group_rank(int group)
-{
-	return group >= 0 ? group : (long)INT_MAX - group;
-}
-
-/* An entry and its group: argp's 0 is "the previous entry's group". */
-struct help_entry {
-	const struct argp_option *o;
-	int group;
-};
-
-static bool has_short(const struct argp_option *o)
-{
-	return o->key > ' ' && o->key < 127;
-}
-
-/* Within a group, argp's order: two entries with short options by the
- * letter, two without by the long name; otherwise by first letter, and
- * on the same letter the one without a short option first (--probes,
- * --python-stacks, then -p, --pid). */
-static int cmp_entries(const void *a, const void *b)
-{
-	const struct help_entry *x = a, *y = b;
-	long gx = group_rank(x->group), gy = group_rank(y->group);
-	bool sx = has_short(x->o), sy = has_short(y->o);
-	int fx, fy;
-
-	if (gx != gy)
-		return gx < gy ? -1 : 1;
-	if (sx && sy)
-		return x->o->key - y->o->key;
-	if (!sx && !sy)
-		return strcmp(x->o->name, y->o->name);
-	fx = tolower(sx ? x->o->key : x->o->name[0]);
-	fy = tolower(sy ? y->o->key : y->o->name[0]);
-	if (fx != fy)
-		return fx - fy;
-	return sx ? 1 : -1;
-}
-
-static void write_entry(FILE *f, const struct argp_option *o)
-{
-	char head[128];
-	int len;
-
-	if (has_short(o))
-		len = snprintf(head, sizeof(head), "  -%c, --%s%s%s", o->key,
-			       o->name, o->arg ? "=" : "", o->arg ?: "");
-	else
-		len = snprintf(head, sizeof(head), "      --%s%s%s", o->name,
-			       o->arg ? "=" : "", o->arg ?: "");
-	/* The text from its column, or from the next line when the option
-	 * reaches it (--group-by=stack[:N]|shapes). */
-	if (len >= HELP_DOC_COL - 1)
-		fprintf(f, "%s\n%*s", head, HELP_DOC_COL, "");
-	else
-		fprintf(f, "%-*s", HELP_DOC_COL, head);
-	write_filled(f, o->doc, HELP_DOC_COL, HELP_DOC_COL);
-}
-
-static void write_help(FILE *f, const char *name)
-{
-	struct help_entry sorted[sizeof(options) / sizeof(*options)];
-	const char *post = strchr(doc, '\v');
-	size_t n = 0;
-	int group = 0;
-
-	argp_help(&argp, f, ARGP_HELP_SHORT_USAGE, (char *)name);
-	fprintf(f, "%.*s\n", (int)(post - doc), doc);
-	for (const struct argp_option *o = options; o->name; o++) {
-		group = o->group ? o->group : group;
-		sorted[n++] = (struct help_entry){ o, group };
-	}
-	qsort(sorted, n, sizeof(*sorted), cmp_entries);
-	for (size_t i = 0; i < n; i++) {
-		if (i && sorted[i].group != sorted[i - 1].group)
-			fputc('\n', f);
-		write_entry(f, sorted[i].o);
-	}
-	fputs("\nMandatory or optional arguments to long options are also "
-	      "mandatory or optional\nfor any corresponding short options."
-	      "\n\n", f);
-	fputs(post + 1, f);
-}
-
 static void set_defaults(struct options *opt)
 {
 	memset(opt, 0, sizeof(*opt));
@@ -752,6 +635,7 @@ static int config_args(const char *path, char ***argvp, int *argcp,
 			*--end = 0;
 		if (!strcmp(key, "config") || !strcmp(key, "help") ||
 		    !strcmp(key, "usage") || !strcmp(key, "version") ||
+		    !strcmp(key, "man") ||
 		    !known_option(key)) {
 			snprintf(err, len, "--config %s:%d: unknown key '%s' "
 				 "(keys are rfbpf's long options)", path,
@@ -793,7 +677,7 @@ static int parse_all(int argc, char **argv, struct options *opt,
 
 	set_defaults(opt);
 	last_pass = false;
-	flags |= ARGP_NO_HELP;		/* rfbpf's own --help (write_help) */
+	flags |= ARGP_NO_HELP;		/* rfbpf's own --help (cli/help.c) */
 	if (argp_parse(&argp, argc, argv, flags, NULL, opt))
 		return snprintf(err, len, "bad command line"), -1;
 	if (!opt->config)

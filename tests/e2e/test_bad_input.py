@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import PYTHON, RFBPF, Waiting, run
+from harness import PYTHON, RFBPF, Waiting, run
 
 
 def one_line_error(r, *words):
@@ -46,8 +46,7 @@ def test_process_without_pytorch():
 
 
 def test_process_that_exits_during_attach():
-    w = Waiting("--observer", "--steps", "1")
-    try:
+    with Waiting("--observer", "--steps", "1") as w:
         p = subprocess.Popen([RFBPF, "--probes", "entry", "-p", str(w.pid)],
                              env=dict(os.environ,
                                       RFBPF_TEST_ATTACH_DELAY_MS="1500"),
@@ -58,16 +57,13 @@ def test_process_that_exits_during_attach():
         out, err = p.communicate(timeout=60)
         r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
         one_line_error(r, "exited during attach")
-    finally:
-        w.kill()
 
 
 def test_process_killed_before_rfbpf_looked_at_it_exited_during_attach():
     """Killed while rfbpf calibrates, before it reads the process: the
     same line as a death later in the attach, not 'no process with PID'
     (rfbpf holds a pidfd from its start)."""
-    w = Waiting("--observer", "--steps", "1")
-    try:
+    with Waiting("--observer", "--steps", "1") as w:
         p = subprocess.Popen([RFBPF, "-v", "-p", str(w.pid)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
@@ -78,15 +74,13 @@ def test_process_killed_before_rfbpf_looked_at_it_exited_during_attach():
         assert p.returncode != 0
         last = err.strip().splitlines()[-1]
         assert last == f"rfbpf: process {w.pid} exited during attach", err
-    finally:
-        w.kill()
 
 
 def test_no_activate_on_a_job_that_records_nothing_says_why():
     """--no-activate on a job whose RecordFunction nothing switched on: an
     empty table, and one line saying why and what to do."""
-    w = Waiting("--steps", "3")         # no --observer: nothing on
-    try:
+    # No --observer: nothing on.
+    with Waiting("--steps", "3") as w:
         p = subprocess.Popen([RFBPF, "-q", "--no-activate", "-d", "2",
                               "-p", str(w.pid)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
@@ -96,8 +90,6 @@ def test_no_activate_on_a_job_that_records_nothing_says_why():
         assert p.returncode == 0, err
         warn = [l for l in err.splitlines() if "warning" in l]
         assert len(warn) == 1 and "drop --no-activate" in warn[0], err
-    finally:
-        w.kill()
 
 
 def test_lib_that_is_not_elf(tmp_path):
@@ -120,8 +112,7 @@ def test_lib_that_does_not_exist():
 
 @pytest.mark.parametrize("tool", ["capsh", "setpriv"])
 def test_without_privileges(tool):
-    w = Waiting("--observer", "--steps", "2")
-    try:
+    with Waiting("--observer", "--steps", "2") as w:
         if tool == "capsh":
             cmd = ["capsh", "--drop=cap_bpf,cap_perfmon,cap_sys_admin",
                    "--", "-c", f"exec {RFBPF} -p {w.pid}"]
@@ -134,8 +125,6 @@ def test_without_privileges(tool):
         w.go()
         code, _ = w.finish()
         assert code == 0
-    finally:
-        w.kill()
 
 
 def test_unknown_option():
@@ -167,11 +156,55 @@ def test_help_is_laid_out_in_columns():
     for line in text.splitlines():
         assert len(line) <= 79, line
     src = open(os.path.join(os.path.dirname(RFBPF), "user", "cli.c")).read()
-    longs = re.findall(r'^\t\{ "([a-z0-9-]+)", ', src, re.M)
+    longs = [name for name, flags in re.findall(
+        r'^\t\{ "([a-z0-9-]+)", [^,]+, [^,]+, ([^,]+),', src, re.M)
+        if "OPTION_HIDDEN" not in flags]
     assert len(longs) > 30
     for name in longs:
         assert f"--{name}" in options, name
     assert entries == len(longs), (entries, len(longs))
+
+
+def test_man_page_has_every_option_of_help(tmp_path):
+    """rfbpf.8 is written by rfbpf from the table --help comes from
+    (`make rfbpf.8` runs rfbpf --man): troff reads it without a warning,
+    man renders it, and every option --help lists is there with its
+    text's first words."""
+    r = run([RFBPF, "--man"])
+    assert r.returncode == 0 and not r.stderr
+    page = tmp_path / "rfbpf.8"
+    page.write_text(r.stdout)
+    lint = run(["groff", "-man", "-ww", "-z", str(page)])
+    assert lint.returncode == 0 and not lint.stderr, lint.stderr
+    shown = run(["man", "-l", str(page)],
+                env=dict(os.environ, MANWIDTH="1000"))
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    helped = run([RFBPF, "--help"]).stdout
+    entries = re.findall(r"^ {2}(?:-\w, )?--([a-z0-9-]+)\S*\s+(\S+ \S+ \S+)",
+                         helped, re.M)
+    entries += re.findall(r"^ {6}--([a-z0-9-]+)\S*\s+(\S+ \S+ \S+)", helped,
+                          re.M)
+    assert len(entries) > 30
+    for name, words in entries:
+        assert f"--{name}" in text, name
+        assert words in text, (name, words)
+    assert "--man" not in helped
+
+
+def test_make_install_puts_each_file_where_a_distribution_would(tmp_path):
+    r = run(["make", "-s", "install", f"DESTDIR={tmp_path}", "PREFIX=/usr"],
+            cwd=os.path.dirname(RFBPF))
+    assert r.returncode == 0, r.stderr
+    assert os.access(tmp_path / "usr/bin/rfbpf", os.X_OK)
+    assert (tmp_path / "usr/share/man/man8/rfbpf.8").read_text().startswith(
+        ".TH RFBPF 8")
+    unit = (tmp_path / "usr/lib/systemd/system/rfbpf.service").read_text()
+    assert "ExecStart=/usr/bin/rfbpf --config" in unit
+    agent = os.path.join(os.path.dirname(RFBPF), "build", "cupti",
+                         "librfbpf_cupti.so")
+    assert os.path.exists(tmp_path / "usr/lib/rfbpf/librfbpf_cupti.so") == \
+        os.path.exists(agent)
 
 
 def test_version_and_usage():
@@ -212,16 +245,13 @@ def test_bad_values(args, words):
 def test_unwritable_output_is_refused_before_tracing(flag):
     """Every output path is tried at start: the run does not trace for
     nothing, and the target is left as it was."""
-    w = Waiting("--observer", "--steps", "1")
-    try:
+    with Waiting("--observer", "--steps", "1") as w:
         r = run([RFBPF, "-p", str(w.pid), flag, "/proc/1/no/such/file"])
         one_line_error(r, "cannot create /proc/1/no/such/file")
         with open(f"/proc/{w.pid}/maps") as f:
             assert "rfbpf" not in f.read()      # no stub page mapped
         code, _ = w.finish()
         assert code == 0
-    finally:
-        w.kill()
 
 
 def test_a_run_that_writes_nothing_says_so():
