@@ -51,7 +51,9 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RFBPF = os.path.join(ROOT, "rfbpf")
+# RFBPF=PATH: another build (a copy, so that a rebuild during a long run
+# does not pull the binary from under it).
+RFBPF = os.environ.get("RFBPF") or os.path.join(ROOT, "rfbpf")
 DRIVER = os.path.join(ROOT, "bench", "timed_workload.py")
 PYTHON = "/usr/bin/python3"
 
