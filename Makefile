@@ -49,9 +49,10 @@ LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 LOADER_SRCS := $(LOGIC_SRCS) user/cli.c user/cli/help.c \
 	$(addprefix user/attach/,privileges.c probes.c launch.c remote_call.c \
 		safe_point.c sigframe.c stub_page.c activation.c) \
-	user/gpu/agent.c user/status.c user/outputs.c user/session.c \
-	user/session_gpu.c user/python/py_session.c \
-	user/session_setup.c user/session_children.c user/main.c
+	user/gpu/agent.c user/gpu/gpu_session.c user/python/py_session.c \
+	$(addprefix user/session/,status.c outputs.c session.c setup.c \
+		children.c) \
+	user/main.c
 # Fleet mode's parts (each list owned by one part, so they grow apart).
 STACK_PROFILE_SRCS := user/model/stack_profile.c
 PPROF_SRCS := user/export/pprof.c

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The loader's ring-buffer callback as the throughput benches run it:
- * rfbpf's session.c handle_event() minus thread naming (a /proc read once
- * per new thread): decode, then pair into the thread's stack with
- * user/model/stacks.c. ctx is the struct trace; trace.counts.events counts the
- * before and end records read.
+ * rfbpf's session/session.c handle_event() minus thread naming (a /proc
+ * read once per new thread): decode, then pair into the thread's stack
+ * with user/model/stacks.c. ctx is the struct trace; trace.counts.events
+ * counts the before and end records read.
  */
 #ifndef BENCH_PAIR_EVENT_H
 #define BENCH_PAIR_EVENT_H

@@ -22,10 +22,10 @@
 #include "attach/privileges.h"
 #include "attach/state_dir.h"
 #include "fleet/daemon.h"
-#include "outputs.h"
-#include "session.h"
-#include "session_children.h"
-#include "session_gpu.h"
+#include "session/outputs.h"
+#include "session/session.h"
+#include "session/children.h"
+#include "gpu/gpu_session.h"
 #include "attach/target.h"
 #include "version.h"
 
@@ -147,7 +147,7 @@ int main(int argc, char **argv)
 {
 	static struct session s = {
 		.pidfd = -1, .act = { .lock_fd = -1 },
-		.gpu = { .mem_fd = -1 },
+		.gpu = { .agent = { .mem_fd = -1 } },
 	};
 	struct options opt;
 	int ret;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The ELF symbol reader (user/attach/elf_symbols.c) on arbitrary files, the
- * way `rfbpf --lib FILE` reads one (session_setup.c's resolve_symbols, then
+ * way `rfbpf --lib FILE` reads one (session/setup.c's resolve_symbols, then
  * activation's and the Python reader's lookups): it must answer with
  * offsets or a one-line reason, never crash or hang, and an offset it
  * gives must lie in the file, because rfbpf puts a uprobe there.

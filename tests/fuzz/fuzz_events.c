@@ -80,7 +80,8 @@ static void record_text(char *out, size_t max, bool comm)
 	out[n] = 0;
 }
 
-/* session.c's name_new_thread: the comm /proc gives, into the model. */
+/* session/session.c's name_new_thread: the comm /proc gives, into the
+ * model. */
 static void hook_new_thread(void *ctx, struct trace *t, struct thread *th)
 {
 	char comm[16];
@@ -90,14 +91,14 @@ static void hook_new_thread(void *ctx, struct trace *t, struct thread *th)
 	trace_name_thread(t, th, comm);
 }
 
-/* session_children.c adopts the child; nothing of it reaches the model. */
+/* session/children.c adopts the child; nothing of it reaches the model. */
 static void hook_forked(void *ctx, uint32_t child)
 {
 	(void)ctx, (void)child;
 	forks_seen++;
 }
 
-/* session_gpu.c: the first watched call is noted in the GPU counts (and
+/* gpu/gpu_session.c: the first watched call is noted in the GPU counts (and
  * so in every output's CUPTI state), whatever index the record holds. */
 static void hook_cupti_call(void *ctx, unsigned index, int tid)
 {
@@ -173,7 +174,7 @@ static void add_sink(struct trace *t, struct trace_sink s)
 		abort();
 }
 
-/* The trace and its consumers, as session_setup.c and outputs.c make
+/* The trace and its consumers, as session/setup.c and session/outputs.c make
  * them. */
 static void start(struct trace *t, struct sinks *o, unsigned opt)
 {

@@ -9,7 +9,7 @@
  * The trace streams: an op is handed to the consumers when it closes and
  * then forgotten, so every consumer (the op log, the aggregate, the op
  * stack profile, the Chrome writer on a memory stream) is attached right
- * after trace_init, before the first event, as outputs.c does.
+ * after trace_init, before the first event, as session/outputs.c does.
  */
 #include <math.h>
 #include <stdint.h>

@@ -168,7 +168,7 @@ static void op_end(struct trace *t, uint32_t tid, uint64_t addr, uint64_t ts)
 	stacks_end(t, &h);
 }
 
-/* As session.c does: BPF tagged the call with the open op's address;
+/* As session/session.c does: BPF tagged the call with the open op's address;
  * the agent said when it entered (0: unknown). */
 static void api_call(struct trace *t, uint32_t tid, uint64_t op_addr,
 		     uint64_t enter, uint64_t exit, uint32_t corr,
@@ -404,7 +404,7 @@ TEST(old_launches_are_evicted_and_counted)
 	launch(&t, 1, 0, 1000, 1, 0);			/* never matched */
 	launch(&t, 1, 0, 2000, 2, 0);
 	activity(&t, RF_GPU_ACT_KERNEL, 2, 3000, 3100, 1, "k");
-	/* trace_gpu_launch evicts as it goes, as session.c's loop did. */
+	/* trace_gpu_launch evicts as it goes, as session/session.c's loop did. */
 	launch(&t, 1, 0, GPU_PENDING_NS + 5000, 3, 0);	/* recent */
 	gpu_evict(&t.gpu, GPU_PENDING_NS + 5000);
 	CHECK_EQ_U64(t.gpu.counts.launches_evicted_unmatched, 1);

@@ -430,7 +430,7 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 	bool gpu = t->gpu.counts.agent_seen;
 	bool source = a->group_n > 0, shapes = a->group_inputs != NULL;
 	bool off = t->off_cpu;
-	/* Why, if another key: outputs.c says it, once. */
+	/* Why, if another key: session/outputs.c says it, once. */
 	struct op_stats *rows = aggregate_sorted(a, t,
 						 table_sort_key(t, sort, NULL,
 								0), &nr);

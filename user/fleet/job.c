@@ -11,7 +11,7 @@
 #include "fleet/budget.h"
 #include "fleet/job.h"
 #include "model/profile_sink.h"
-#include "session_gpu.h"
+#include "gpu/gpu_session.h"
 
 /* Did something that began at ts (CLOCK_MONOTONIC, as BPF's clock) begin
  * under the window's p = 1? By time, not by when its event is read: the
@@ -130,7 +130,7 @@ int job_start(struct job *j, const struct torch_process *proc,
 	memset(j, 0, sizeof(*j));
 	j->s.pidfd = -1;
 	j->s.act.lock_fd = -1;
-	j->s.gpu.mem_fd = -1;
+	j->s.gpu.agent.mem_fd = -1;
 	j->proc = *proc;
 	j->opt = *opt;
 	j->opt.pid = proc->pid;
@@ -278,7 +278,7 @@ static void window_off(struct job *j)
 void job_poll(struct job *j, double now)
 {
 	read_events(j);
-	session_gpu_poll(&j->s, now);
+	gpu_session_poll(&j->s.gpu, now);
 	if (!j->in_window && !j->window_done && j->window_s > 0 &&
 	    now >= j->window_at) {
 		window_on(j);

@@ -35,7 +35,7 @@
 #include "fleet/window_self.h"
 #include "model/aggregate.h"
 #include "model/stack_profile.h"
-#include "session.h"
+#include "session/session.h"
 
 /* Estimated totals since the job was first traced, per op name: the
  * counters of the metrics, and what their standard errors come from. */

@@ -23,9 +23,9 @@
 #include "attach/state_dir.h"
 #include "attach/target.h"
 #include "attach/calibrate.h"
-#include "session.h"
-#include "session_children.h"
-#include "session_gpu.h"
+#include "session/session.h"
+#include "session/children.h"
+#include "gpu/gpu_session.h"
 
 static int setup_error(struct session *s, const char *fmt, ...)
 {
@@ -297,6 +297,8 @@ int session_setup(struct session *s, struct options *opt)
 	char why[512], cost_note[sizeof(s->trace.probe_cost_note)];
 	int err;
 
+	gpu_session_bind(&s->gpu, &s->pid, opt, &s->trace, &s->probes, &s->rb,
+			 &s->use_stubs);
 	if (!have_tracing_privileges(why, sizeof(why)) ||
 	    state_dir_prepare(why, sizeof(why)))
 		return setup_error(s, "%s", why);
@@ -334,7 +336,7 @@ int session_setup(struct session *s, struct options *opt)
 	 * asks for them. */
 	s->act.needs_inputs = opt->shapes;
 	trace_init(&s->trace, s->pid);
-	s->trace.gpu.read_name = session_gpu_read_name;
+	s->trace.gpu.read_name = gpu_session_read_name;
 	s->trace.probe_cost = cost;
 	snprintf(s->trace.probe_cost_note, sizeof(s->trace.probe_cost_note),
 		 "%s", cost_note);
@@ -395,7 +397,7 @@ int session_setup(struct session *s, struct options *opt)
 		session_children_start(s);
 	if (!s->launched)	/* before the first op it should see */
 		session_python_start(s);
-	if (!s->launched && opt->activate && session_gpu_agent_activation(s))
+	if (!s->launched && opt->activate && gpu_session_agent_activation(&s->gpu))
 		fprintf(stderr, "rfbpf: the job's CUPTI agent switched "
 			"RecordFunction on (RFBPF_SAMPLE): no ptrace needed\n");
 	else if (!s->launched && opt->activate &&

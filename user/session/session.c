@@ -10,9 +10,9 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
-#include "session.h"
-#include "session_children.h"
-#include "session_gpu.h"
+#include "session/session.h"
+#include "session/children.h"
+#include "gpu/gpu_session.h"
 #include "attach/target.h"
 #include "attach/torch_layouts.h"
 #include "model/events.h"
@@ -57,7 +57,9 @@ static void forked(void *ctx, uint32_t child)
 
 static void cupti_call(void *ctx, unsigned index, int tid)
 {
-	session_gpu_cupti_call(ctx, index, tid);
+	struct session *s = ctx;
+
+	gpu_session_cupti_call(&s->gpu, index, tid);
 }
 
 static void py_stack_note(void *ctx, struct trace *t,
@@ -113,7 +115,7 @@ static void drain(void *ctx)
 	if (s->rb)
 		ring_buffer__consume(s->rb);
 	if (s->act.find.park_others && !s->act.holding)
-		session_gpu_poll(s, monotonic_s());
+		gpu_session_poll(&s->gpu, monotonic_s());
 }
 
 /* A running job reaches a safe point within milliseconds (its next op or
@@ -642,7 +644,7 @@ void session_run(struct session *s)
 		 * its path (it ends whole whatever signal comes now). */
 		if (s->trace.nr_ops)
 			outputs_publish(&s->out, s->opt);
-		session_gpu_poll(s, monotonic_s());
+		gpu_session_poll(&s->gpu, monotonic_s());
 		session_children_poll(s, monotonic_s());
 		now = monotonic_s() - s->start_s;
 		memset(&bpf, 0, sizeof(bpf));
@@ -683,7 +685,7 @@ static void drain_ends(struct session *s)
 void session_finish(struct session *s)
 {
 	/* The agent's last records still need the probes attached. */
-	session_gpu_finish(s);
+	gpu_session_finish(&s->gpu);
 	/* Switch RecordFunction off, detach so the target runs free, then
 	 * drain what is left. */
 	session_deactivate(s);

@@ -8,7 +8,7 @@
 #include "export/table.h"
 #include "export/table_sort.h"
 #include "model/profile_sink.h"
-#include "outputs.h"
+#include "session/outputs.h"
 
 /* 0 if path can be written (it is created, empty), else -1 with errno. */
 static int creatable(const char *path)

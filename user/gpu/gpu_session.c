@@ -4,8 +4,10 @@
 #include <string.h>
 #include <math.h>
 #include <bpf/libbpf.h>
-#include "session.h"
-#include "session_gpu.h"
+#include <time.h>
+#include "gpu/gpu_session.h"
+#include "cli.h"
+#include "model/trace.h"
 #include "attach/elf_symbols.h"
 #include "attach/probes.h"
 #include "attach/target.h"
@@ -19,11 +21,32 @@
 /* The agent's thread looks at the control block every 100 ms. */
 #define GPU_FINAL_FLUSH_S 1.0
 
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void gpu_session_bind(struct gpu_session *gs, const pid_t *pid,
+		      const struct options *opt, struct trace *trace,
+		      struct probes *probes, struct ring_buffer *const *rb,
+		      const bool *use_stubs)
+{
+	gs->of.pid = pid;
+	gs->of.opt = opt;
+	gs->of.trace = trace;
+	gs->of.probes = probes;
+	gs->of.rb = rb;
+	gs->of.use_stubs = use_stubs;
+}
+
 /* What the agent found when the lease came (it looks every 100 ms):
  * said once, and again if it changes. */
-static void note_cupti(struct session *s, const struct rf_gpu_control *c)
+static void note_cupti(struct gpu_session *gs, const struct rf_gpu_control *c)
 {
-	struct gpu_counts *g = &s->trace.gpu.counts;
+	struct gpu_counts *g = &gs->of.trace->gpu.counts;
 	bool known = c->lease_seen &&
 		     (c->cupti_ok || c->cupti_result || c->yielded);
 	char line[256];
@@ -48,23 +71,24 @@ static void note_cupti(struct session *s, const struct rf_gpu_control *c)
 /* Once the agent holds CUPTI: probes on the job's libcupti that see
  * another tool start using it (RF_CUPTI_WATCHED). Tried once; failing is
  * said and tracing goes on without the watch. */
-static void watch_cupti(struct session *s)
+static void watch_cupti(struct gpu_session *gs)
 {
 	static const char *const names[] = RF_CUPTI_WATCHED;
 	uint64_t offs[RF_CUPTI_WATCHED_NR];
 	char path[4096];
 	int ret;
 
-	s->cupti_watched = true;
-	ret = target_find_library(s->pid, is_cupti_library_name, path,
+	gs->cupti_watched = true;
+	ret = target_find_library(*gs->of.pid, is_cupti_library_name, path,
 				  sizeof(path));
 	if (!ret && elf_find_functions(path, names, RF_CUPTI_WATCHED_NR,
 				       offs) <= 0)
 		ret = -ENOENT;
 	if (!ret) {
-		ret = probes_attach_cupti_watch(&s->probes, s->pid, path, offs,
+		ret = probes_attach_cupti_watch(gs->of.probes, *gs->of.pid,
+						path, offs,
 						RF_CUPTI_WATCHED_NR,
-						s->opt->verbose);
+						gs->of.opt->verbose);
 		ret = ret > 0 ? 0 : ret ? ret : -ENOENT;
 	}
 	if (ret)
@@ -74,17 +98,17 @@ static void watch_cupti(struct session *s)
 			"both may lose GPU records\n", strerror(-ret));
 }
 
-void session_gpu_cupti_call(struct session *s, unsigned which, int tid)
+void gpu_session_cupti_call(struct gpu_session *gs, unsigned which, int tid)
 {
 	const char *fn;
 	char comm[32] = "";
 	int ret;
 
-	if (!s->gpu_attached ||
-	    !(fn = gpu_note_cupti_taken(&s->trace.gpu.counts, which, tid)))
+	if (!gs->attached ||
+	    !(fn = gpu_note_cupti_taken(&gs->of.trace->gpu.counts, which, tid)))
 		return;
-	target_thread_comm(s->pid, tid, comm, sizeof(comm));
-	ret = gpu_agent_request_yield(&s->gpu);
+	target_thread_comm(*gs->of.pid, tid, comm, sizeof(comm));
+	ret = gpu_agent_request_yield(&gs->agent);
 	fprintf(stderr, "rfbpf: GPU: another tool started using CUPTI in the "
 		"job (thread %d%s%s%s called %s: torch.profiler or Nsight): "
 		"%s\n", tid, comm[0] ? " \"" : "", comm, comm[0] ? "\"" : "",
@@ -92,110 +116,111 @@ void session_gpu_cupti_call(struct session *s, unsigned which, int tid)
 		"the agent leaves CUPTI to it; no GPU activity from here on");
 }
 
-static void read_agent_counters(struct session *s)
+static void read_agent_counters(struct gpu_session *gs)
 {
 	struct rf_gpu_control c;
-	struct gpu_counts *g = &s->trace.gpu.counts;
+	struct gpu_counts *g = &gs->of.trace->gpu.counts;
 
-	if (gpu_agent_read_control(&s->gpu, &c)) {
+	if (gpu_agent_read_control(&gs->agent, &c)) {
 		g->agent_counters_stale = true;	/* kept from the last read */
 		return;
 	}
 	g->agent_counters_stale = false;
 	/* The agent counts over the job's life: report this session's. */
-	if (!s->gpu_base_read) {
-		s->gpu_base = c;
-		s->gpu_base_read = true;
+	if (!gs->base_read) {
+		gs->base = c;
+		gs->base_read = true;
 	}
-	g->agent_launches = c.launches - s->gpu_base.launches;
-	g->agent_records = c.records - s->gpu_base.records;
-	g->agent_dropped = c.records_dropped - s->gpu_base.records_dropped;
-	g->agent_untraced = c.records_untraced - s->gpu_base.records_untraced;
-	g->agent_unknown = c.records_unknown - s->gpu_base.records_unknown;
-	g->agent_errors = c.errors - s->gpu_base.errors;
-	g->agent_no_time = c.records_no_time - s->gpu_base.records_no_time;
-	g->agent_buffers_cut = c.buffers_cut - s->gpu_base.buffers_cut;
+	g->agent_launches = c.launches - gs->base.launches;
+	g->agent_records = c.records - gs->base.records;
+	g->agent_dropped = c.records_dropped - gs->base.records_dropped;
+	g->agent_untraced = c.records_untraced - gs->base.records_untraced;
+	g->agent_unknown = c.records_unknown - gs->base.records_unknown;
+	g->agent_errors = c.errors - gs->base.errors;
+	g->agent_no_time = c.records_no_time - gs->base.records_no_time;
+	g->agent_buffers_cut = c.buffers_cut - gs->base.buffers_cut;
 	g->agent_buffers_refused = c.buffers_refused -
-				   s->gpu_base.buffers_refused;
+				   gs->base.buffers_refused;
 	g->agent_launches_failed = c.launches_failed -
-				   s->gpu_base.launches_failed;
+				   gs->base.launches_failed;
 	g->agent_launches_captured = c.launches_captured -
-				     s->gpu_base.launches_captured;
-	g->agent_buffers_left = c.buffers_left - s->gpu_base.buffers_left;
-	note_cupti(s, &c);
-	if (c.cupti_ok && !s->cupti_watched)
-		watch_cupti(s);
+				     gs->base.launches_captured;
+	g->agent_buffers_left = c.buffers_left - gs->base.buffers_left;
+	note_cupti(gs, &c);
+	if (c.cupti_ok && !gs->cupti_watched)
+		watch_cupti(gs);
 }
 
-static void attach_agent(struct session *s)
+static void attach_agent(struct gpu_session *gs)
 {
+	struct gpu_agent *a = &gs->agent;
 	char why[512] = "";
-	int ret = gpu_agent_find(&s->gpu, s->pid, why, sizeof(why));
+	int ret = gpu_agent_find(&gs->agent, *gs->of.pid, why, sizeof(why));
 
 	if (ret == -ENOENT)
 		return;		/* not loaded (yet) */
 	if (!ret)
-		ret = probes_attach_gpu(&s->probes, s->pid, s->gpu.path,
-					s->gpu.launch_off, s->gpu.activity_off,
-					s->gpu.sync_off, s->opt->verbose);
+		ret = probes_attach_gpu(gs->of.probes, *gs->of.pid, a->path,
+					a->launch_off, a->activity_off,
+					a->sync_off, gs->of.opt->verbose);
 	if (!ret)
-		ret = gpu_agent_renew_now(&s->gpu, monotonic_s());
+		ret = gpu_agent_renew_now(&gs->agent, mono_s());
 	if (ret) {
 		/* GPU tracing is an addition: go on with the ops. */
 		fprintf(stderr, "rfbpf: warning: not tracing GPU activity: "
 			"%s\n", why[0] ? why : strerror(-ret));
-		gpu_agent_close(&s->gpu);
-		s->gpu_given_up = true;
+		gpu_agent_close(&gs->agent);
+		gs->given_up = true;
 		return;
 	}
-	s->gpu_attached = true;
-	s->trace.gpu.counts.agent_seen = true;
-	read_agent_counters(s);
+	gs->attached = true;
+	gs->of.trace->gpu.counts.agent_seen = true;
+	read_agent_counters(gs);
 	fprintf(stderr, "rfbpf: GPU: CUPTI agent %s found; lease given, "
-		"waiting for it to take CUPTI\n", s->gpu.shown);
+		"waiting for it to take CUPTI\n", gs->agent.shown);
 }
 
-void session_gpu_poll(struct session *s, double now_s)
+void gpu_session_poll(struct gpu_session *gs, double now_s)
 {
-	if (!s->opt->gpu || s->gpu_given_up)
+	if (!gs->of.opt->gpu || gs->given_up)
 		return;
-	if (s->gpu_attached) {
+	if (gs->attached) {
 		/* Its counters are read as we go: the target may be gone by
 		 * the time tracing stops. */
-		int ret = gpu_agent_renew(&s->gpu, now_s);
+		int ret = gpu_agent_renew(&gs->agent, now_s);
 
 		if (ret > 0)
-			read_agent_counters(s);
-		else if (ret < 0 && !target_alive(s->pid))
-			s->gpu_given_up = true;	/* it exited: nothing to do */
+			read_agent_counters(gs);
+		else if (ret < 0 && !target_alive(*gs->of.pid))
+			gs->given_up = true;	/* it exited: nothing to do */
 		return;
 	}
-	if (s->gpu_checked_s && now_s - s->gpu_checked_s < s->gpu_look_s)
+	if (gs->checked_s && now_s - gs->checked_s < gs->look_s)
 		return;
-	s->gpu_checked_s = now_s;
-	s->gpu_look_s = !s->gpu_look_s ? GPU_LOOK_FIRST_S :
-			fmin(2 * s->gpu_look_s, GPU_LOOK_MAX_S);
-	attach_agent(s);
+	gs->checked_s = now_s;
+	gs->look_s = !gs->look_s ? GPU_LOOK_FIRST_S :
+			fmin(2 * gs->look_s, GPU_LOOK_MAX_S);
+	attach_agent(gs);
 }
 
-void session_gpu_finish(struct session *s)
+void gpu_session_finish(struct gpu_session *gs)
 {
 	struct rf_gpu_control c;
-	double start = monotonic_s();
+	double start = mono_s();
 	uint64_t request;
 	bool done = false;
 
-	if (!s->gpu_attached)
+	if (!gs->attached)
 		return;
 	/* The agent forwards records only under a lease: ask it to flush
 	 * what CUPTI holds while the lease is still good, and read on until
 	 * it says it has (its thread looks every 100 ms). */
-	if (!gpu_agent_renew_now(&s->gpu, monotonic_s()) &&
-	    !gpu_agent_request_flush(&s->gpu, &request)) {
-		while (monotonic_s() - start < GPU_FINAL_FLUSH_S &&
-		       target_alive(s->pid)) {
-			ring_buffer__poll(s->rb, 20);
-			if (!gpu_agent_read_control(&s->gpu, &c) &&
+	if (!gpu_agent_renew_now(&gs->agent, mono_s()) &&
+	    !gpu_agent_request_flush(&gs->agent, &request)) {
+		while (mono_s() - start < GPU_FINAL_FLUSH_S &&
+		       target_alive(*gs->of.pid)) {
+			ring_buffer__poll(*gs->of.rb, 20);
+			if (!gpu_agent_read_control(&gs->agent, &c) &&
 			    c.flush_done >= request) {
 				done = true;
 				break;
@@ -203,53 +228,54 @@ void session_gpu_finish(struct session *s)
 		}
 	}
 	/* A target that exited flushed at its exit, probes still attached. */
-	if (!done && target_alive(s->pid)) {
+	if (!done && target_alive(*gs->of.pid)) {
 		fprintf(stderr, "rfbpf: GPU: the agent did not finish its final "
 			"flush within %.0f ms; records still in CUPTI are lost\n",
 			1e3 * GPU_FINAL_FLUSH_S);
-		s->trace.gpu.counts.final_flush_missed = true;
-	} else if (s->opt->verbose && done) {
+		gs->of.trace->gpu.counts.final_flush_missed = true;
+	} else if (gs->of.opt->verbose && done) {
 		fprintf(stderr, "rfbpf: GPU: the agent flushed in %.0f ms\n",
-			1e3 * (monotonic_s() - start));
+			1e3 * (mono_s() - start));
 	}
-	gpu_agent_release(&s->gpu);
-	while (ring_buffer__consume(s->rb) > 0)
+	gpu_agent_release(&gs->agent);
+	while (ring_buffer__consume(*gs->of.rb) > 0)
 		;
-	read_agent_counters(s);
-	gpu_agent_close(&s->gpu);
+	read_agent_counters(gs);
+	gpu_agent_close(&gs->agent);
 }
 
-bool session_gpu_agent_activation(struct session *s)
+bool gpu_session_agent_activation(struct gpu_session *gs)
 {
+	const struct options *opt = gs->of.opt;
 	struct gpu_agent g = { .mem_fd = -1 };
 	struct rf_gpu_control c;
 	char why[512] = "";
 	bool used = false;
 	int ret;
 
-	if (!s->opt->gpu || gpu_agent_find(&g, s->pid, why, sizeof(why)) ||
+	if (!opt->gpu || gpu_agent_find(&g, *gs->of.pid, why, sizeof(why)) ||
 	    gpu_agent_read_control(&g, &c) || !c.torch_callback_handle ||
 	    !g.op_start_off || !g.op_end_off)
 		goto out;
 	/* With entry probes on before()/end() already attached, probing
 	 * the agent's callback too would see every op twice. */
-	ret = !s->use_stubs ? 0 :
-	      probes_attach_callbacks(&s->probes, s->pid, g.path,
+	ret = !*gs->of.use_stubs ? 0 :
+	      probes_attach_callbacks(gs->of.probes, *gs->of.pid, g.path,
 				      g.op_start_off, g.op_end_off,
-				      s->opt->verbose);
+				      opt->verbose);
 	if (ret) {
 		fprintf(stderr, "rfbpf: warning: cannot probe the CUPTI "
 			"agent's RecordFunction callback (%s); activating "
 			"rfbpf's own\n", strerror(-ret));
 		goto out;
 	}
-	if (s->opt->sample_prob != 1.0 && s->opt->sample_prob != c.sample_prob)
+	if (opt->sample_prob != 1.0 && opt->sample_prob != c.sample_prob)
 		fprintf(stderr, "rfbpf: note: the job samples ops with "
 			"RFBPF_SAMPLE=%g; --sample %g does not apply\n",
-			c.sample_prob, s->opt->sample_prob);
-	s->trace.sample_prob = c.sample_prob > 0 ? c.sample_prob : 1.0;
-	if (s->use_stubs)
-		snprintf(s->trace.probes, sizeof(s->trace.probes),
+			c.sample_prob, opt->sample_prob);
+	gs->of.trace->sample_prob = c.sample_prob > 0 ? c.sample_prob : 1.0;
+	if (*gs->of.use_stubs)
+		snprintf(gs->of.trace->probes, sizeof(gs->of.trace->probes),
 			 "CUPTI agent's callback stubs (optimized uprobes)");
 	used = true;
 out:
@@ -257,7 +283,7 @@ out:
 	return used;
 }
 
-bool session_gpu_read_name(void *ctx, uint32_t pid, uint64_t addr,
+bool gpu_session_read_name(void *ctx, uint32_t pid, uint64_t addr,
 			   char *buf, size_t len)
 {
 	(void)ctx;

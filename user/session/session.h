@@ -12,12 +12,12 @@
 #include <stdbool.h>
 #include "attach/activation.h"
 #include "cli.h"
-#include "gpu/agent.h"
+#include "gpu/gpu_session.h"
 #include "attach/launch.h"
 #include "attach/probes.h"
-#include "status.h"
+#include "session/status.h"
 #include "attach/torch_symbols.h"
-#include "outputs.h"
+#include "session/outputs.h"
 #include "python/py_session.h"
 #include "model/trace.h"
 
@@ -60,22 +60,14 @@ struct session {
 	bool fork_seen;		/* BPF saw a traced process fork */
 	double children_scanned_s;
 	bool child_stubs_probed;	/* children's side of the stubs, for
-					 * every process (session_children.c) */
+					 * every process (session/children.c) */
 	char child_lib[PATH_MAX];	/* entry probes for children: the */
 	struct torch_symbols child_syms;	/* library and its symbols */
 	bool activation_pending;/* launch mode: register once torch loads */
 	struct status status;
 	double start_s;
 	double launch_s;	/* launch mode: when rfbpf began to wait */
-	struct gpu_agent gpu;	/* the CUPTI agent, when the target has it */
-	bool gpu_attached;	/* its probes are attached, lease held */
-	bool gpu_given_up;	/* it failed to attach: do not retry */
-	double gpu_checked_s;	/* last look for it */
-	double gpu_look_s;	/* ...and how long until the next */
-	struct rf_gpu_control gpu_base;	/* its counters when we attached */
-	bool gpu_base_read;
-	bool cupti_watched;	/* the job's libcupti is probed (or could
-				 * not be: tried once) */
+	struct gpu_session gpu;	/* the CUPTI agent (gpu/gpu_session.h) */
 	struct py_session py;	/* --python-stacks (python/py_session.h) */
 	/* A read of the ring returns to its caller by this time, however
 	 * fast events come (0: it reads until the ring is empty), so that
@@ -89,7 +81,7 @@ struct session {
 	bool gil_found;		/* --off-cpu: the GIL's address is in BPF */
 };
 
-/* Sets the session up for opt (session_setup.c): claims the target or
+/* Sets the session up for opt (session/setup.c): claims the target or
  * forks the command, probes, switches RecordFunction on. 0, or -1 with a
  * one-line reason in s->error (undo with session_abort). */
 int session_setup(struct session *s, struct options *opt);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <stdio.h>
 #include <unistd.h>
-#include "status.h"
+#include "session/status.h"
 
 void status_init(struct status *s, bool quiet)
 {

@@ -7,8 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
-#include "session.h"
-#include "session_children.h"
+#include "session/session.h"
+#include "session/children.h"
 #include "attach/target.h"
 
 #define SCAN_EVERY_S 0.5
