@@ -79,7 +79,7 @@ static void unpaired(struct prom_buf *b, struct job *const *jobs, size_t nr)
 	static const char *const name = "rfbpf_job_ops_unpaired_total";
 
 	prom_family(b, name, "counter", "Ops or events that did not pair "
-		    "cleanly, by reason (see rfbpf's README)");
+		    "cleanly, by reason (see rfbpf's docs/outputs.md)");
 	for (size_t i = 0; i < nr; i++) {
 		const struct counts *c = &jobs[i]->s.trace.counts;
 		const struct reason r[] = {
@@ -160,7 +160,7 @@ static void input_records(struct prom_buf *b, struct job *const *jobs,
 			    jobs[i]->s.trace.counts.inputs_records);
 	}
 	prom_family(b, lost, "counter", "Input records with no op open, or "
-		    "cut short, by reason (see rfbpf's README)");
+		    "cut short, by reason (see rfbpf's docs/shapes.md)");
 	for (size_t i = 0; i < nr; i++) {
 		const struct counts *c = &jobs[i]->s.trace.counts;
 		const struct reason r[] = {
@@ -201,7 +201,7 @@ static void python_stacks(struct prom_buf *b, struct job *const *jobs,
 	}
 	prom_family(b, lost, "counter", "Ops without a Python stack, stacks "
 		    "cut, and frames not named, by reason (see rfbpf's "
-		    "README)");
+		    "docs/python-stacks.md)");
 	for (size_t i = 0; i < nr; i++) {
 		const struct counts *c = &jobs[i]->s.trace.counts;
 		const struct reason r[] = {
@@ -281,7 +281,7 @@ static void gpu_losses(struct prom_buf *b, struct job *const *jobs,
 	static const char *const name = "rfbpf_job_gpu_lost_total";
 
 	prom_family(b, name, "counter", "GPU records (or launches) lost or "
-		    "left out, by reason (see rfbpf's README)");
+		    "left out, by reason (see rfbpf's docs/gpu.md)");
 	for (size_t i = 0; i < nr; i++) {
 		const struct gpu_counts *g = &jobs[i]->s.trace.gpu.counts;
 		const struct reason r[] = {
