@@ -23,7 +23,10 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include "agent.h"
+#include "activity.h"
+#include "clock.h"
+#include "control.h"
+#include "probes.h"
 #include <cupti_activity_deprecated.h>	/* CUDA 12's record versions */
 
 /* Field f of CUDA 13's record `now` is where CUDA 12's `was` has it. */

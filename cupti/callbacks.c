@@ -28,7 +28,9 @@
  */
 #include <stddef.h>
 #include <string.h>
-#include "agent.h"
+#include "callbacks.h"
+#include "control.h"
+#include "probes.h"
 
 /* Every cbid of the installed headers that launches work on a GPU. */
 static const CUpti_CallbackId runtime_launches[] = {

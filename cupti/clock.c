@@ -22,7 +22,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "agent.h"
+#include "clock.h"
+#include "control.h"
 
 static int clock_source;		/* enum rf_clock_source */
 static int64_t clock_offset;		/* read with atomics: any thread */

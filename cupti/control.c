@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include "agent.h"
+#include "control.h"
 
 /* In .data (initialised, not .bss) and exported: rfbpf reads the symbol's
  * address from the ELF and expects the magic there. */

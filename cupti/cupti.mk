@@ -26,7 +26,7 @@ CUPTI_SKIP_MSG := cupti: CUDA toolkit not found (set CUDA_HOME): skipping \
 
 CUPTI_SRCS := agent.c control.c clock.c callbacks.c activity.c \
 	torch_activation.c cupti_lib.c
-CUPTI_HDRS := cupti/agent.h cupti/cupti_lib.h bpf/rfbpf_gpu.h \
+CUPTI_HDRS := $(wildcard cupti/*.h) bpf/rfbpf_gpu.h \
 	user/attach/record_function_abi.h
 CUPTI_BASE_CFLAGS := -Wall -Wextra -Werror -fPIC -g -std=gnu11 \
 	-D_GNU_SOURCE -I$(CUDA_HOME)/include -Icupti -Ibpf -Iuser/attach

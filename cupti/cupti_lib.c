@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "agent.h"
+#include "control.h"
 #include "cupti_lib.h"
 
 struct rf_cupti rf_cupti;

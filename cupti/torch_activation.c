@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "agent.h"
+#include "control.h"
+#include "probes.h"
+#include "torch_activation.h"
 #include "record_function_abi.h"
 
 enum { TORCH_OFF, TORCH_WAITING, TORCH_DONE };
