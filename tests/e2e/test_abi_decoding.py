@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from conftest import RFBPF, ROOT, load_trace, ops_of, run
+from harness import RFBPF, ROOT, load_trace, ops_of, run
 
 ABI_DIR = os.path.join(ROOT, "tests", "abi")
 SCOPES = ["function", "backward_function", "torchscript_function",

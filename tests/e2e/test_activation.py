@@ -9,41 +9,29 @@ import time
 
 import pytest
 
-from conftest import (KernelCounts, PYTHON, RFBPF, ROOT, STATE_DIR,
-                      load_trace, ops_of, refused, run, start_rfbpf, stop)
+from harness import (Job, KernelCounts, PYTHON, RFBPF, ROOT, STATE_DIR,
+                    load_trace, ops_of, refused, run, start_rfbpf, stop)
 
 TINY = os.path.join(ROOT, "tests", "workloads", "tiny_ops.py")
 STATE = STATE_DIR + "/{}.state"
 
 
-class Phased:
-    """tiny_ops.py: each phase runs when a line is written to its stdin."""
+class Phased(Job):
+    """tiny_ops.py: each phase runs when a line is written to its stdin;
+    lines: the phases' result lines."""
 
     def __init__(self, *args):
-        self.p = subprocess.Popen([PYTHON, TINY, *args],
-                                  stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
-        assert self.p.stdout.readline().strip() == "ready"
-        self.pid = self.p.pid
-        self.lines = []
+        super().__init__([PYTHON, TINY, *args])
 
     def phase(self):
-        self.p.stdin.write("go\n")
-        self.p.stdin.flush()
-        line = self.p.stdout.readline()
+        self.go()
+        line = self.next_line()
         assert line.startswith("phase"), line
-        self.lines.append(line)
         return line
 
     def finish(self):
-        self.p.stdin.close()
-        self.p.wait(timeout=120)
-        return self.p.returncode
-
-    def kill(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
+        """Its exit status, once it has run its phases."""
+        return super().finish(120)[0]
 
 
 def untraced(*args, phases=1):
@@ -103,8 +91,7 @@ def check_against_profiler(ours, reference):
 def test_full_capture_equals_torch_profiler_and_is_undone(reference,
                                                            tmp_path):
     expected = untraced("--steps", "500", phases=2)
-    t = Phased("--steps", "500", "--phases", "2")
-    try:
+    with Phased("--steps", "500", "--phases", "2") as t:
         out = tmp_path / "t.json"
         p, _ = start_rfbpf(["-q", "-p", str(t.pid), "-o", str(out)])
         assert os.path.exists(STATE.format(t.pid))
@@ -118,21 +105,17 @@ def test_full_capture_equals_torch_profiler_and_is_undone(reference,
         assert passive_count(t, tmp_path, "after.json") == 0
         assert t.finish() == 0
         assert t.lines == expected
-    finally:
-        t.kill()
 
 
 def test_kill_9_leaves_callback_then_deactivate_removes_it(tmp_path):
     expected = untraced("--steps", "3000", phases=3)
-    t = Phased("--steps", "3000", "--phases", "3")
-    try:
+    with Phased("--steps", "3000", "--phases", "3") as t:
         p, _ = start_rfbpf(["-q", "-p", str(t.pid)])
-        t.p.stdin.write("go\n")
-        t.p.stdin.flush()
+        t.go()
         time.sleep(0.3)
         p.kill()                       # mid-phase, no cleanup at all
         p.wait()
-        t.lines.append(t.p.stdout.readline())
+        t.next_line()
         assert os.path.exists(STATE.format(t.pid))
         # Still registered: a passive rfbpf sees every op of a phase.
         assert passive_count(t, tmp_path, "left.json") > 3000
@@ -143,8 +126,6 @@ def test_kill_9_leaves_callback_then_deactivate_removes_it(tmp_path):
         assert passive_count(t, tmp_path, "gone.json") == 0
         assert t.finish() == 0
         assert t.lines == expected
-    finally:
-        t.kill()
 
 
 @pytest.mark.parametrize("delay", [0.2, 1.3, 2.7])
@@ -184,8 +165,7 @@ def test_kill_9_of_the_fleet_daemon_leaves_the_job_right(tmp_path, delay):
 
 
 def test_reattach_replaces_a_leftover_callback(tmp_path):
-    t = Phased("--steps", "200", "--phases", "2")
-    try:
+    with Phased("--steps", "200", "--phases", "2") as t:
         p, _ = start_rfbpf(["-q", "-p", str(t.pid)])
         p.kill()
         p.wait()
@@ -194,13 +174,10 @@ def test_reattach_replaces_a_leftover_callback(tmp_path):
         assert rc == 0 and "replacing the callback" in err
         assert passive_count(t, tmp_path, "x.json") == 0
         assert not os.path.exists(STATE.format(t.pid))
-    finally:
-        t.kill()
 
 
 def test_second_rfbpf_on_one_process_is_refused():
-    t = Phased("--steps", "10")
-    try:
+    with Phased("--steps", "10") as t:
         p, _ = start_rfbpf(["-q", "-p", str(t.pid)])
         r = run([RFBPF, "-q", "-p", str(t.pid)])
         assert r.returncode != 0
@@ -209,8 +186,6 @@ def test_second_rfbpf_on_one_process_is_refused():
         assert rc == 0, err
         t.phase()
         assert t.finish() == 0
-    finally:
-        t.kill()
 
 
 # Torch imported, but the loop dispatches no op and makes no system call
@@ -230,26 +205,20 @@ def test_busy_target_without_a_safe_point_fails_cleanly():
     """One thread, always in pure Python: no op, no wait, so no safe
     point; a clear error within a bounded time, and the target unchanged.
     (A loop of ops is attached: tests/e2e/test_safety.py.)"""
-    p = subprocess.Popen([PYTHON, "-c", SPIN, "8"], stdout=subprocess.PIPE,
-                         text=True)
-    try:
-        assert p.stdout.readline().strip() == "ready"
+    with Job([PYTHON, "-c", SPIN, "8"]) as p:
         t0 = time.time()
         err = refused(p.pid)
         assert time.time() - t0 < 15
         assert "safe point" in err and "nothing was changed" in err
         out, _ = p.communicate(timeout=60)
         assert p.returncode == 0 and out == "done 1.0\n"
-    finally:
-        p.kill()
 
 
 def test_every_thread_captured(tmp_path):
     """Python threads and a torch.jit.fork task run ops at once: each
     thread's ops are all there."""
     steps = 300
-    t = Phased("--steps", str(steps), "--threads", "3")
-    try:
+    with Phased("--steps", str(steps), "--threads", "3") as t:
         out = tmp_path / "t.json"
         p, _ = start_rfbpf(["-q", "-p", str(t.pid), "-o", str(out)])
         t.phase()
@@ -260,8 +229,6 @@ def test_every_thread_captured(tmp_path):
         # 3 Python threads + the jit.fork task on an inter-op thread.
         assert sorted(relu.values()) == [steps] * 4, relu
         assert len(relu) == 4
-    finally:
-        t.kill()
 
 
 def test_launch_mode_activates_before_the_first_op(tmp_path, reference):
@@ -306,10 +273,7 @@ def test_interrupted_system_calls_and_signal_state_are_restored():
     """Threads blocked in read, nanosleep and select when rfbpf registers
     and removes its callback: every call completes as if undisturbed, and
     no thread's signal mask or handlers change."""
-    p = subprocess.Popen([PYTHON, "-c", SLEEPERS], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-    try:
-        assert p.stdout.readline().strip() == "ready"
+    with Job([PYTHON, "-c", SLEEPERS]) as p:
         before = signal_state(p.pid)
         r, seen = start_rfbpf(["-q", "-v", "-p", str(p.pid)])
         time.sleep(0.5)
@@ -323,27 +287,19 @@ def test_interrupted_system_calls_and_signal_state_are_restored():
         line, slept, selected, total = out.split()
         assert line == "hello" and total == "6.0"
         assert slept == "3.0" and selected == "3.0", out
-    finally:
-        p.kill()
 
 
 def test_target_exiting_during_activation_fails_cleanly():
-    p = subprocess.Popen([PYTHON, "-c", SPIN, "30"], stdout=subprocess.PIPE,
-                         text=True)
-    try:
-        assert p.stdout.readline().strip() == "ready"
+    with Job([PYTHON, "-c", SPIN, "30"]) as p:
         r = subprocess.Popen([RFBPF, "-q", "-p", str(p.pid)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
         time.sleep(1)          # rfbpf is looking for a safe point
         p.kill()
-        p.wait()
         _, err = r.communicate(timeout=30)
         assert r.returncode != 0
         assert err.count("\n") == 1 and "exited" in err, err
         assert not os.path.exists(STATE.format(p.pid))
-    finally:
-        p.kill()
 
 
 def test_unknown_build_is_refused_and_untouched(tmp_path):
@@ -354,19 +310,13 @@ def test_unknown_build_is_refused_and_untouched(tmp_path):
     assert os.path.exists(fake), "built by make unit (tests/fixtures)"
     lib = tmp_path / "libtorch_cpu.so"
     lib.write_bytes(open(fake, "rb").read())
-    p = subprocess.Popen([PYTHON, "-c", f"import ctypes, sys; "
-                          f"ctypes.CDLL('{lib}'); print('ready', flush=True);"
-                          f" sys.stdin.readline()"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         text=True)
-    try:
-        assert p.stdout.readline().strip() == "ready"
+    with Job([PYTHON, "-c", f"import ctypes, sys; "
+              f"ctypes.CDLL('{lib}'); print('ready', flush=True);"
+              f" sys.stdin.readline()"]) as p:
         err = refused(p.pid)
         assert "layout rfbpf knows" in err and "nothing was changed" in err
         out, _ = p.communicate("x\n", timeout=30)
         assert p.returncode == 0
-    finally:
-        p.kill()
 
 
 def stub_page(pid):
@@ -386,8 +336,7 @@ def test_callback_stubs_stay_mapped_and_switched_off_after(tmp_path):
     the callback may still enter it); after detach its stubs skip their
     probes, no callback is left, and a second attach uses the same page."""
     expected = untraced("--steps", "300", phases=3)
-    t = Phased("--steps", "300", "--phases", "3")
-    try:
+    with Phased("--steps", "300", "--phases", "3") as t:
         assert stub_page(t.pid) is None
         p, seen = start_rfbpf(["-q", "--probes", "callback", "-p",
                                str(t.pid)])
@@ -407,5 +356,3 @@ def test_callback_stubs_stay_mapped_and_switched_off_after(tmp_path):
         rc, table, err = stop(p)
         assert rc == 0 and "aten::relu" in table, err
         assert t.finish() == 0 and t.lines == expected
-    finally:
-        t.kill()

@@ -10,13 +10,12 @@ Before, a worker was probed only once the loader had read its fork and
 attached uprobes to it: 2080, 608 and 0 of 2304 with --python-stacks
 (whose records delay the loader), 1504 to 2240 without, and nothing said
 so."""
-import json
 import re
-import subprocess
 
 import pytest
 
-from conftest import PYTHON, RFBPF, ROOT, load_trace, run, start_rfbpf, stop
+from harness import (Job, PYTHON, RFBPF, ROOT, load_trace, run, start_rfbpf,
+                    stop)
 
 DATALOADER = f"{ROOT}/tests/workloads/dataloader_train.py"
 ARGS = [DATALOADER, "--epochs", "3", "--samples", "768", "--workers", "2",
@@ -72,18 +71,14 @@ def attached(argv, tmp_path):
     -p --children from then on; (trace, table, the job's output after
     "ready", its pid)."""
     out = tmp_path / "t.json"
-    job = subprocess.Popen(argv, stdin=subprocess.PIPE,
-                           stdout=subprocess.PIPE, text=True)
-    try:
-        assert job.stdout.readline().strip() == "ready"
+    with Job(argv) as job:
         p, _ = start_rfbpf(["-q", "--children", "--top", "3", "-p",
                             str(job.pid), "-o", str(out)])
-        rest, _ = job.communicate("go\n", timeout=300)
-        assert job.returncode == 0
+        job.go()
+        rc, rest = job.finish(300)
+        assert rc == 0
         code, table, err = stop(p)
         assert code == 0, err
-    finally:
-        job.kill()
     return load_trace(out), table, rest, job.pid
 
 

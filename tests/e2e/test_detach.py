@@ -1,9 +1,8 @@
 """Detaching from a job whose ops keep running: the start probes go
 first, the loader drains, then the end probes go, so ops begun before the
 detach end with their own end() instead of running on to the detach."""
-import subprocess
 
-from conftest import PYTHON, RFBPF, load_trace, run
+from harness import Job, PYTHON, RFBPF, load_trace, run
 
 # The job's own global observer keeps RecordFunction on after rfbpf
 # leaves (--no-activate: rfbpf switches nothing), so ops run through the
@@ -21,10 +20,7 @@ while True:
 
 
 def test_ops_running_through_the_detach_end_on_their_own():
-    job = subprocess.Popen([PYTHON, "-c", OBSERVED], stdout=subprocess.PIPE,
-                           text=True)
-    try:
-        assert job.stdout.readline().strip() == "ready"
+    with Job([PYTHON, "-c", OBSERVED]) as job:
         for probes in ("entry", "auto"):
             out = f"/tmp/rfbpf-detach-{job.pid}-{probes}.json"
             r = run([RFBPF, "-q", "--no-activate", "--probes", probes, "-p",
@@ -39,7 +35,4 @@ def test_ops_running_through_the_detach_end_on_their_own():
             # (one thread, a few deep), never the tail of the run.
             assert other["open_at_detach"] <= 5
             assert other["replaced"] == 0 and other["closed_by_parent"] == 0
-        assert job.poll() is None
-    finally:
-        job.kill()
-        job.wait()
+        assert job.p.poll() is None

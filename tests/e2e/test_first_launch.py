@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import PYTHON, RFBPF, Waiting, run, start_rfbpf, stop
+from harness import PYTHON, RFBPF, Waiting, run, start_rfbpf, stop
 
 IMPORTS_TORCH = "import torch; torch.ones(2) + 1"
 
@@ -58,8 +58,7 @@ def test_launch_makes_the_directory_and_leaves_it_empty(fresh):
 def test_attach_records_there_and_cleans_up_on_a_signal(fresh, sig,
                                                         monkeypatch):
     monkeypatch.setenv("RFBPF_STATE_DIR", fresh)
-    w = Waiting("--observer", "--steps", "2")
-    try:
+    with Waiting("--observer", "--steps", "2") as w:
         p, seen = start_rfbpf(["-q", "-p", str(w.pid)])
         no_warning(seen)
         assert_made(fresh)
@@ -70,21 +69,16 @@ def test_attach_records_there_and_cleans_up_on_a_signal(fresh, sig,
         assert rc == 0, err
         no_warning(err)
         assert os.listdir(fresh) == []
-    finally:
-        w.kill()
 
 
 def test_deactivate_makes_the_directory(fresh):
-    w = Waiting("--observer", "--steps", "1")
-    try:
+    with Waiting("--observer", "--steps", "1") as w:
         r = run([RFBPF, "--deactivate", "-p", str(w.pid)],
                 env=env_with(fresh))
         assert r.returncode == 0, r.stderr
         assert "no callback left" in r.stdout
         no_warning(r.stderr)
         assert_made(fresh)
-    finally:
-        w.kill()
 
 
 def test_the_fleet_daemon_makes_the_directory(fresh, tmp_path):

@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from conftest import PYTHON, RFBPF, ROOT, rss_kb, run
+from harness import Job, PYTHON, RFBPF, ROOT, rss_kb, run
 
 BUSY = os.path.join(ROOT, "tests", "workloads", "busy_ops.py")
 GO_ENV = dict(os.environ, HOME="/tmp", GOCACHE="/tmp/rfbpf-gocache",
@@ -64,22 +64,15 @@ class Daemon(subprocess.Popen):
         return rc
 
 
-class Job(subprocess.Popen):
+class BusyJob(Job):
+    """busy_ops.py, from its ready line (ready: when that was)."""
+
     def __init__(self, *args):
-        super().__init__([PYTHON, BUSY, *args], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-        line = self.stdout.readline()
-        assert line.strip() == "ready", line
+        super().__init__([PYTHON, BUSY, *args])
         self.ready = time.monotonic()
 
-    def go(self):
-        self.stdin.write("go\n")
-        self.stdin.flush()
-
     def end(self):
-        if self.poll() is None:
-            self.kill()
-        self.wait()
+        self.kill()
 
 
 @pytest.fixture
@@ -169,7 +162,7 @@ def test_bar_find_export_scrape_and_let_go(tmp_path, jobs):
     prometheus = None
     try:
         d.wait_for(r"continuous:")
-        job = Job("--seconds", "90")
+        job = BusyJob("--seconds", "90")
         jobs.append(job)
         traced = d.wait_for(rf"pid {job.pid} .*traced")
         print(f"found and switched on {traced - job.ready:.2f} s after "
@@ -247,13 +240,13 @@ def test_bar_find_export_scrape_and_let_go(tmp_path, jobs):
 def test_jobs_before_and_after_start_and_none_left_on(tmp_path, jobs):
     """Two jobs started before the daemon and one after: all found,
     switched on, exported; SIGTERM switches every one off within 5 s."""
-    jobs += [Job("--seconds", "60"), Job("--seconds", "60")]
+    jobs += [BusyJob("--seconds", "60"), BusyJob("--seconds", "60")]
     prom = tmp_path / "m.prom"
     d = Daemon(["--all", "--interval", "2", "--prom-file", str(prom)])
     try:
         for j in jobs:
             d.wait_for(rf"pid {j.pid} .*traced")
-        jobs.append(Job("--seconds", "60"))
+        jobs.append(BusyJob("--seconds", "60"))
         d.wait_for(rf"pid {jobs[2].pid} .*traced")
         end = time.monotonic() + 20
         while time.monotonic() < end:
@@ -283,12 +276,12 @@ def full_trace_calls(steps, ops):
     """Calls of each op in ops in a full one-shot trace of `steps` steps
     (read off the table: the run is too long for a Chrome trace to be
     cheap)."""
-    job = Job("--wait", "--steps", str(steps), "--linger", "2")
+    job = BusyJob("--wait", "--steps", str(steps), "--linger", "2")
     try:
-        from conftest import start_rfbpf, stop
+        from harness import start_rfbpf, stop
         p, _ = start_rfbpf(["-q", "--top", "0", "-p", str(job.pid)])
         job.go()
-        assert int(job.stdout.readline()) == steps
+        assert int(job.next_line()) == steps
         rc, table, err = stop(p)
         assert rc == 0, err
     finally:
@@ -308,7 +301,7 @@ def test_estimated_calls_within_bounds_of_a_full_trace(tmp_path, jobs):
     steps = 400000
     ops = ("aten::add", "aten::mul", "aten::relu", "aten::sum")
     truth = full_trace_calls(steps, ops)
-    job = Job("--wait", "--steps", str(steps), "--linger", "30")
+    job = BusyJob("--wait", "--steps", str(steps), "--linger", "30")
     jobs.append(job)
     prom = tmp_path / "m.prom"
     # Short intervals: the job runs through several.
@@ -317,7 +310,7 @@ def test_estimated_calls_within_bounds_of_a_full_trace(tmp_path, jobs):
     try:
         d.wait_for(rf"pid {job.pid} .*traced")
         job.go()
-        assert int(job.stdout.readline()) == steps
+        assert int(job.next_line()) == steps
         time.sleep(3)           # two more intervals export every op
         text = prom.read_text()
     finally:
@@ -347,7 +340,7 @@ def test_estimated_self_time_covers_the_run(tmp_path, jobs):
     they catch, so the bounds are wide). A run of three seconds (two or
     three spans) once got no window at all: 0 s."""
     steps = 1500000
-    job = Job("--wait", "--steps", str(steps), "--linger", "30")
+    job = BusyJob("--wait", "--steps", str(steps), "--linger", "30")
     jobs.append(job)
     prom = tmp_path / "m.prom"
     d = Daemon(["-p", str(job.pid), "--interval", "1", "--budget", "5",
@@ -356,7 +349,7 @@ def test_estimated_self_time_covers_the_run(tmp_path, jobs):
         d.wait_for(rf"pid {job.pid} .*traced")
         t_go = time.monotonic()
         job.go()
-        assert int(job.stdout.readline()) == steps
+        assert int(job.next_line()) == steps
         run_s = time.monotonic() - t_go
         # Every span the run overlaps is over (spans here last 1-3 s).
         time.sleep(5)
@@ -456,7 +449,7 @@ def test_churn_keeps_memory_and_descriptors_flat(tmp_path):
     (["--listen", ":0"], "needs --all or -p"),
 ])
 def test_bad_input_touches_nothing(args, says, jobs):
-    job = Job("--seconds", "30")
+    job = BusyJob("--seconds", "30")
     jobs.append(job)
     r = run([RFBPF, "--continuous", *args])
     assert r.returncode != 0
@@ -466,7 +459,7 @@ def test_bad_input_touches_nothing(args, says, jobs):
 
 
 def test_port_in_use_and_unknown_config_key(tmp_path, jobs):
-    job = Job("--seconds", "30")
+    job = BusyJob("--seconds", "30")
     jobs.append(job)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -578,7 +571,6 @@ def test_job_that_starts_threads_is_logged_and_counted_as_biased(tmp_path):
         if d.poll() is None:
             d.kill()
         job.kill()
-        job.wait()
     assert len(re.findall("threads started while traced", d.log())) == 1, \
         d.log()
 
@@ -620,16 +612,10 @@ def test_self_time_never_passes_the_interval_times_the_threads(tmp_path):
     host) fell outside the window's length; a 1-thread job got 113% to
     421% of an interval."""
     seconds = 60
-    one = subprocess.Popen([PYTHON, TRAIN, "--threads", "1", "--seconds",
-                            str(seconds)], stdout=subprocess.PIPE, text=True)
-    three = subprocess.Popen([PYTHON, TRAIN, "--threads", "3", "--seconds",
-                              str(seconds)], stdout=subprocess.PIPE,
-                             text=True)
-    threads = {one.pid: 1, three.pid: 3}
     prom = tmp_path / "m.prom"
-    try:
-        for job in (one, three):
-            assert job.stdout.readline().strip() == "ready"
+    train = [PYTHON, TRAIN, "--seconds", str(seconds), "--threads"]
+    with Job(train + ["1"]) as one, Job(train + ["3"]) as three:
+        threads = {one.pid: 1, three.pid: 3}
         d = Daemon(["-p", str(one.pid), "-p", str(three.pid), "--interval",
                     "3", "--budget", "10", "--pprof-dir", str(tmp_path),
                     "--prom-file", str(prom)])
@@ -639,11 +625,6 @@ def test_self_time_never_passes_the_interval_times_the_threads(tmp_path):
         print(d.log())
         run_s = time.monotonic() - t0
         text = prom.read_text()
-    finally:
-        one.kill()
-        three.kill()
-        one.wait()
-        three.wait()
     files = sorted(str(f) for f in tmp_path.glob("profile-*.pb.gz"))
     shares = {pid: [] for pid in threads}
     empty = []

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import PYTHON, WORKLOAD, run, torch_root_with
+from harness import PYTHON, WORKLOAD, run, torch_root_with
 from test_fleet import (Daemon, free_port, http_get, metric,
                         ops_seen_passively, pprof_files, promtool_check)
 

@@ -20,8 +20,8 @@ import time
 
 import pytest
 
-from conftest import (PYTHON, RFBPF, ROOT, STATE_DIR, KernelCounts,
-                      load_trace, ns, ops_of, run, start_rfbpf, stop)
+from harness import (PYTHON, RFBPF, ROOT, STATE_DIR, Job, KernelCounts,
+                    load_trace, ns, ops_of, run, start_rfbpf, stop)
 
 AGENT = os.path.join(ROOT, "build", "cupti", "librfbpf_cupti.so")
 SYNTH = os.path.join(ROOT, "build", "cupti", "libgpu_synth.so")
@@ -50,24 +50,23 @@ def agent_built():
         "the CUDA toolkit is here but build/cupti was not built (make cupti)"
 
 
-class Job:
+class GpuJob(Job):
     """gpu_synthetic.py in the background, attached to with -p."""
 
     def __init__(self, tmp_path, *args, env=None):
         self.expect_path = tmp_path / "expect.json"
-        self.p = subprocess.Popen(
-            [PYTHON, GPU_WORKLOAD, "--expect", str(self.expect_path), *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, **(env or {})})
-        line = self.p.stdout.readline()
-        assert line.strip() == "ready", line + self.p.stderr.read()
-        self.pid = self.p.pid
+        super().__init__([PYTHON, GPU_WORKLOAD, "--expect",
+                          str(self.expect_path), *args],
+                         stderr=subprocess.PIPE,
+                         env={**os.environ, **(env or {})})
 
     def wait_line(self, prefix, timeout=120):
+        """The next line that starts with prefix, and the lines read to
+        it."""
         deadline = time.time() + timeout
         lines = []
         while time.time() < deadline:
-            line = self.p.stdout.readline()
+            line = self.next_line(max(0, deadline - time.time()))
             if not line:
                 break
             lines.append(line)
@@ -81,13 +80,9 @@ class Job:
             return json.load(f)
 
     def finish(self):
-        out, err = self.p.communicate(timeout=120)
-        return self.p.returncode, out, err
-
-    def kill(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
+        """(status, all it printed after ready, its stderr)."""
+        rc, out = super().finish(120)
+        return rc, out, self.p.stderr.read()
 
 
 def traced_job(tmp_path, extra=(), job_args=(), env=None, during=None):
@@ -95,9 +90,9 @@ def traced_job(tmp_path, extra=(), job_args=(), env=None, during=None):
     during(job) while rfbpf still traces); returns the trace, the
     expectations, rfbpf's stdout/stderr and the job."""
     # --hold: the job outlives rfbpf's final flush and detach.
-    job = Job(tmp_path, "--wait-tracer", "--hold", "5", *job_args, env=env)
     out_json = tmp_path / "t.json"
-    try:
+    with GpuJob(tmp_path, "--wait-tracer", "--hold", "5", *job_args,
+                env=env) as job:
         r, _ = start_rfbpf(["-q", "-p", str(job.pid), "-o", str(out_json),
                             "--gpu-folded", str(tmp_path / "g.folded"),
                             "--top", "0", *extra])
@@ -109,8 +104,6 @@ def traced_job(tmp_path, extra=(), job_args=(), env=None, during=None):
         rc, jout, jerr = job.finish()
         assert rc == 0 and "exit ok" in jout, jerr
         return load_trace(out_json), job.expected(), out, err, job
-    finally:
-        job.kill()
 
 
 def cpu_ops(trace):
@@ -585,8 +578,8 @@ def test_agent_activation_needs_no_ptrace(tmp_path):
 
 
 def test_lease_runs_out_after_kill_9(tmp_path):
-    job = Job(tmp_path, "--wait-tracer", "--hold", "14", "--steps", "5")
-    try:
+    with GpuJob(tmp_path, "--wait-tracer", "--hold", "14",
+                "--steps", "5") as job:
         r, _ = start_rfbpf(["-q", "--no-table", "-p", str(job.pid)])
         job.wait_line("work done")
         job.wait_line("lease_seen 1")
@@ -603,5 +596,3 @@ def test_lease_runs_out_after_kill_9(tmp_path):
         assert d.returncode == 0 and "removed" in d.stdout, d.stderr
         rc, out, err = job.finish()
         assert rc == 0 and "exit ok" in out, err
-    finally:
-        job.kill()

@@ -6,24 +6,23 @@ import os
 
 import pytest
 
-from conftest import (PYTHON, RFBPF, ROOT, load_trace, ops_of,
-                      rebuild_nesting, run)
+from harness import (PYTHON, RFBPF, ROOT, capture, load_trace, ops_of,
+                    rebuild_nesting, run)
 
 THREE = os.path.join(ROOT, "tests", "workloads", "three_threads.py")
 
 
-def capture(tmp_path, name, *opts, steps=40):
-    out = tmp_path / f"{name}.json"
-    r = run([RFBPF, "-q", "-o", str(out), *opts, "--", PYTHON, THREE,
-             "--steps", str(steps)])
-    assert r.returncode == 0, r.stderr
+def three(tmp_path, name, *opts):
+    """(trace, table) of three_threads.py under rfbpf *opts."""
+    trace, r = capture(tmp_path, [PYTHON, THREE, "--steps", "40"], *opts,
+                       name=name)
     assert "done" in r.stdout
-    return load_trace(out), r.stdout
+    return trace, r.stdout
 
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory):
-    return capture(tmp_path_factory.mktemp("full"), "full")
+    return three(tmp_path_factory.mktemp("full"), "full")
 
 
 def test_full_trace_reads_as_kineto(full):
@@ -73,7 +72,7 @@ def test_full_trace_reads_as_kineto(full):
 
 
 def test_sampled_self_time_is_not_available(tmp_path):
-    trace, table = capture(tmp_path, "sampled", "--sample", "0.1")
+    trace, table = three(tmp_path, "sampled", "--sample", "0.1")
     other = trace["otherData"]
     assert "not available" in other["self_time"]
     assert other["op_stats"]
@@ -93,7 +92,7 @@ def test_tree_sampled_estimates_agree_with_a_full_trace(full, tmp_path):
     counts fall within 4 standard errors of the full trace's (a
     deterministic workload: the same ops every run)."""
     truth = collections.Counter(e["name"] for e in ops_of(full[0]))
-    trace, table = capture(tmp_path, "trees", "--tree-sample", "0.25")
+    trace, table = three(tmp_path, "trees", "--tree-sample", "0.25")
     stats = {r["name"]: r for r in trace["otherData"]["op_stats"]}
     est_self = sum(r["est_self_ns"] for r in stats.values())
     step = stats["step"]["est_total_ns"]

@@ -5,8 +5,8 @@ import signal
 import subprocess
 import time
 
-from conftest import (PYTHON, RFBPF, WORKLOAD, Waiting, load_trace, ops_of,
-                      run, start_rfbpf, stop, untraced_output)
+from harness import (PYTHON, RFBPF, WORKLOAD, Waiting, load_trace, ops_of,
+                    run, start_rfbpf, stop, untraced_output)
 
 LOOP = """
 import sys, time, torch
@@ -80,8 +80,7 @@ def test_sigterm_and_sigint_write_outputs(tmp_path):
 
 def test_kill_9_leaves_target_running_correctly():
     expected = untraced_output("--observer", "--steps", "30")
-    w = Waiting("--observer", "--steps", "30")
-    try:
+    with Waiting("--observer", "--steps", "30") as w:
         p, _ = start_rfbpf(["-q", "-p", str(w.pid)])
         w.go()
         time.sleep(0.3)
@@ -89,13 +88,10 @@ def test_kill_9_leaves_target_running_correctly():
         p.wait()
         code, out = w.finish()
         assert code == 0 and out == expected
-    finally:
-        w.kill()
 
 
 def test_target_exit_ends_tracing_and_counts_are_reported():
-    w = Waiting("--observer", "--steps", "3")
-    try:
+    with Waiting("--observer", "--steps", "3") as w:
         p, _ = start_rfbpf(["-p", str(w.pid)])
         w.go()
         code, _ = w.finish()
@@ -103,8 +99,6 @@ def test_target_exit_ends_tracing_and_counts_are_reported():
         rc, table, err = stop(p)
         assert "Lost or unpaired: drops 0" in table
         assert "Events:" in table
-    finally:
-        w.kill()
 
 
 def test_live_status_line_on_a_terminal(tmp_path):

@@ -13,8 +13,8 @@ import subprocess
 
 import pytest
 
-from conftest import (PYTHON, RFBPF, ROOT, load_trace, ns, ops_of,
-                      rebuild_nesting, run)
+from harness import (Job, PYTHON, RFBPF, ROOT, load_trace, ns, ops_of,
+                    rebuild_nesting, run)
 
 WORKLOAD = os.path.join(ROOT, "tests", "workloads", "off_cpu.py")
 DATA = "/var/tmp/rfbpf-offcpu.bin"
@@ -186,15 +186,9 @@ def test_fleet_profiles_and_metrics_have_off_cpu(tmp_path):
     """The daemon with --off-cpu: pprof has an off_cpu sample type that
     go tool pprof reads, the metrics the time by reason (promtool)."""
     from test_fleet import daemon_profiles, metric, pprof_files, promtool_check
-    p = subprocess.Popen([PYTHON, WORKLOAD, "--seconds", "60"],
-                         stdout=subprocess.PIPE, text=True)
-    try:
-        assert p.stdout.readline().strip() == "ready"
-        files, text = daemon_profiles(p.pid, tmp_path, "--off-cpu",
+    with Job([PYTHON, WORKLOAD, "--seconds", "60"]) as job:
+        files, text = daemon_profiles(job.pid, tmp_path, "--off-cpu",
                                       interval=2)
-    finally:
-        p.kill()
-        p.wait()
     status, out = pprof_files(files, "-sample_index", "off_cpu", "-top")
     assert status == 0, out
     assert "sleep_scope" in out, out

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from conftest import RFBPF, ROOT, elf_offsets, run
+from harness import RFBPF, ROOT, elf_offsets, run
 
 CACHE = "/var/tmp/rfbpf-torch-builds"
 EXPECTED = {

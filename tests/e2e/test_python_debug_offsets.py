@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from conftest import ROOT, run
+from harness import ROOT, run
 
 HEADERS = "/var/tmp/rfbpf-python-headers"
 

@@ -17,8 +17,8 @@ import subprocess
 
 import pytest
 
-from conftest import (PYTHON, RFBPF, ROOT, all_nodes, load_trace,
-                      rebuild_nesting, run, sid_root_with)
+from harness import (Job, PYTHON, RFBPF, ROOT, all_nodes, load_trace,
+                    rebuild_nesting, run, sid_root_with)
 
 CALLSITES = os.path.join(ROOT, "tests", "workloads", "py_callsites.py")
 OPTIM = os.path.join(ROOT, "tests", "workloads", "optim_train.py")
@@ -253,9 +253,7 @@ def test_a_process_without_python_gets_one_warning(tmp_path):
                    '    return 1;\n  puts("ready"); fflush(stdout);\n'
                    '  pause();\n}\n')
     assert run(["gcc", str(src), "-o", str(exe), "-ldl"]).returncode == 0
-    p = subprocess.Popen([str(exe)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert p.stdout.readline().strip() == "ready"
+    with Job([str(exe)]) as p:
         r = run([RFBPF, "-q", "-p", str(p.pid), "-d", "1",
                  "--python-stacks", "--no-table"])
         assert r.returncode == 0, r.stderr
@@ -263,10 +261,7 @@ def test_a_process_without_python_gets_one_warning(tmp_path):
         assert len(warnings) == 1, r.stderr
         assert "runs no CPython" in warnings[0]
         assert "without Python frames" in warnings[0]
-        assert p.poll() is None
-    finally:
-        p.kill()
-        p.wait()
+        assert p.p.poll() is None
 
 
 def test_table_grouped_by_call_site(workload):

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from conftest import (PYTHON, RFBPF, ROOT, KernelCounts, refused, run,
-                      start_rfbpf, stop)
+from harness import (Job, PYTHON, RFBPF, ROOT, KernelCounts, refused, run,
+                    start_rfbpf, stop)
 
 DATALOADER = os.path.join(ROOT, "tests", "workloads", "dataloader_train.py")
 
@@ -58,10 +58,8 @@ print(n, repr(float(x.sum())), flush=True)
 
 
 def start(code, *args, **kw):
-    p = subprocess.Popen([PYTHON, "-c", code, *args], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True, **kw)
-    assert p.stdout.readline().strip() == "ready"
-    return p
+    """A Job running python -c code (which prints "ready")."""
+    return Job([PYTHON, "-c", code, *args], **kw)
 
 
 def no_callback_left(pid, tmp_path):
@@ -80,18 +78,14 @@ def test_forked_children_survive(probes):
     """Children forked while traced inherit rfbpf's page, whose probed
     NOPs the kernel rewrote into calls to a trampoline the child lacks;
     the stubs skip them in a child, so every child exits 0."""
-    p = start(FORKER)
-    try:
+    with start(FORKER) as p:
         r, _ = start_rfbpf(["-q", "--probes", probes, "-p", str(p.pid)])
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        line = p.stdout.readline()
+        p.go()
+        line = p.next_line()
         rc, table, err = stop(r)
         assert rc == 0, err
         assert line == "children [0, 0, 0] 4004.0\n", line
         assert "aten::add" in table
-    finally:
-        p.kill()
 
 
 def test_dataloader_with_fork_workers_gives_the_same_losses():
@@ -111,18 +105,13 @@ def test_dataloader_with_fork_workers_gives_the_same_losses():
 def test_dataloader_attached_mid_run_gives_the_same_losses(tmp_path):
     args = [DATALOADER, "--epochs", "2", "--workers", "2"]
     untraced = run([PYTHON, *args])
-    p = subprocess.Popen([PYTHON, *args, "--wait"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-    try:
-        assert p.stdout.readline().strip() == "ready"
+    with Job([PYTHON, *args, "--wait"]) as p:
         r, _ = start_rfbpf(["-q", "-p", str(p.pid)])
         out, _ = p.communicate("go\n", timeout=300)
         rc, table, err = stop(r)
         assert p.returncode == 0
         assert out == untraced.stdout
         assert rc == 0 and "aten::mse_loss" in table, err
-    finally:
-        p.kill()
 
 
 def busy_loop_left_as_untraced(p, tmp_path):
@@ -140,8 +129,7 @@ def test_busy_loop_attached_and_detached_20_times(tmp_path):
     """No system call, ops only: the op-entry safe point attaches and
     detaches in milliseconds, every time; the job computes what it
     computes untraced, and no callback is left."""
-    p = start(BUSY)
-    try:
+    with start(BUSY) as p:
         for i in range(20):
             t0 = time.monotonic()
             # Every row: which op ranks first by time depends on the
@@ -152,8 +140,6 @@ def test_busy_loop_attached_and_detached_20_times(tmp_path):
             assert "aten::add" in r.stdout, r.stdout
             assert time.monotonic() - t0 < 10
         busy_loop_left_as_untraced(p, tmp_path)
-    finally:
-        p.kill()
 
 
 def test_detach_stops_a_thread_inside_rfbpfs_own_callback(tmp_path):
@@ -162,8 +148,7 @@ def test_detach_stops_a_thread_inside_rfbpfs_own_callback(tmp_path):
     trampoline) rather than attaching a uprobe every op of the job traps
     on; at 1% sampling as well, where only sampled ops get there. The job
     computes what it computes untraced, and no callback is left."""
-    p = start(BUSY)
-    try:
+    with start(BUSY) as p:
         for sample in ("1", "0.01", "1", "0.01"):
             r = run([RFBPF, "-q", "-v", "--sample", sample, "-p",
                      str(p.pid), "-d", "0.3", "--top", "0"])
@@ -175,8 +160,6 @@ def test_detach_stops_a_thread_inside_rfbpfs_own_callback(tmp_path):
             assert holds[-1] == "in rfbpf's start callback", r.stderr
             assert "aten::mul" in r.stdout, r.stdout
         busy_loop_left_as_untraced(p, tmp_path)
-    finally:
-        p.kill()
 
 
 def test_every_thread_in_a_long_system_call():
@@ -199,8 +182,7 @@ q.put(line.strip())
 for t in ts: t.join()
 print(out["q"], round(out["s"], 1), float((torch.ones(2) + 1).sum()), flush=True)
 """
-    p = start(code)
-    try:
+    with start(code) as p:
         t0 = time.monotonic()
         r, seen = start_rfbpf(["-q", "-v", "-p", str(p.pid)])
         attach_s = time.monotonic() - t0
@@ -210,8 +192,6 @@ print(out["q"], round(out["s"], 1), float((torch.ones(2) + 1).sum()), flush=True
         assert attach_s < 5, attach_s
         out, _ = p.communicate("hello\n", timeout=60)
         assert out == "hello 4.0 4.0\n", out
-    finally:
-        p.kill()
 
 
 def test_fork_loop_with_tcache_off_never_deadlocks(tmp_path):
@@ -233,16 +213,13 @@ while n < 3000:
 print("forked", n, flush=True)
 """
     env = dict(os.environ, GLIBC_TUNABLES="glibc.malloc.tcache_count=0")
-    p = start(code, env=env)
-    try:
+    with start(code, env=env) as p:
         for _ in range(5):
             r = run([RFBPF, "-q", "-p", str(p.pid), "-d", "0.3"],
                     timeout=60)
             assert r.returncode == 0, r.stderr
         out, _ = p.communicate(timeout=300)
         assert out == "forked 3000\n"
-    finally:
-        p.kill()
 
 
 def test_faulthandler_and_a_thread_blocking_sigsegv_keep_their_handlers():
@@ -261,8 +238,7 @@ sys.stdin.readline()
 stop.append(1); t.join()
 print(faulthandler.is_enabled(), flush=True)
 """
-    p = start(code)
-    try:
+    with start(code) as p:
         def caught():
             with open(f"/proc/{p.pid}/status") as f:
                 return [l for l in f if l.startswith(("SigCgt", "SigIgn"))]
@@ -273,8 +249,6 @@ print(faulthandler.is_enabled(), flush=True)
         assert caught() == before
         out, _ = p.communicate("x\n", timeout=60)
         assert out == "True\n"
-    finally:
-        p.kill()
 
 
 def test_signals_sent_during_calls_are_all_delivered():
@@ -303,8 +277,7 @@ except BlockingIOError:
     pass
 print(data.count(bytes([signal.SIGRTMIN])), flush=True)
 """
-    p = start(code)
-    try:
+    with start(code) as p:
         sent = 0
         for _ in range(6):
             r = subprocess.Popen([RFBPF, "-q", "-p", str(p.pid), "-d",
@@ -318,8 +291,6 @@ print(data.count(bytes([signal.SIGRTMIN])), flush=True)
         time.sleep(0.5)
         out, _ = p.communicate("", timeout=60)
         assert sent > 100 and int(out) == sent, (out, sent)
-    finally:
-        p.kill()
 
 
 def test_ctrl_c_in_launch_mode_reaches_only_the_command(tmp_path):
@@ -360,9 +331,8 @@ except KeyboardInterrupt:
 def test_kill_9_at_random_moments_of_attach_and_detach(tmp_path):
     """rfbpf killed at any moment, 50 times on one job: the job computes
     what it computes untraced, and --deactivate cleans up what is left."""
-    p = start(BUSY)
     rng = random.Random(9)
-    try:
+    with start(BUSY) as p:
         for i in range(50):
             r = subprocess.Popen([RFBPF, "-q", "-p", str(p.pid), "-d",
                                   "0.05"], stdout=subprocess.DEVNULL,
@@ -380,8 +350,6 @@ def test_kill_9_at_random_moments_of_attach_and_detach(tmp_path):
         n, value = out.split()
         ref = run([PYTHON, "-c", BUSY, n], input="")
         assert ref.stdout.split()[1:] == [n, value]
-    finally:
-        p.kill()
 
 
 def fds_named(pid, name):
@@ -400,8 +368,7 @@ def test_kill_9_while_the_page_is_being_mapped(tmp_path):
     the job (held there by a test-only delay): the thread it held comes
     back through the signal frame under its stack, the job computes what it
     computes untraced, and the next rfbpf attaches and detaches as usual."""
-    p = start(BUSY)
-    try:
+    with start(BUSY) as p:
         env = dict(os.environ, RFBPF_TEST_PAGE_DELAY_MS="3000")
         r = subprocess.Popen([RFBPF, "-q", "-p", str(p.pid), "-d", "0.05"],
                              env=env, stdout=subprocess.DEVNULL,
@@ -424,8 +391,6 @@ def test_kill_9_while_the_page_is_being_mapped(tmp_path):
         n, value = out.split()
         ref = run([PYTHON, "-c", BUSY, n], input="")
         assert ref.stdout.split()[1:] == [n, value]
-    finally:
-        p.kill()
 
 
 @pytest.mark.skipif(not shutil.which("perf"), reason="needs linux-perf")
@@ -509,14 +474,10 @@ def test_detach_removes_the_callback_from_forked_children(tmp_path):
     args = [DATALOADER, "--epochs", "4", "--workers", "2", "--persistent",
             "--pause-after", "2", "--wait"]
     untraced = run([PYTHON, *args], input="go\ngo\n")
-    p = subprocess.Popen([PYTHON, *args], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-    try:
-        assert p.stdout.readline().strip() == "ready"
+    with Job([PYTHON, *args]) as p:
         r, _ = start_rfbpf(["-q", "-p", str(p.pid)])
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        lines = [p.stdout.readline() for _ in range(3)]
+        p.go()
+        lines = [p.next_line() for _ in range(3)]
         assert lines[2].startswith("paused"), lines
         workers = [int(w) for w in lines[2].split()[1:]]
         rc, table, err = stop(r)
@@ -532,8 +493,6 @@ def test_detach_removes_the_callback_from_forked_children(tmp_path):
             if not l.startswith(("ready", "paused")))
         assert '"ph":"X"' not in out.read_text().replace(" ", ""), \
             "the worker still runs RecordFunction"
-    finally:
-        p.kill()
 
 
 def test_op_ended_on_another_thread_does_not_freeze_tree_sampling():
@@ -559,13 +518,11 @@ for i in range(400):
             torch.mul(x, 2)
 print("done", flush=True)
 """
-    p = start(code)
-    try:
+    with start(code) as p:
         r, _ = start_rfbpf(["-q", "--probes", "callback", "--tree-sample",
                             "0.5", "-p", str(p.pid)])
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        assert p.stdout.readline() == "done\n"
+        p.go()
+        assert p.next_line() == "done\n"
         rc, table, err = stop(r)
         assert rc == 0, err
         m = re.search(r"kept (\d+) of (\d+) top-level op trees", table)
@@ -574,8 +531,6 @@ print("done", flush=True)
         assert 0.4 < kept / seen < 0.6, table
         assert "truncated ops 0" in table, table
         assert re.search(r"async ends [1-9]", table), table
-    finally:
-        p.kill()
 
 
 SECCOMP_EXEC = r"""
@@ -616,16 +571,10 @@ def test_seccomp_filtered_job_is_refused_and_untouched(tmp_path):
     code = ("import sys, torch\nx = torch.ones(2)\nprint('ready', "
             "flush=True)\nsys.stdin.readline()\nprint(float((x + 1).sum()),"
             " flush=True)\n")
-    p = subprocess.Popen([str(exe), PYTHON, "-c", code],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         text=True)
-    try:
-        assert p.stdout.readline().strip() == "ready"
+    with Job([str(exe), PYTHON, "-c", code]) as p:
         assert "seccomp" in refused(p.pid)
         out, _ = p.communicate("go\n", timeout=60)
         assert p.returncode == 0 and out == "4.0\n"
-    finally:
-        p.kill()
 
 
 def test_target_killed_while_held_is_reaped_by_its_parent(tmp_path):

@@ -8,18 +8,17 @@ import os
 
 import pytest
 
-from conftest import PYTHON, RFBPF, ROOT, load_trace, ops_of, run
+from harness import PYTHON, RFBPF, ROOT, capture, load_trace, ops_of, run
 
 TINY = os.path.join(ROOT, "tests", "workloads", "tiny_ops.py")
 STEPS = 9000
 
 
-def capture(tmp_path, steps, *opts):
-    out = tmp_path / f"t{steps}{'_'.join(opts)}.json"
-    r = run([RFBPF, "-q", "--no-table", "-o", str(out), *opts, "--", PYTHON,
-             TINY, "--steps", str(steps)], input="go\n")
-    assert r.returncode == 0, r.stderr
-    return load_trace(out)
+def tiny(tmp_path, steps, *opts):
+    """The trace of tiny_ops.py --steps steps under rfbpf *opts."""
+    return capture(tmp_path, [PYTHON, TINY, "--steps", str(steps)],
+                   "--no-table", *opts, name=f"t{steps}{'_'.join(opts)}",
+                   input="go\n")[0]
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +26,8 @@ def exact(tmp_path_factory):
     """Exact op counts per name at STEPS, from two full captures: the
     workload runs a fixed set-up plus the same ops every step."""
     tmp = tmp_path_factory.mktemp("exact")
-    a = collections.Counter(e["name"] for e in ops_of(capture(tmp, 200)))
-    b = collections.Counter(e["name"] for e in ops_of(capture(tmp, 400)))
+    a = collections.Counter(e["name"] for e in ops_of(tiny(tmp, 200)))
+    b = collections.Counter(e["name"] for e in ops_of(tiny(tmp, 400)))
     n = {}
     for name in a | b:
         per_step = (b[name] - a[name]) / 200
@@ -39,7 +38,7 @@ def exact(tmp_path_factory):
 
 @pytest.mark.parametrize("p", [0.1, 0.01])
 def test_sampled_counts_and_estimates(exact, tmp_path, p):
-    trace = capture(tmp_path, STEPS, "--sample", str(p))
+    trace = tiny(tmp_path, STEPS, "--sample", str(p))
     other = trace["otherData"]
     assert float(other["sample_prob"]) == p
     assert other["drops"] == 0

@@ -11,12 +11,11 @@ import collections
 import glob
 import json
 import os
-import subprocess
 
 import pytest
 
-from conftest import (PYTHON, RFBPF, ROOT, all_nodes, load_trace, ops_of,
-                      rebuild_nesting, run, sid_root_with, torch_lib)
+from harness import (Job, PYTHON, RFBPF, ROOT, all_nodes, load_trace, ops_of,
+                    rebuild_nesting, run, sid_root_with, torch_lib)
 
 SHAPED = os.path.join(ROOT, "tests", "workloads", "shaped_ops.py")
 KINETO_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
@@ -48,12 +47,8 @@ def lists_as_113(dims):
 
 @pytest.fixture
 def workload():
-    p = subprocess.Popen([PYTHON, SHAPED, "--seconds", "60"],
-                         stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "ready"
-    yield p
-    p.kill()
-    p.wait()
+    with Job([PYTHON, SHAPED, "--seconds", "60"]) as job:
+        yield job
 
 
 def test_dims_equal_torch_profilers_and_exact_per_thread(workload,

@@ -20,8 +20,8 @@ import zlib
 
 import pytest
 
-from conftest import (PYTHON, RFBPF, ROOT, WORKLOAD, load_trace, ns,
-                      rebuild_nesting, run, sid_root_with)
+from harness import (PYTHON, RFBPF, ROOT, WORKLOAD, load_trace, ns,
+                    rebuild_nesting, run, sid_root_with)
 
 SPEEDSCOPE = os.path.join(ROOT, "tests", "speedscope")
 CHECK = os.path.join(SPEEDSCOPE, "check.js")

@@ -3,10 +3,9 @@ for two minutes keeps rfbpf's memory flat after warm-up, while the Chrome
 trace streams to its file and still holds every op."""
 import json
 import os
-import subprocess
 import time
 
-from conftest import PYTHON, ROOT, rss_kb, start_rfbpf, stop
+from harness import Job, PYTHON, ROOT, rss_kb, start_rfbpf, stop
 
 BUSY = os.path.join(ROOT, "tests", "workloads", "busy_ops.py")
 
@@ -14,11 +13,8 @@ BUSY = os.path.join(ROOT, "tests", "workloads", "busy_ops.py")
 
 def test_full_trace_for_two_minutes_keeps_memory_flat(tmp_path):
     seconds = 130
-    job = subprocess.Popen([PYTHON, BUSY, "--seconds", str(seconds + 30),
-                            "--churn-ms", "500"],
-                           stdout=subprocess.PIPE, text=True)
-    try:
-        assert job.stdout.readline().strip() == "ready"
+    with Job([PYTHON, BUSY, "--seconds", str(seconds + 30),
+              "--churn-ms", "500"]) as job:
         out = tmp_path / "trace.json"
         folded = tmp_path / "folded.txt"
         p, _ = start_rfbpf(["-q", "-p", str(job.pid), "-o", str(out),
@@ -30,9 +26,6 @@ def test_full_trace_for_two_minutes_keeps_memory_flat(tmp_path):
             samples.append((time.monotonic() - start, rss_kb(p.pid),
                             out.stat().st_size))
         code, table, err = stop(p)
-    finally:
-        job.kill()
-        job.wait()
     assert code == 0, err
     # Warm-up: the first 20 s (names, stacks, ring buffer pages touched).
     warm = [rss for t, rss, _ in samples if t >= 20]

@@ -11,8 +11,8 @@ Both named every thread `thread`."""
 import collections
 import time
 
-from conftest import (PYTHON, RFBPF, WORKLOAD, Waiting, load_trace, run,
-                      sid_root_with, start_rfbpf, stop, torch_lib)
+from harness import (PYTHON, RFBPF, WORKLOAD, Waiting, load_trace, run,
+                    sid_root_with, start_rfbpf, stop, torch_lib)
 
 NAMES = {"python3", "mlp-worker"}
 
@@ -69,8 +69,7 @@ def test_launch_mode_off_cpu_on_python_3_14_names_threads(tmp_path):
 def attached(tmp_path, *flags):
     """-p PID with flags on a job training round after round."""
     out, folded = tmp_path / "t.json", tmp_path / "t.folded"
-    job = Waiting("--rounds-until-line", "--steps", "5")
-    try:
+    with Waiting("--rounds-until-line", "--steps", "5") as job:
         p, _ = start_rfbpf(["-q", "--no-table", "-p", str(job.pid), "-o",
                             str(out), "--folded", str(folded), *flags])
         job.go()
@@ -79,8 +78,6 @@ def attached(tmp_path, *flags):
         assert code == 0, err
         job.go()            # its stop line
         assert job.finish()[0] == 0
-    finally:
-        job.kill()
     return load_trace(out), folded.read_text()
 
 

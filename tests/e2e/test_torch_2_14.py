@@ -9,9 +9,9 @@ the workload runs in it with chroot, so rfbpf also opens the library
 through /proc/PID/root as it does for containers."""
 import pytest
 
-from conftest import (DESCRIPTOR_SYMBOLS, KernelCounts, RFBPF, ROOT, WORKLOAD,
-                      load_trace, ops_of, rebuild_nesting, run, sid_root_with,
-                      torch_lib)
+from harness import (DESCRIPTOR_SYMBOLS, KernelCounts, RFBPF, WORKLOAD,
+                    load_trace, ops_of, rebuild_nesting, run, sid_root_with,
+                    torch_lib)
 
 STEPS = 5
 

@@ -12,8 +12,8 @@ import os
 
 import pytest
 
-from conftest import (KernelCounts, RFBPF, VARIANT_SYMBOLS, WORKLOAD,
-                      load_trace, run, torch_lib, torch_root_with)
+from harness import (KernelCounts, RFBPF, VARIANT_SYMBOLS, WORKLOAD,
+                    load_trace, run, torch_lib, torch_root_with)
 from test_python_stacks import CALLSITES, check_python_in_root
 from test_shapes import SHAPED, check_writes_what_kineto_writes
 from test_torch_2_14 import check_mlp_trace, losses, workload

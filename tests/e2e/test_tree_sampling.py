@@ -3,18 +3,15 @@
 import math
 import os
 
-from conftest import (PYTHON, RFBPF, ROOT, load_trace, rebuild_nesting,
-                      run)
+from harness import PYTHON, ROOT, capture, rebuild_nesting
 
 TINY = os.path.join(ROOT, "tests", "workloads", "tiny_ops.py")
 
 
-def capture(tmp_path, name, steps, *opts):
-    out = tmp_path / name
-    r = run([RFBPF, "-q", "--no-table", "-o", str(out), *opts, "--", PYTHON,
-             TINY, "--steps", str(steps)], input="go\n")
-    assert r.returncode == 0, r.stderr
-    return load_trace(out)
+def tiny(tmp_path, name, steps, *opts):
+    """The trace of tiny_ops.py --steps steps under rfbpf *opts."""
+    return capture(tmp_path, [PYTHON, TINY, "--steps", str(steps)],
+                   "--no-table", *opts, name=name, input="go\n")[0]
 
 
 def shape(node):
@@ -29,9 +26,9 @@ def root_shapes(trace):
 
 
 def test_kept_trees_are_complete_and_fraction_is_right(tmp_path):
-    full = set(root_shapes(capture(tmp_path, "full.json", 300)))
+    full = set(root_shapes(tiny(tmp_path, "full", 300)))
     p = 0.1
-    trace = capture(tmp_path, "tree.json", 5000, "--tree-sample", str(p))
+    trace = tiny(tmp_path, "tree", 5000, "--tree-sample", str(p))
     other = trace["otherData"]
     kept, seen = other["trees_kept"], other["trees_seen"]
     shapes = root_shapes(trace)
@@ -46,7 +43,7 @@ def test_kept_trees_are_complete_and_fraction_is_right(tmp_path):
 
 
 def test_tree_sampling_combines_with_sample(tmp_path):
-    trace = capture(tmp_path, "both.json", 3000, "--tree-sample", "0.5",
+    trace = tiny(tmp_path, "both", 3000, "--tree-sample", "0.5",
                     "--sample", "0.5")
     other = trace["otherData"]
     assert float(other["sample_prob"]) == 0.5
