@@ -344,10 +344,15 @@ class Job:
     def returncode(self):
         return self.p.returncode
 
-    def kill(self):
+    def wait(self, timeout=None):
+        return self.p.wait(timeout=timeout)
+
+    def kill(self, timeout=60):
+        """SIGKILL, and its exit waited for (a test fails, rather than
+        hangs, on a job that cannot be reaped)."""
         if self.p.poll() is None:
             self.p.kill()
-            self.p.wait()
+            self.p.wait(timeout=timeout)
 
 
 class Waiting(Job):

@@ -595,7 +595,7 @@ def test_target_killed_while_held_is_reaped_by_its_parent(tmp_path):
             time.sleep(0.01)
         assert tracer_of(job.pid) == daemon.pid     # seized
         time.sleep(0.5)                             # held now
-        job.kill()
+        job.send_signal(signal.SIGKILL)
         job.wait(timeout=15)        # hangs while rfbpf keeps the zombie
         assert daemon.poll() is None
     finally:
