@@ -48,7 +48,8 @@ LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 	user/python/line_table.c user/python/py_stack.c user/python/py_threads.c
 LOADER_SRCS := $(LOGIC_SRCS) user/cli.c user/cli/help.c \
 	$(addprefix user/attach/,privileges.c probes.c launch.c remote_call.c \
-		safe_point.c sigframe.c stub_page.c activation.c) \
+		safe_point.c sigframe.c stub_page.c activation.c \
+		control_thread.c) \
 	user/gpu/agent.c user/gpu/gpu_session.c user/python/py_session.c \
 	$(addprefix user/session/,status.c outputs.c session.c setup.c \
 		children.c) \
@@ -144,9 +145,38 @@ $(OUT)/%.o: user/%.c | $(OUT)
 
 # rfbpf's page in the target (user/attach/stub_page.S): code as data.
 $(OUT)/stub_page_code.o: user/attach/stub_page.S user/attach/stub_page.h \
-		| $(OUT)
+		$(OUT)/control_loop.bin | $(OUT)
 	$(call msg,AS,$@)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) -DCONTROL_LOOP_BIN='"$(OUT)/control_loop.bin"' \
+		-c $< -o $@
+
+# The control thread's code (user/attach/control_loop.c), which runs in
+# the job: freestanding, no data, linked at its offset in the page and
+# cut out as bytes. Any relocation but a rip-relative one, or any symbol
+# but the control block, would be resolved against address 0 and break
+# in the job: the build refuses them here, and the link refuses data.
+CONTROL_CFLAGS := -O2 -g0 $(WARN) -fPIC -ffreestanding -fno-builtin \
+	-fno-stack-protector -fno-asynchronous-unwind-tables \
+	-fno-unwind-tables -fno-jump-tables -mgeneral-regs-only \
+	-fno-sanitize=all
+$(OUT)/control_loop.o: user/attach/control_loop.c \
+		user/attach/control_block.h \
+		user/attach/record_function_abi.h | $(OUT)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CONTROL_CFLAGS) -c $< -o $@
+	$(Q)if readelf -rW $@ | awk 'NF >= 5 && $$3 ~ /^R_X86_64_/ && \
+		$$3 != "R_X86_64_PC32" && $$3 != "R_X86_64_PLT32"' | \
+		grep .; then echo "$<: relocation the page cannot have" >&2; \
+		rm -f $@; exit 1; fi
+$(OUT)/control_loop.lds: user/attach/control_loop.lds.S \
+		user/attach/stub_page.h | $(OUT)
+	$(Q)$(CC) -E -P -x c -D__ASSEMBLER__ -Iuser/attach $< -o $@
+$(OUT)/control_loop.bin: $(OUT)/control_loop.o $(OUT)/control_loop.lds
+	$(call msg,LD,$@)
+	$(Q)$(LD) -nostdlib -static -T $(OUT)/control_loop.lds \
+		$(OUT)/control_loop.o -o $(OUT)/control_loop.elf
+	$(Q)objcopy -O binary -j .text $(OUT)/control_loop.elf $@
 
 # One protoc-c run writes both files (&: makes them one grouped target).
 $(GEN_SRCS) $(GEN_HDRS) &: user/export/profile.proto

@@ -87,6 +87,12 @@ stub_page_code:
 	movq AT(STUB_REGS + 8 * STUB_R_RSP), %rsp
 	jmp *AT(STUB_REGS + 8 * STUB_R_RIP)
 
+/* The control thread and the job's fork and exit handlers, compiled from
+ * control_loop.c and linked at this offset (the Makefile passes the
+ * file's path). */
+	.org STUB_CONTROL_CODE, 0xcc
+	.incbin CONTROL_LOOP_BIN
+
 	.org STUB_PAGE_SIZE, 0xcc	/* int3 everywhere else */
 
 	.section .note.GNU-stack, "", @progbits

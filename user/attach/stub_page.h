@@ -50,6 +50,13 @@
 #define STUB_RETURN_OFFSET	0x80	/* remote calls return here */
 /* rip at the marker system call's entry stop: right after its syscall */
 #define STUB_MARKER_END		0x91
+/* The control thread's code (control_loop.c, control_block.h): its entry
+ * points, a 16-byte jump each, then the code, to the end of the page. */
+#define STUB_CONTROL_CODE	0x200
+#define STUB_CONTROL_MAIN	0x200	/* pthread start routine */
+#define STUB_CONTROL_PREPARE	0x210	/* pthread_atfork prepare */
+#define STUB_CONTROL_PARENT	0x220	/* ...and parent */
+#define STUB_CONTROL_EXIT	0x230	/* __cxa_atexit handler */
 
 /* Data offsets, from the start of the mapping (the data follows the code
  * page). */
@@ -61,9 +68,11 @@
 #define STUB_RFLAGS		(STUB_DATA + 0x018)
 #define STUB_REGS		(STUB_DATA + 0x020)	/* below, 8 bytes each */
 #define STUB_MAGIC		(STUB_DATA + 0x100)	/* STUB_MAGIC_TEXT */
+#define STUB_CONTROL		(STUB_DATA + 0x200)	/* control_block.h */
+#define STUB_CONTROL_MAX	(STUB_PAGE_SIZE - 0x200)
 #define STUB_XSAVE		(STUB_DATA + STUB_PAGE_SIZE)	/* 64-aligned */
 #define STUB_XSAVE_MAX		(STUB_PAGE_SIZE * (STUB_DATA_PAGES - 1))
-#define STUB_MAGIC_TEXT		"rfbpf page v1"
+#define STUB_MAGIC_TEXT		"rfbpf page v2"	/* v2: the control thread */
 
 /* The saved registers in the block, in this order. */
 #define STUB_R_RAX	0

@@ -1,0 +1,316 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+#include "control_thread.h"
+#include "elf_symbols.h"
+#include "target.h"
+
+_Static_assert(sizeof(struct control_block) <= STUB_CONTROL_MAX,
+	       "the control block must fit the page's data");
+
+#define CALL_MS 2000
+#define FIELD(f) offsetof(struct control_block, f)
+
+static int io(pid_t pid, uint64_t addr, void *buf, size_t len, bool write)
+{
+	struct iovec local = { buf, len };
+	struct iovec remote = { (void *)addr, len };
+	ssize_t n = write ? process_vm_writev(pid, &local, 1, &remote, 1, 0) :
+			    process_vm_readv(pid, &local, 1, &remote, 1, 0);
+
+	return n == (ssize_t)len ? 0 : -EFAULT;
+}
+
+static int read_u64(pid_t pid, uint64_t block, size_t off, uint64_t *v)
+{
+	return io(pid, block + off, v, sizeof(*v), false);
+}
+
+static int write_u64(pid_t pid, uint64_t block, size_t off, uint64_t v)
+{
+	return io(pid, block + off, &v, sizeof(v), true);
+}
+
+static uint32_t read_state(pid_t pid, uint64_t block)
+{
+	uint32_t v = CONTROL_NONE;
+
+	io(pid, block + FIELD(state), &v, sizeof(v), false);
+	return v;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* Waits up to wait_ms for the thread at block to leave CONTROL_RUNNING
+ * (exited, parked by the job's exit, or never started). */
+static int wait_gone(pid_t pid, uint64_t block, int wait_ms)
+{
+	uint64_t until = mono_ns() + wait_ms * 1000000ull;
+
+	for (;;) {
+		if (read_state(pid, block) != CONTROL_RUNNING ||
+		    !target_alive(pid))
+			return 0;
+		if (mono_ns() >= until)
+			return -ETIMEDOUT;
+		usleep(2000);
+	}
+}
+
+int control_thread_reap(pid_t pid, const struct stub_page *page,
+			int wait_ms)
+{
+	uint64_t block = page->addr + STUB_CONTROL;
+
+	if (!page->addr || read_state(pid, block) != CONTROL_RUNNING)
+		return 0;
+	write_u64(pid, block, FIELD(lease_ns), 0);
+	return wait_gone(pid, block, wait_ms);
+}
+
+static bool is_libc_name(const char *base)
+{
+	return !strncmp(base, "libc.so.", 8) ||
+	       !strncmp(base, "libc-2.", 7);
+}
+
+static bool is_libpthread_name(const char *base)
+{
+	return !strncmp(base, "libpthread.so.", 14) ||
+	       !strncmp(base, "libpthread-", 11);
+}
+
+enum {
+	F_ATTR_INIT, F_ATTR_STACK, F_ATTR_DETACH, F_CREATE, F_ATTR_DESTROY,
+	F_ATFORK, F_ATEXIT, F_NR
+};
+
+static const char *const libc_fns[F_NR] = {
+	"pthread_attr_init", "pthread_attr_setstacksize",
+	"pthread_attr_setdetachstate", "pthread_create",
+	"pthread_attr_destroy", "__register_atfork", "__cxa_atexit",
+};
+
+/* The libc functions the start calls, in pid: from libc, and from
+ * libpthread where an older glibc keeps pthread_create there. */
+static int resolve_libc(pid_t pid, uint64_t addr[F_NR], char *err,
+			size_t len)
+{
+	bool (*libs[2])(const char *) = { is_libc_name, is_libpthread_name };
+	char path[4096];
+
+	memset(addr, 0, sizeof(uint64_t) * F_NR);
+	for (int l = 0; l < 2; l++) {
+		uint64_t off[F_NR];
+
+		if (target_find_library(pid, libs[l], path, sizeof(path)) ||
+		    elf_find_functions(path, libc_fns, F_NR, off) < 0)
+			continue;
+		for (int i = 0; i < F_NR; i++)
+			if (!addr[i] && off[i] &&
+			    target_addr_of_offset(pid, path, off[i], &addr[i]))
+				addr[i] = 0;
+	}
+	for (int i = 0; i < F_NR; i++)
+		if (!addr[i])
+			return snprintf(err, len, "%s is not in process %d's "
+					"C library", libc_fns[i], pid), -ENOENT;
+	return 0;
+}
+
+/* fn(args) on the held thread; its int result must be 0. */
+static int call0(struct held_thread *h, uint64_t fn, const char *name,
+		 uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
+		 char *err, size_t len)
+{
+	uint64_t args[6] = { a0, a1, a2, a3 }, ret = 0;
+	int e = remote_call_function(h, fn, args, NULL, 0, CALL_MS, &ret, err,
+				     len);
+
+	if (e)
+		return e;
+	if ((int)ret)
+		return snprintf(err, len, "%s failed in process %d: %s", name,
+				h->pid, strerror((int)ret > 0 ? (int)ret :
+						 -(int)ret)), -EINVAL;
+	return 0;
+}
+
+/* The block as the thread must find it, written around the two words
+ * the job's fork and exit handlers may be using (gate, and whether they
+ * are registered). */
+static int init_block(pid_t pid, uint64_t block,
+		      const struct rf_callback_abi *cb, uint64_t add_fn,
+		      uint64_t remove_fn, uint64_t lease_ns)
+{
+	struct control_block b;
+	int ret;
+
+	memset(&b, 0, sizeof(b));
+	b.lease_ns = lease_ns;
+	b.add_fn = add_fn;
+	b.remove_fn = remove_fn;
+	b.cb = *cb;
+	b.cb.sampling_prob = 1.0;	/* a burst is a full trace */
+	ret = io(pid, block, &b, FIELD(gate), true);
+	if (!ret)
+		ret = io(pid, block + FIELD(handle), &b.handle,
+			 FIELD(atfork_registered) - FIELD(handle), true);
+	return ret;
+}
+
+int control_thread_start(struct control_thread *ct, struct held_thread *h,
+			 const struct stub_page *page,
+			 const struct rf_callback_abi *cb, uint64_t add_fn,
+			 uint64_t remove_fn, char *err, size_t len)
+{
+	uint64_t block = page->addr + STUB_CONTROL, code = page->addr;
+	uint64_t fn[F_NR], attr = block + FIELD(attr);
+	uint32_t registered = 0, gate = 0;
+	int ret;
+
+	memset(ct, 0, sizeof(*ct));
+	ct->pid = h->pid;
+	if (read_state(h->pid, block) == CONTROL_RUNNING)
+		return snprintf(err, len, "a control thread already runs in "
+				"process %d", h->pid), -EBUSY;
+	io(h->pid, block + FIELD(gate), &gate, sizeof(gate), false);
+	if (gate & GATE_CLOSED)
+		return snprintf(err, len, "process %d is exiting", h->pid),
+		       -ESRCH;
+	if ((ret = resolve_libc(h->pid, fn, err, len)))
+		return ret;
+	ct->lease_ns = mono_ns() + CONTROL_LEASE_NS;
+	if ((ret = init_block(h->pid, block, cb, add_fn, remove_fn,
+			      ct->lease_ns)))
+		return snprintf(err, len, "cannot write the control block: "
+				"%s", strerror(-ret)), ret;
+	io(h->pid, block + FIELD(atfork_registered), &registered,
+	   sizeof(registered), false);
+	if (!registered) {
+		ret = call0(h, fn[F_ATFORK], "__register_atfork",
+			    code + STUB_CONTROL_PREPARE,
+			    code + STUB_CONTROL_PARENT, 0, 0, err, len);
+		if (!ret)
+			ret = call0(h, fn[F_ATEXIT], "__cxa_atexit",
+				    code + STUB_CONTROL_EXIT, 0, 0, 0, err,
+				    len);
+		if (ret)
+			return ret;
+		registered = 1;
+		io(h->pid, block + FIELD(atfork_registered), &registered,
+		   sizeof(registered), true);
+	}
+	ret = call0(h, fn[F_ATTR_INIT], "pthread_attr_init", attr, 0, 0, 0,
+		    err, len);
+	if (ret)
+		return ret;
+	ret = call0(h, fn[F_ATTR_STACK], "pthread_attr_setstacksize", attr,
+		    CONTROL_STACK_SIZE, 0, 0, err, len);
+	if (!ret)
+		ret = call0(h, fn[F_ATTR_DETACH], "pthread_attr_setdetachstate",
+			    attr, 1 /* PTHREAD_CREATE_DETACHED */, 0, 0, err,
+			    len);
+	if (!ret)
+		ret = call0(h, fn[F_CREATE], "pthread_create",
+			    block + FIELD(pthread), attr,
+			    code + STUB_CONTROL_MAIN, 0, err, len);
+	call0(h, fn[F_ATTR_DESTROY], "pthread_attr_destroy", attr, 0, 0, 0,
+	      err, len);
+	if (ret)
+		return ret;
+	ct->block = block;
+	return 0;
+}
+
+bool control_thread_running(const struct control_thread *ct)
+{
+	return ct->block && read_state(ct->pid, ct->block) == CONTROL_RUNNING;
+}
+
+int control_thread_renew(struct control_thread *ct, uint64_t now_ns)
+{
+	if (!ct->block)
+		return -ENOENT;
+	if (ct->lease_ns > now_ns + CONTROL_LEASE_NS / 2)
+		return 0;
+	ct->lease_ns = now_ns + CONTROL_LEASE_NS;
+	return write_u64(ct->pid, ct->block, FIELD(lease_ns), ct->lease_ns);
+}
+
+size_t control_thread_room(struct control_thread *ct)
+{
+	uint64_t done = 0;
+
+	if (!ct->block || read_u64(ct->pid, ct->block, FIELD(done), &done))
+		return 0;
+	return done + CONTROL_BURSTS > ct->written ?
+	       done + CONTROL_BURSTS - ct->written : 0;
+}
+
+int control_thread_add_burst(struct control_thread *ct, uint64_t on_ns,
+			     uint64_t off_ns)
+{
+	struct control_burst b = { on_ns, off_ns };
+	int ret;
+
+	if (!ct->block)
+		return -ENOENT;
+	/* the burst first, then the count that hands it over */
+	ret = io(ct->pid, ct->block + FIELD(burst) +
+		 (ct->written % CONTROL_BURSTS) * sizeof(b), &b, sizeof(b),
+		 true);
+	if (!ret)
+		ret = write_u64(ct->pid, ct->block, FIELD(written),
+				ct->written + 1);
+	if (!ret)
+		ct->written++;
+	return ret;
+}
+
+int control_thread_results(struct control_thread *ct,
+			   struct control_result *out, size_t max)
+{
+	uint64_t done = 0;
+	size_t n = 0;
+	int ret;
+
+	if (!ct->block)
+		return -ENOENT;
+	if ((ret = read_u64(ct->pid, ct->block, FIELD(done), &done)))
+		return ret;
+	while (ct->done < done && n < max) {
+		ret = io(ct->pid, ct->block + FIELD(result) +
+			 (ct->done % CONTROL_BURSTS) * sizeof(*out), &out[n],
+			 sizeof(*out), false);
+		if (ret)
+			return ret;
+		ct->done++;
+		n++;
+	}
+	return (int)n;
+}
+
+int control_thread_stop(struct control_thread *ct, int wait_ms)
+{
+	int ret;
+
+	if (!ct->block)
+		return 0;
+	write_u64(ct->pid, ct->block, FIELD(lease_ns), 0);
+	ret = wait_gone(ct->pid, ct->block, wait_ms);
+	if (!ret)
+		ct->block = 0;
+	return ret;
+}
