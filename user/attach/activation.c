@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "activation.h"
+#include "control_thread.h"
 #include "elf_symbols.h"
 #include "record_function_abi.h"
 #include "state_dir.h"
@@ -99,8 +100,7 @@ int activation_prepare(struct activation *a, const char *lib, char *err,
 	return 0;
 }
 
-/* Seccomp mode of the target: 0 none, 1 strict, 2 filter. */
-static int seccomp_mode(pid_t pid)
+int activation_seccomp_mode(pid_t pid)
 {
 	char val[16];
 
@@ -144,7 +144,7 @@ int activation_begin(struct activation *a, char *err, size_t len)
 
 	/* Mapping the page means system calls the job never made; a filter
 	 * that kills on one of them would kill the job. */
-	if (!have_page && seccomp_mode(a->pid))
+	if (!have_page && activation_seccomp_mode(a->pid))
 		return snprintf(err, len, "process %d runs under a seccomp "
 				"filter, and rfbpf would have to make system "
 				"calls in it that the filter may forbid "
@@ -371,10 +371,31 @@ int activation_stop(struct activation *a, char *err, size_t len)
 	return ret;
 }
 
+bool activation_reap_control(struct activation *a)
+{
+	struct stub_page page;
+
+	if (stub_page_find(a->pid, &page))
+		return false;
+	if (control_thread_reap(a->pid, &page, 0) == 0)
+		return false;	/* none running */
+	fprintf(stderr, "rfbpf: stopping the control thread a killed rfbpf "
+		"left in process %d\n", a->pid);
+	if (control_thread_reap(a->pid, &page,
+				2 * CONTROL_LEASE_NS / 1000000))
+		fprintf(stderr, "rfbpf: warning: it did not stop; its lease "
+			"ends it\n");
+	return true;
+}
+
 int activation_remove_leftover(struct activation *a, bool *found, char *err,
 			       size_t len)
 {
+	bool control = activation_reap_control(a);
+
 	*found = read_state(a, &a->handle);
+	if (control && !*found)
+		*found = true;
 	if (!*found) {
 		clear_state(a);
 		return 0;

@@ -102,5 +102,10 @@ int activation_stop(struct activation *a, char *err, size_t len);
 int activation_remove_leftover(struct activation *a, bool *found, char *err,
 			       size_t len);
 void activation_unlock(struct activation *a);
+/* Seccomp mode of a process: 0 none, 1 strict, 2 filter. */
+int activation_seccomp_mode(pid_t pid);
+/* Stops a control thread a killed rfbpf left running in a->pid
+ * (control_thread.h), holding no thread: true if there was one. */
+bool activation_reap_control(struct activation *a);
 
 #endif

@@ -2,8 +2,11 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "control_thread.h"
@@ -170,6 +173,37 @@ static int init_block(pid_t pid, uint64_t block,
 	return ret;
 }
 
+/* The held thread is traced with PTRACE_O_TRACECLONE (safe_point.c), so
+ * the thread pthread_create made is traced by rfbpf too, stopped at its
+ * start: let it go. Any thread of pid traced by rfbpf but the held one
+ * was made by this call (the others were let go at the hold). */
+static void let_new_threads_go(struct held_thread *h)
+{
+	uint32_t *tids;
+	size_t n = target_threads(h->pid, &tids);
+	char val[32];
+
+	for (size_t i = 0; i < n; i++) {
+		pid_t tid = (pid_t)tids[i];
+		int st;
+
+		if (tid == h->tid ||
+		    !target_status(h->pid, tid, "TracerPid", val,
+				   sizeof(val)) || atoi(val) != getpid())
+			continue;
+		/* its start stop, reported once the clone is done */
+		for (int k = 0; k < 1000; k++) {
+			pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
+
+			if (r == tid || r < 0)
+				break;
+			usleep(1000);
+		}
+		ptrace(PTRACE_DETACH, tid, 0, 0);
+	}
+	free(tids);
+}
+
 int control_thread_start(struct control_thread *ct, struct held_thread *h,
 			 const struct stub_page *page,
 			 const struct rf_callback_abi *cb, uint64_t add_fn,
@@ -226,6 +260,8 @@ int control_thread_start(struct control_thread *ct, struct held_thread *h,
 		ret = call0(h, fn[F_CREATE], "pthread_create",
 			    block + FIELD(pthread), attr,
 			    code + STUB_CONTROL_MAIN, 0, err, len);
+	if (!ret)
+		let_new_threads_go(h);
 	call0(h, fn[F_ATTR_DESTROY], "pthread_attr_destroy", attr, 0, 0, 0,
 	      err, len);
 	if (ret)

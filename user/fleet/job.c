@@ -36,7 +36,7 @@ static double child_weight(void *ctx, const struct op *child)
 {
 	const struct job *j = ctx;
 
-	return in_window(j, child->start_ns) ? 1.0 : 1 / j->p;
+	return j->bursts || in_window(j, child->start_ns) ? 1.0 : 1 / j->p;
 }
 
 /* This thread's CPU seconds. */
@@ -84,9 +84,15 @@ static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
 	struct job_op *r = job_op_row(j, c->op->name);
 	uint64_t self_ns, calls;
 
-	if (r)
+	if (j->bursts)		/* only ops begun in a measured part */
+		w = job_bursts_weight(j, c->op->start_ns);
+	if (r && w > 0)
 		job_op_add(r, w, c->dur_ns);
 	j->closed_in_interval++;
+	if (!full && j->bursts) {
+		window_self_forget(&j->self, c->op->id);
+		return;
+	}
 	if (!full) {
 		j->sampled_closed++;
 		window_self_forget(&j->self, c->op->id);
@@ -128,6 +134,7 @@ int job_start(struct job *j, const struct torch_process *proc,
 	struct trace_sink sink = { .op = on_op, .gpu = on_gpu, .ctx = j };
 
 	memset(j, 0, sizeof(*j));
+	j->s.want_control = opt->bursts;
 	j->s.pidfd = -1;
 	j->s.act.lock_fd = -1;
 	j->s.gpu.agent.mem_fd = -1;
@@ -157,7 +164,8 @@ int job_start(struct job *j, const struct torch_process *proc,
 		return -1;
 	}
 	/* The agent registered its own callback (RFBPF_SAMPLE): its p. */
-	j->fixed_p = !j->s.act.handle;
+	j->bursts = j->s.control.block != 0;
+	j->fixed_p = !j->s.act.handle && !j->bursts;
 	if (j->fixed_p)
 		j->p = j->s.trace.sample_prob;
 	trace_add_sink(&j->s.trace, &sink);
@@ -275,10 +283,33 @@ static void window_off(struct job *j)
 	window_self_cut(&j->self, &j->s.trace, window_add, j);
 }
 
+void job_burst_open(struct job *j, const struct job_burst *b)
+{
+	j->win_on_ns = b->on;
+	j->win_off_ns = UINT64_MAX;
+	j->run_from_ns = b->a;
+	window_self_open(&j->self, b->on, b->a);
+	j->in_window = true;
+	j->windows++;
+}
+
+void job_burst_close(struct job *j, const struct job_burst *b)
+{
+	j->win_off_ns = b->b;
+	j->in_window = false;
+	window_self_end_at(&j->self, b->b);
+	count_window(j, b->a, b->b);
+	window_self_cut(&j->self, &j->s.trace, window_add, j);
+}
+
 void job_poll(struct job *j, double now)
 {
 	read_events(j);
 	gpu_session_poll(&j->s.gpu, now);
+	if (j->bursts) {
+		job_bursts_poll(j);
+		return;
+	}
 	if (!j->in_window && !j->window_done && j->window_s > 0 &&
 	    now >= j->window_at) {
 		window_on(j);
@@ -292,6 +323,8 @@ void job_poll(struct job *j, double now)
 
 double job_next_wakeup(const struct job *j)
 {
+	if (j->bursts)
+		return job_bursts_next_wakeup(j);
 	if (j->in_window && !j->whole_interval)
 		return j->run_from_ns * 1e-9 + j->window_s -
 		       window_guard_s(j) - j->search_s;
@@ -315,7 +348,10 @@ void job_end_interval(struct job *j, double now)
 	bool span_done;
 
 	read_events(j);
-	if (j->in_window) {	/* a window open across the interval's end */
+	if (j->bursts) {	/* the last burst, if the daemon was late */
+		while (j->next_close < j->next_open)
+			job_burst_close(j, &j->burst[j->next_close++]);
+	} else if (j->in_window) {	/* a window open across the end */
 		uint64_t cut = now_ns();
 
 		count_window(j, j->run_from_ns > j->cut_ns ? j->run_from_ns :
@@ -333,7 +369,7 @@ void job_end_interval(struct job *j, double now)
 		window_calls += j->window_agg.rows[i].calls;
 	/* Self time: the window's sums scaled by span/L (see job.h), once
 	 * its span is over. */
-	span_done = j->whole_interval ||
+	span_done = j->whole_interval || j->bursts ||
 		    (j->window_done && now >= j->span_start + j->span_s - 0.01);
 	k = span_done && j->window_time > 0 ?
 	    span_len / window_self_length(&j->self, j->window_time,
@@ -350,7 +386,7 @@ void job_end_interval(struct job *j, double now)
 	j->window_scale = k && span_len > 0 ? k * t / span_len : 0;
 	/* The job's op rate, from the sampled part of the interval when
 	 * there is one, else from the window. */
-	sampled_t = t - j->window_in_interval;
+	sampled_t = j->bursts ? 0 : t - j->window_in_interval;
 	if (sampled_t > 0.01)
 		j->op_rate = j->sampled_closed / j->p / sampled_t;
 	else if (j->window_time > 0)
@@ -402,6 +438,11 @@ void job_plan(struct job *j, const struct budget_plan *plan,
 {
 	j->interval_start = now;
 	j->est_overhead = plan->est_overhead;
+	if (j->bursts) {
+		new_span(j, plan, interval_s, now);
+		job_bursts_plan(j, plan, interval_s, now);
+		return;
+	}
 	if (!j->fixed_p && budget_should_change(j->p, plan->sample_prob)) {
 		j->p = plan->sample_prob;
 		if (!j->in_window)

@@ -31,11 +31,20 @@
 
 #include <stdbool.h>
 #include <sys/types.h>
+#include "attach/control_block.h"
 #include "fleet/discovery.h"
 #include "fleet/window_self.h"
 #include "model/aggregate.h"
 #include "model/stack_profile.h"
 #include "session/session.h"
+
+/* --bursts: one measured part of a burst, [a, b), and the callback's
+ * on-period it lies in, [on, off) (CLOCK_MONOTONIC ns). */
+struct job_burst {
+	uint64_t on, a, b;
+	bool opened, closed;
+};
+#define JOB_MAX_BURSTS 512	/* a interval's, at most */
 
 /* Estimated totals since the job was first traced, per op name: the
  * counters of the metrics, and what their standard errors come from. */
@@ -99,7 +108,32 @@ struct job {
 	int setup_err;		/* job_start: -errno of a failed activation */
 	uint64_t switches_prev;	/* --off-cpu: BPF's switch count at the
 				 * last interval */
+	/* --bursts (job_bursts.c): the control thread switches the
+	 * callback; every op recorded began in a burst. */
+	bool bursts;
+	struct job_burst burst[JOB_MAX_BURSTS];	/* this interval's */
+	size_t nr_bursts, next_open, next_close;
+	struct control_burst period[JOB_MAX_BURSTS];	/* on-periods */
+	size_t nr_periods, next_period;
+	uint64_t period_seq0;	/* the thread's count of bursts before
+				 * this interval's */
+	double burst_weight;	/* stratum / measured length: an op begun
+				 * in a measured part stands for this many */
+	uint64_t bursts_total, bursts_skipped, bursts_late;
 };
+
+/* --bursts (job_bursts.c). */
+struct budget_plan;
+void job_bursts_plan(struct job *j, const struct budget_plan *plan,
+		     double interval_s, double now);
+void job_bursts_poll(struct job *j);
+double job_bursts_next_wakeup(const struct job *j);
+/* The weight of an op begun at ts: burst_weight inside a measured part,
+ * else 0 (it began in a part not measured). */
+double job_bursts_weight(const struct job *j, uint64_t ts);
+/* job.c: a burst's measured part begins (the window opens) and ends. */
+void job_burst_open(struct job *j, const struct job_burst *b);
+void job_burst_close(struct job *j, const struct job_burst *b);
 
 /* Traces proc: claims it, probes it, registers the callback at p. 0, or
  * -1 with a one-line reason in err (the process is left as it was). */

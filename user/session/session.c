@@ -248,6 +248,30 @@ static void note_threads_alive(struct session *s)
 	free(tids);
 }
 
+/* --bursts, in the attach stop: the control thread instead of a
+ * callback; it registers one (p = 1) for each burst. Not under a seccomp
+ * filter: the thread's system calls (clone, clock_nanosleep, futex...)
+ * are ones the job may never make. */
+static int start_control(struct session *s, uint64_t start, uint64_t end,
+			 char *err, size_t len)
+{
+	struct rf_callback_abi cb = {
+		.start = start, .end = end, .sampling_prob = 1.0,
+		.needs_inputs = s->act.needs_inputs,
+	};
+
+	if (activation_seccomp_mode(s->pid))
+		return snprintf(err, len, "process %d runs under a seccomp "
+				"filter: rfbpf starts no thread in it (run "
+				"the daemon without --bursts)", s->pid),
+		       -EPERM;
+	for (int i = 0; i < RF_NUM_SCOPES; i++)
+		cb.scopes[i] = !!(s->opt->scopes & (1u << i));
+	return control_thread_start(&s->control, &s->act.held, &s->act.page,
+				    &cb, s->act.add_addr, s->act.remove_addr,
+				    err, len);
+}
+
 int session_activate(struct session *s, const char *lib, char *err,
 		     size_t len)
 {
@@ -257,6 +281,8 @@ int session_activate(struct session *s, const char *lib, char *err,
 
 	session_python_start(s);	/* the first op has its stack */
 	ret = activation_prepare(&s->act, lib, err, len);
+	if (!ret)	/* before any hold: it may take up to its lease */
+		activation_reap_control(&s->act);
 
 	/* Attaching uprobes takes milliseconds (tens on a loaded machine):
 	 * not while a thread of the job is held. A first attach maps the page
@@ -277,7 +303,9 @@ int session_activate(struct session *s, const char *lib, char *err,
 	if (s->use_stubs && !probed)
 		ret = probe_stubs(s, &start, &end, err, len);
 	s->activated_ticks = boot_ticks();
-	if (!ret)
+	if (!ret && s->want_control)
+		ret = start_control(s, start, end, err, len);
+	else if (!ret)
 		ret = activation_register(&s->act, s->opt->sample_prob,
 					  s->opt->scopes, start, end, err, len);
 	activation_finish(&s->act);
@@ -285,7 +313,7 @@ int session_activate(struct session *s, const char *lib, char *err,
 		stub_page_set_on(s->pid, &s->act.page, false);
 		return ret;
 	}
-	s->trace.sample_prob = s->opt->sample_prob;
+	s->trace.sample_prob = s->want_control ? 1.0 : s->opt->sample_prob;
 	s->trace.activated = true;
 	note_threads_alive(s);
 	return 0;
@@ -334,7 +362,7 @@ void session_free(struct session *s)
 void session_abort(struct session *s)
 {
 	outputs_discard(&s->out);	/* nothing traced: no file made */
-	if (s->act.handle)
+	if (s->act.handle || s->control.block)
 		session_deactivate(s);
 	activation_unlock(&s->act);
 	if (s->launched)
@@ -350,6 +378,11 @@ void session_deactivate(struct session *s)
 	uint64_t handle = s->act.handle;
 	char err[512];
 
+	if (s->control.block && control_thread_stop(&s->control, 3000) &&
+	    target_alive(s->pid))
+		fprintf(stderr, "rfbpf: warning: the control thread in process "
+			"%d did not stop within 3 s; its lease ends it\n",
+			s->pid);
 	s->act.find.find_ms = DETACH_FIND_MS;
 	s->act.find.cancel = NULL;
 	remote_set_idle(drain, s);	/* this session's ring, while held */

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include "attach/activation.h"
+#include "attach/control_thread.h"
 #include "cli.h"
 #include "gpu/gpu_session.h"
 #include "attach/launch.h"
@@ -48,6 +49,11 @@ struct session {
 	bool lib_checked;	/* launch mode: the mapped library was checked */
 	struct activation act;	/* the callback registered in the target */
 	bool use_stubs;		/* optimized probes on rfbpf's page's stubs */
+	/* Fleet --bursts: no callback registered at the attach stop; a
+	 * control thread in the job switches it on for the bursts rfbpf
+	 * writes (attach/control_thread.h). */
+	bool want_control;
+	struct control_thread control;
 	struct safe_point_probe safe_point;	/* BPF side of safe points */
 	struct safe_point_probe callback_point;	/* ... inside the callback */
 	bool detach_failed;	/* the callback could not be removed */

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * --bursts: a job traced in many short bursts at random moments, switched
+ * by the control thread rfbpf starts in it (attach/control_thread.h), with
+ * no callback registered in between, so that between bursts the job pays
+ * nothing (docs/fleet.md, "Bursts").
+ *
+ * The interval is cut into K strata of length S; each gets one burst whose
+ * measured part [a, b) (BURST_MEASURED_NS) starts at a uniformly random
+ * moment of its stratum, leaving BURST_GAP_NS before the next stratum.
+ * The callback goes on BURST_LEAD_NS before a: the thread wakes late by
+ * up to a millisecond, and an op open when the callback came is not seen,
+ * so measuring starts after the ops open then had time to end (the guard
+ * of window_self.h). Self time inside [a, b) is counted by time
+ * (window_self.h) and scaled by the interval over the measured time
+ * (job.c), and an op that began in a measured part counts S / (b - a)
+ * calls (job_bursts_weight).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include "fleet/budget.h"
+#include "fleet/job.h"
+
+#define BURST_MEASURED_NS	8000000ull
+#define BURST_LEAD_NS		3000000ull
+#define BURST_GAP_NS		30000000ull
+/* rfbpf reads a burst's events this long after it: time for the ops
+ * closed in it to reach the ring buffer */
+#define BURST_DRAIN_NS		5000000ull
+/* the interval's end is left free: its last burst is read before it */
+#define BURST_TAIL_NS		30000000ull
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* How many bursts the budget pays for in an interval: a burst costs the
+ * job the full trace's share f of its CPU for its on-time, plus two
+ * switches (each thread's next op rebuilds its callback lists). */
+static size_t bursts_for(const struct budget_plan *plan, double budget,
+			 double interval_s)
+{
+	double on_s = (BURST_MEASURED_NS + BURST_LEAD_NS) * 1e-9;
+	double f = plan->full_cost > 0.02 ? plan->full_cost : 0.02;
+	double k = floor(budget * interval_s / (f * on_s));
+	double most = (interval_s - BURST_TAIL_NS * 1e-9) /
+		      ((BURST_MEASURED_NS + BURST_LEAD_NS + BURST_GAP_NS) *
+		       1e-9);
+
+	if (k > most)
+		k = most;
+	if (k > JOB_MAX_BURSTS)
+		k = JOB_MAX_BURSTS;
+	return k < 1 ? 1 : (size_t)k;
+}
+
+void job_bursts_plan(struct job *j, const struct budget_plan *plan,
+		     double interval_s, double now)
+{
+	double budget = j->opt.budget_pct / 100;
+	size_t k = bursts_for(plan, budget, interval_s);
+	uint64_t t0 = (uint64_t)(now * 1e9);
+	uint64_t span = (uint64_t)(interval_s * 1e9) - BURST_TAIL_NS;
+	uint64_t s = span / k;
+	uint64_t room = s - BURST_MEASURED_NS - BURST_LEAD_NS - BURST_GAP_NS;
+
+	j->nr_bursts = j->next_open = j->next_close = 0;
+	j->nr_periods = j->next_period = 0;
+	j->period_seq0 = j->s.control.written;
+	for (size_t i = 0; i < k; i++) {
+		struct job_burst *b = &j->burst[j->nr_bursts++];
+
+		b->a = t0 + i * s + BURST_LEAD_NS +
+		       (uint64_t)(drand48() * room);
+		b->b = b->a + BURST_MEASURED_NS;
+		b->on = b->a - BURST_LEAD_NS;
+		b->opened = b->closed = false;
+		j->period[j->nr_periods++] = (struct control_burst){
+			b->on, b->b };
+	}
+	j->burst_weight = (double)s / BURST_MEASURED_NS;
+	j->est_overhead = k * ((BURST_MEASURED_NS + BURST_LEAD_NS) * 1e-9 *
+			       plan->full_cost) / interval_s;
+	j->span_start = now;
+	j->span_s = interval_s;
+	j->whole_interval = false;
+}
+
+double job_bursts_weight(const struct job *j, uint64_t ts)
+{
+	for (size_t i = 0; i < j->nr_bursts; i++)
+		if (ts >= j->burst[i].a && ts < j->burst[i].b)
+			return j->burst_weight;
+	return 0;
+}
+
+/* Hands the thread the bursts its ring has room for. */
+static void write_periods(struct job *j)
+{
+	size_t room = control_thread_room(&j->s.control);
+
+	while (room-- && j->next_period < j->nr_periods) {
+		const struct control_burst *p = &j->period[j->next_period];
+
+		if (control_thread_add_burst(&j->s.control, p->on_ns,
+					     p->off_ns))
+			break;
+		j->next_period++;
+	}
+}
+
+/* What the thread did: bursts it skipped (the job's CPUs too busy to run
+ * it before its end), and bursts it switched on after its measured part
+ * began (a burst late by more than the lead: ops open then lose some of
+ * their self time). Both are counted, not corrected. */
+static void read_results(struct job *j)
+{
+	struct control_result r[CONTROL_BURSTS];
+	int n = control_thread_results(&j->s.control, r, CONTROL_BURSTS);
+
+	for (int i = 0; i < n; i++) {
+		uint64_t k = r[i].seq - 1 - j->period_seq0;
+
+		j->bursts_total++;
+		if (!r[i].on_ns)
+			j->bursts_skipped++;
+		else if (k < j->nr_periods &&
+			 r[i].on_ns > j->period[k].on_ns + BURST_LEAD_NS)
+			j->bursts_late++;
+	}
+}
+
+void job_bursts_poll(struct job *j)
+{
+	uint64_t now = mono_ns();
+
+	control_thread_renew(&j->s.control, now);
+	write_periods(j);
+	read_results(j);
+	/* the burst measured last: its events are in, it is cut at b */
+	while (j->next_close < j->next_open &&
+	       now >= j->burst[j->next_close].b + BURST_DRAIN_NS) {
+		struct job_burst *b = &j->burst[j->next_close++];
+
+		job_burst_close(j, b);
+	}
+	if (j->next_open == j->next_close && j->next_open < j->nr_bursts &&
+	    now >= j->burst[j->next_open].on)
+		job_burst_open(j, &j->burst[j->next_open++]);
+}
+
+double job_bursts_next_wakeup(const struct job *j)
+{
+	if (j->next_close < j->next_open)
+		return (j->burst[j->next_close].b + BURST_DRAIN_NS) * 1e-9;
+	if (j->next_open < j->nr_bursts)
+		return j->burst[j->next_open].on * 1e-9;
+	return INFINITY;
+}
