@@ -325,6 +325,8 @@ def main():
     ap.add_argument("--scopes", default="",
                     help="also the daemon with these --scopes, e.g. "
                     "function,backward_function,user_scope")
+    ap.add_argument("--bursts", action="store_true",
+                    help="also the daemon with --bursts")
     ap.add_argument("--one-shot-samples", default="",
                     help="plain rfbpf -p --sample P runs to set beside "
                     "the daemon in the paired measure (comma-separated)")
@@ -393,6 +395,11 @@ def main():
     }
     # PyTorch redraws a sampled callback's skip in every scope it covers
     # each time a thread's state is set: fewer scopes, less of that.
+    # Issue 26: a control thread in the job switches a full trace on for
+    # short random bursts, with no callback registered in between.
+    if a.bursts:
+        tracers["daemon, default budget, --bursts"] = Tracer(
+            daemon + ["--bursts"])
     if a.scopes:
         tracers[f"daemon, default budget, --scopes {a.scopes}"] = Tracer(
             daemon + ["--scopes", a.scopes])

@@ -10,7 +10,7 @@ import random
 import signal
 import time
 
-from harness import Job, PYTHON, ROOT, run
+from harness import Job, PYTHON, RFBPF, ROOT, run
 from test_fleet import BUSY, BusyJob, Daemon, jobs, metric, \
     ops_seen_passively  # noqa: F401 (jobs: a fixture)
 
@@ -110,3 +110,75 @@ def test_dataloader_forks_while_bursts_switch_and_gives_the_same_losses(
         assert p.returncode == 0
         assert rc == 0, d.log()
     assert out == untraced.stdout
+
+
+MLP = os.path.join(ROOT, "tests", "workloads", "mlp_threads.py")
+
+
+def self_by_op_folded(path):
+    """Self seconds per op from --folded (each line: its stack, then the
+    leaf op's self time in ns)."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            stack, _, ns = line.rstrip("\n").rpartition(" ")
+            op = stack.split(";")[-1]
+            out[op] = out.get(op, 0) + int(ns) * 1e-9
+    return out
+
+
+def self_by_op_metrics(text, pid):
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("rfbpf_op_self_seconds_total{") and \
+                f'pid="{pid}"' in line:
+            op = line.split('op="', 1)[1].split('"}', 1)[0]
+            out[op] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def shares(d):
+    total = sum(d.values())
+    return {k: v / total for k, v in d.items()} if total else {}
+
+
+def test_one_interval_of_bursts_gives_the_self_time_shares_of_a_full_trace(
+        tmp_path):
+    """Issue 26's bar: for the ops holding at least 5% of a job's self
+    time, one 60 s interval of bursts at the default budget gives shares
+    within 25% (relative) of a full trace of the same period. Two
+    identical jobs run at once: the daemon on one, and for the daemon's
+    second interval (its first prices bursts before the job's rates are
+    known) a full one-shot trace of the other."""
+    argv = [PYTHON, MLP, "--steps", "50", "--rounds-until-line"]
+    prom = tmp_path / "m.prom"
+    with Job(argv, ready=None) as a, Job(argv, ready=None) as b:
+        assert a.next_line() and b.next_line()     # torch is loaded
+        d = Daemon(["-p", str(b.pid), "--bursts", "--interval", "60",
+                    "--prom-file", str(prom)])
+        try:
+            d.wait_for(rf"pid {b.pid} .*traced")
+            assert wait_until(prom.exists, 10), d.log()
+            mtime = prom.stat().st_mtime        # written at the start
+            assert wait_until(lambda: prom.stat().st_mtime > mtime, 75)
+            first = self_by_op_metrics(prom.read_text(), b.pid)
+            mtime = prom.stat().st_mtime
+            folded = tmp_path / "full.folded"
+            full = run([RFBPF, "-q", "--no-table", "-p", str(a.pid), "-d",
+                        "60", "--folded", str(folded)])
+            assert full.returncode == 0, full.stderr
+            assert wait_until(lambda: prom.stat().st_mtime > mtime, 30)
+            second = self_by_op_metrics(prom.read_text(), b.pid)
+        finally:
+            assert d.finish() == 0, d.log()
+        a.send("stop")
+        b.send("stop")
+    est = shares({op: second[op] - first.get(op, 0) for op in second})
+    truth = shares(self_by_op_folded(folded))
+    big = {op: s for op, s in truth.items() if s >= 0.05}
+    assert len(big) >= 3, truth
+    for op, s in sorted(big.items(), key=lambda kv: -kv[1]):
+        print(f"{op}: full trace {100 * s:.1f}%, bursts "
+              f"{100 * est.get(op, 0):.1f}%")
+    for op, s in big.items():
+        assert abs(est.get(op, 0) / s - 1) <= 0.25, (op, s, est.get(op))

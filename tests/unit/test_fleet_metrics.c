@@ -131,6 +131,44 @@ static double sample(const char *text, const char *name, pid_t pid,
 }
 
 /* A per-job series' value. */
+/* --bursts: the spread between an interval's bursts gives its
+ * variance. An op counted 2, 4, 0 and 2 times in 4 bursts, each call
+ * standing for 10: Var = K w^2/(K-1) (sum y^2 - (sum y)^2/K)
+ * = 4 * 100 / 3 * (24 - 16); its self seconds alike, scaled by 50. */
+TEST(bursts_standard_errors_from_the_spread_between_bursts)
+{
+	static const int y[4] = { 2, 4, 0, 2 };
+	struct job j;
+	uint32_t id;
+	struct job_op *r;
+
+	job_init(&j, 7, 100);
+	j.bursts = true;
+	id = names_intern(&j.s.trace.names, "aten::mm", 8);
+	r = job_op_row(&j, id);
+	for (int k = 0; k < 4; k++) {
+		for (int c = 0; c < y[k]; c++) {
+			job_op_count(r, 10, 1000000);
+			job_op_burst_add(&j, r, BURST_CALLS, 1);
+			job_op_burst_add(&j, r, BURST_TOTAL, 0.001);
+			job_op_burst_add(&j, r, BURST_SELF, 0.0005);
+		}
+		job_ops_burst_fold(&j);
+	}
+	job_ops_bursts_variance(&j, 10, 50);
+	CHECK(near(r->calls, 80));
+	CHECK(near(r->calls_var, 4 * 100 / 3.0 * 8));
+	CHECK(near(r->total_var, 4 * 100 / 3.0 * 8 * 1e-6));
+	CHECK(near(job_op_self_se(&j, r),
+		   sqrt(4 * 2500 / 3.0 * 8 * 0.25e-6)));
+	CHECK(j.bursts_folded == 0 && r->burst_sum[BURST_CALLS] == 0);
+	/* without --bursts there is no estimate */
+	j.bursts = false;
+	CHECK(isnan(job_op_self_se(&j, r)));
+	free(j.touched);
+	job_free(&j);
+}
+
 static double job_value(const char *text, const char *name, pid_t pid)
 {
 	char prefix[256];
@@ -192,7 +230,8 @@ TEST(exported_with_the_counters_labels)
 	const char *eol = self ? strchr(self, '\n') : NULL;
 	const char *why = self ? strstr(self, "no standard error") : NULL;
 	CHECK(why && eol && why < eol);
-	CHECK(!strstr(text, "rfbpf_op_self_seconds_stderr"));
+	/* ...and jobs without --bursts have no series of it */
+	CHECK_EQ_U64(count(text, "\nrfbpf_op_self_seconds_stderr{"), 0);
 	/* rfbpf's own CPU per op, charged to each job's budget. */
 	CHECK(near(job_value(text, "rfbpf_job_loader_seconds_per_op", 4321),
 		   3.25e-6));

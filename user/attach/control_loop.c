@@ -278,12 +278,12 @@ void *control_main(void *unused)
 	return 0;
 }
 
-/* pthread_atfork's prepare: the fork waits for a call in progress, and
- * no call starts until the parent handler. */
-void control_fork_prepare(void)
+/* The job's side of the gate, for a fork (closing 0: one more fork under
+ * way) or its exit (closing 1: for good): waits for a call the thread is
+ * in, and no call starts after it. */
+static inline __attribute__((always_inline)) void
+gate_hold(struct control_block *b, int closing)
 {
-	struct control_block *b = BLOCK;
-
 	for (;;) {
 		uint32_t v = load(&b->gate);
 
@@ -291,11 +291,20 @@ void control_fork_prepare(void)
 			return;
 		if (v & GATE_CALLING)
 			gate_wait(b, v);
-		else if ((v & GATE_FORKS) == GATE_FORKS)
-			return;		/* 65535 at once: not counted */
-		else if (cas(&b->gate, v, v + 1))
+		else if (closing ? cas(&b->gate, v, v | GATE_CLOSED) :
+			 (v & GATE_FORKS) == GATE_FORKS ||	/* 65535 at
+								 * once: not
+								 * counted */
+			 cas(&b->gate, v, v + 1))
 			return;
 	}
+}
+
+/* pthread_atfork's prepare: the fork waits for a call in progress, and
+ * no call starts until the parent handler. */
+void control_fork_prepare(void)
+{
+	gate_hold(BLOCK, 0);
 }
 
 /* ...and its parent: this fork is done. (In the child the data page is
@@ -317,19 +326,8 @@ void control_fork_parent(void)
  * progress ends, and none follows. */
 void control_exit(void *unused)
 {
-	struct control_block *b = BLOCK;
-
 	(void)unused;
-	for (;;) {
-		uint32_t v = load(&b->gate);
-
-		if (v & GATE_CLOSED)
-			return;
-		if (v & GATE_CALLING)
-			gate_wait(b, v);
-		else if (cas(&b->gate, v, v | GATE_CLOSED))
-			return;
-	}
+	gate_hold(BLOCK, 1);
 }
 
 /* The entry points, at fixed offsets from the start of the code

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
+#include <math.h>
 #include <stdio.h>
 #include "fleet/fleet_metrics.h"
 
@@ -41,6 +42,12 @@ static double v_loader_cost(const struct job *j)
 static double v_rereg(const struct job *j) { return j->reregistrations; }
 static double v_drops(const struct job *j) { return j->drops_prev; }
 static double v_windows(const struct job *j) { return j->windows; }
+static double v_bursts(const struct job *j) { return j->bursts_total; }
+static double v_bursts_skipped(const struct job *j)
+{
+	return j->bursts_skipped;
+}
+static double v_bursts_late(const struct job *j) { return j->bursts_late; }
 static double v_threads_started(const struct job *j)
 {
 	return j->s.trace.counts.threads_started;
@@ -311,37 +318,53 @@ static void gpu_losses(struct prom_buf *b, struct job *const *jobs,
 struct op_family {
 	const char *name, *type, *help;
 	double (*value)(const struct job_op *r);
+	bool bursts_only;	/* only jobs traced with --bursts have it */
 };
 
 static double v_calls(const struct job_op *r) { return r->calls; }
 static double v_total(const struct job_op *r) { return r->total_s; }
 static double v_self(const struct job_op *r) { return r->self_s; }
+static double v_self_se(const struct job_op *r) { return sqrt(r->self_var); }
 
 static const struct op_family op_families[] = {
 	{ "rfbpf_op_calls_total", "counter",
-	  "Estimated calls of the op (sampled ops scaled by 1/p)", v_calls },
+	  "Estimated calls of the op: sampled ops scaled by 1/p; with "
+	  "--bursts, ops begun in a burst's measured part scaled by "
+	  "stratum/part (each interval has K strata, one burst at a random "
+	  "moment of each)", v_calls, false },
 	{ "rfbpf_op_calls_stderr", "gauge",
 	  "Standard error of rfbpf_op_calls_total, from the sampled ops' 1/p "
-	  "weights (square root of the sum of w(w-1), w = 1/p)",
-	  job_op_calls_se },
+	  "weights (square root of the sum of w(w-1), w = 1/p); with "
+	  "--bursts, the square root of the sum over intervals of "
+	  "K w^2/(K-1) (sum y_k^2 - (sum y_k)^2/K) per interval, y_k the "
+	  "op's count in burst k (docs/fleet.md)", job_op_calls_se, false },
 	{ "rfbpf_op_seconds_total", "counter",
-	  "Estimated inclusive time of the op's calls (sampled ops scaled by "
-	  "1/p)", v_total },
+	  "Estimated inclusive time of the op's calls, weighed as "
+	  "rfbpf_op_calls_total", v_total, false },
 	{ "rfbpf_op_seconds_stderr", "gauge",
 	  "Standard error of rfbpf_op_seconds_total, from the sampled ops' "
 	  "1/p weights (square root of the sum of w(w-1)d^2, w = 1/p, d the "
-	  "duration in seconds)", job_op_seconds_se },
+	  "duration in seconds); with --bursts as rfbpf_op_calls_stderr, y_k "
+	  "in seconds", job_op_seconds_se, false },
 	{ "rfbpf_op_self_seconds_total", "counter",
-	  "Estimated self time of the op (full-trace windows at a random "
-	  "moment of each interval, scaled by interval/window); no standard "
-	  "error: one window stands for each span, and a single cluster "
-	  "gives no variance estimate", v_self },
+	  "Estimated self time of the op: self time inside full-trace "
+	  "windows (one per span at a random moment, or with --bursts the "
+	  "bursts' measured parts), scaled by the span over the time "
+	  "measured; no standard error without --bursts: one window stands "
+	  "for each span, and a single cluster gives no variance estimate",
+	  v_self, false },
+	{ "rfbpf_op_self_seconds_stderr", "gauge",
+	  "Standard error of rfbpf_op_self_seconds_total, with --bursts only "
+	  "(one window per span gives no estimate): as rfbpf_op_calls_stderr, "
+	  "y_k the op's self seconds in burst k and w the scaling of the self "
+	  "time", v_self_se, true },
 };
 
 /* Calls each job's op series with its labels (pid, process, container,
  * op), every series with calls. */
 static void each_op(struct prom_buf *b, struct job *const *jobs, size_t nr,
 		    const void *ctx,
+		    bool bursts_only,
 		    void (*fn)(struct prom_buf *b, const struct prom_label *l,
 			       const struct job_op *r, const void *ctx))
 {
@@ -350,6 +373,8 @@ static void each_op(struct prom_buf *b, struct job *const *jobs, size_t nr,
 		struct prom_label l[JOB_LABELS + 1];
 		char pid[16];
 
+		if (bursts_only && !j->bursts)
+			continue;
 		job_labels(j, l, pid, sizeof(pid));
 		for (size_t o = 0; o < j->nr_ops; o++) {
 			if (!(j->ops[o].calls > 0))
@@ -392,13 +417,13 @@ static void per_op(struct prom_buf *b, struct job *const *jobs, size_t nr)
 		const struct op_family *of = &op_families[f];
 
 		prom_family(b, of->name, of->type, of->help);
-		each_op(b, jobs, nr, of, op_sample);
+		each_op(b, jobs, nr, of, of->bursts_only, op_sample);
 	}
 	for (int k = 0; k < AGG_LATENCY_BUCKETS - 1; k++)
 		bounds[k] = agg_latency_bounds_s[k];
 	prom_family(b, "rfbpf_op_duration_seconds", "histogram", "Estimated "
 		    "durations of the op's calls (sampled ops scaled by 1/p)");
-	each_op(b, jobs, nr, bounds, op_histogram);
+	each_op(b, jobs, nr, bounds, false, op_histogram);
 }
 
 static void gauge(struct prom_buf *b, const char *name, const char *type,
@@ -433,7 +458,19 @@ void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 		"Times the callback was re-registered (sampling changes and "
 		"windows)", v_rereg);
 	per_job(b, jobs, nr, "rfbpf_job_windows_total", "counter",
-		"Full-trace windows opened (stacks and self time)", v_windows);
+		"Full-trace windows opened (stacks and self time), bursts "
+		"included", v_windows);
+	per_job(b, jobs, nr, "rfbpf_job_bursts_total", "counter",
+		"--bursts: bursts the job's control thread ran or skipped",
+		v_bursts);
+	per_job(b, jobs, nr, "rfbpf_job_bursts_skipped_total", "counter",
+		"--bursts: bursts the control thread reached after their end "
+		"(the job's CPUs too busy): not traced, not measured",
+		v_bursts_skipped);
+	per_job(b, jobs, nr, "rfbpf_job_bursts_late_total", "counter",
+		"--bursts: bursts switched on after their measured part began: "
+		"ops open then lose part of their self time there",
+		v_bursts_late);
 	per_job(b, jobs, nr, "rfbpf_job_events_total", "counter",
 		"Events read from the job's ring buffer", v_events);
 	per_job(b, jobs, nr, "rfbpf_job_events_dropped_total", "counter",

@@ -71,6 +71,12 @@ static void window_add(void *ctx, struct trace *t, const struct closed_op *c,
 
 	part.self_ns = self_ns;
 	aggregate_add(&j->window_agg, &part);
+	if (j->bursts) {
+		struct job_op *r = job_op_row(j, c->op->name);
+
+		if (r)
+			job_op_burst_add(j, r, BURST_SELF, self_ns * 1e-9);
+	}
 	profile_add_op_part(&j->window_stacks, t, &part, calls);
 }
 
@@ -84,10 +90,16 @@ static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
 	struct job_op *r = job_op_row(j, c->op->name);
 	uint64_t self_ns, calls;
 
-	if (j->bursts)		/* only ops begun in a measured part */
+	if (j->bursts) {	/* only ops begun in a measured part */
 		w = job_bursts_weight(j, c->op->start_ns);
-	if (r && w > 0)
+		if (r && w > 0) {
+			job_op_count(r, w, c->dur_ns);
+			job_op_burst_add(j, r, BURST_CALLS, 1);
+			job_op_burst_add(j, r, BURST_TOTAL, c->dur_ns * 1e-9);
+		}
+	} else if (r) {
 		job_op_add(r, w, c->dur_ns);
+	}
 	j->closed_in_interval++;
 	if (!full && j->bursts) {
 		window_self_forget(&j->self, c->op->id);
@@ -122,9 +134,11 @@ static void free_job(struct job *j)
 	window_self_free(&j->self);
 	free(j->ops);
 	free(j->series_name);
+	free(j->touched);
 	u64map_free(&j->series);
 	j->ops = NULL;
 	j->series_name = NULL;
+	j->touched = NULL;
 }
 
 int job_start(struct job *j, const struct torch_process *proc,
@@ -174,6 +188,13 @@ int job_start(struct job *j, const struct torch_process *proc,
 	j->interval_start = now;
 	j->cpu_s_prev = target_cpu_seconds(proc->pid);
 	j->s.start_s = now;
+	if (j->bursts) {
+		/* Bursts from the first interval on, before the job's rates
+		 * are known: priced as if a full trace doubled its CPU. */
+		struct budget_plan first = { .full_cost = 1.0, .span = 1 };
+
+		job_plan(j, &first, opt->interval_s, now);
+	}
 	return 0;
 }
 
@@ -300,6 +321,7 @@ void job_burst_close(struct job *j, const struct job_burst *b)
 	window_self_end_at(&j->self, b->b);
 	count_window(j, b->a, b->b);
 	window_self_cut(&j->self, &j->s.trace, window_add, j);
+	job_ops_burst_fold(j);
 }
 
 void job_poll(struct job *j, double now)
@@ -381,6 +403,8 @@ void job_end_interval(struct job *j, double now)
 		if (o)
 			o->self_s += r->self_ns * 1e-9 * k;
 	}
+	if (j->bursts)
+		job_ops_bursts_variance(j, j->burst_weight, k);
 	/* pprof has one profile an interval: a span's window stands for an
 	 * interval of it, on average. */
 	j->window_scale = k && span_len > 0 ? k * t / span_len : 0;

@@ -56,7 +56,15 @@ struct job_op {
 	 * cluster gives no estimate of the variance between clusters. */
 	double calls_var, total_var;
 	double latency[AGG_LATENCY_BUCKETS];	/* estimated calls per bucket */
+	/* --bursts: what the op did in the burst being read (calls, total
+	 * and self seconds, unscaled), and the interval's sums of those and
+	 * of their squares over its bursts (job_ops_burst_fold): the
+	 * variance comes from the spread between bursts. */
+	double in_burst[3], burst_sum[3], burst_sum2[3];
+	bool touched;
+	double self_var;
 };
+enum { BURST_CALLS, BURST_TOTAL, BURST_SELF };
 
 struct job {
 	struct session s;
@@ -120,6 +128,9 @@ struct job {
 	double burst_weight;	/* stratum / measured length: an op begun
 				 * in a measured part stands for this many */
 	uint64_t bursts_total, bursts_skipped, bursts_late;
+	uint32_t *touched;	/* series with something in this burst */
+	size_t nr_touched, cap_touched;
+	size_t bursts_folded;	/* bursts read this interval */
 };
 
 /* --bursts (job_bursts.c). */
@@ -163,10 +174,27 @@ const char *job_op_name(const struct job *j, size_t i);
 /* The counters of op name id (a new series, or "[other]" once the job
  * has --max-ops); NULL on ENOMEM. */
 struct job_op *job_op_row(struct job *j, uint32_t name);
-/* Adds one closed op of dur_ns weighed w = 1/p (1 inside a window). */
+/* Adds one closed op of dur_ns weighed w = 1/p (1 inside a window),
+ * with its share of the variance (independent sampling). */
 void job_op_add(struct job_op *r, double w, uint64_t dur_ns);
+/* The same without the variance (--bursts: ops come in clusters, whose
+ * variance job_ops_bursts_variance estimates). */
+void job_op_count(struct job_op *r, double w, uint64_t dur_ns);
 /* Standard errors of calls and total_s (total_s's in seconds). */
 double job_op_calls_se(const struct job_op *r);
 double job_op_seconds_se(const struct job_op *r);
+/* ...and of self_s: NaN where there is no estimate (the window of the
+ * default mode: one cluster per span). */
+double job_op_self_se(const struct job *j, const struct job_op *r);
+/* --bursts: an op's share of the burst being read (unscaled: 1 call and
+ * its duration when it began in the burst, its self seconds there). */
+void job_op_burst_add(struct job *j, struct job_op *r, int what,
+		      double v);
+/* A burst is read: its shares go into the interval's sums. */
+void job_ops_burst_fold(struct job *j);
+/* The interval's end: the variance of its estimates (calls and total
+ * scaled by w_calls, self by w_self) from the spread between its
+ * bursts, added to each op's. */
+void job_ops_bursts_variance(struct job *j, double w_calls, double w_self);
 
 #endif
