@@ -182,3 +182,45 @@ def test_one_interval_of_bursts_gives_the_self_time_shares_of_a_full_trace(
               f"{100 * est.get(op, 0):.1f}%")
     for op, s in big.items():
         assert abs(est.get(op, 0) / s - 1) <= 0.25, (op, s, est.get(op))
+
+
+def test_a_second_tracer_is_refused_and_the_bursts_go_on(tmp_path, jobs):
+    job = BusyJob("--seconds", "120")
+    jobs.append(job)
+    prom = tmp_path / "m.prom"
+    d = Daemon(["-p", str(job.pid), "--bursts", "--interval", "1",
+                "--prom-file", str(prom)])
+    try:
+        d.wait_for(rf"pid {job.pid} .*traced")
+        r = run([RFBPF, "-q", "-p", str(job.pid), "-d", "1"])
+        assert r.returncode != 0
+        assert r.stderr.count("\n") == 1 and "already tracing" in r.stderr
+        assert control_threads(job.pid) == 1
+        windows = lambda: metric(prom.read_text(), "rfbpf_job_windows_total",
+                                 pid=job.pid) or 0
+        assert wait_until(lambda: prom.exists() and windows() > 0, 10)
+        before = windows()
+        assert wait_until(lambda: windows() > before, 10)
+    finally:
+        assert d.finish() == 0, d.log()
+    assert control_threads(job.pid) == 0
+
+
+def test_a_job_under_seccomp_gets_no_thread_and_runs_unchanged(tmp_path):
+    from test_safety import SECCOMP_EXEC
+    src, exe = tmp_path / "seccomp_exec.c", tmp_path / "seccomp_exec"
+    src.write_text(SECCOMP_EXEC)
+    assert run(["gcc", "-O1", "-o", str(exe), str(src)]).returncode == 0
+    code = ("import sys, torch\nx = torch.ones(2)\nprint('ready', "
+            "flush=True)\nsys.stdin.readline()\nprint(float((x + 1).sum()),"
+            " flush=True)\n")
+    with Job([str(exe), PYTHON, "-c", code]) as p:
+        d = Daemon(["-p", str(p.pid), "--bursts", "--interval", "1",
+                    "--prom-file", str(tmp_path / "m.prom")])
+        try:
+            d.wait_for(rf"pid {p.pid}.*seccomp")
+            assert control_threads(p.pid) == 0
+        finally:
+            d.finish()
+        out, _ = p.communicate("go\n", timeout=60)
+        assert p.returncode == 0 and out == "4.0\n"

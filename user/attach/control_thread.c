@@ -338,6 +338,30 @@ int control_thread_results(struct control_thread *ct,
 	return (int)n;
 }
 
+int control_thread_cpu(struct control_thread *ct, uint64_t *cpu_ns,
+		       uint64_t *switches)
+{
+	unsigned long long ns = 0;
+	uint64_t tid = 0;
+	char path[96];
+	FILE *f;
+	int n;
+
+	*cpu_ns = *switches = 0;
+	if (!ct->block || read_u64(ct->pid, ct->block, FIELD(tid), &tid) ||
+	    !tid || read_u64(ct->pid, ct->block, FIELD(switches), switches))
+		return -ENOENT;
+	snprintf(path, sizeof(path), "/proc/%d/task/%llu/schedstat", ct->pid,
+		 (unsigned long long)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	n = fscanf(f, "%llu", &ns);
+	fclose(f);
+	*cpu_ns = ns;
+	return n == 1 ? 0 : -EINVAL;
+}
+
 int control_thread_stop(struct control_thread *ct, int wait_ms)
 {
 	int ret;

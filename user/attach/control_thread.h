@@ -57,6 +57,11 @@ int control_thread_add_burst(struct control_thread *ct, uint64_t on_ns,
  * the burst's index + 1). Returns how many, or -errno. */
 int control_thread_results(struct control_thread *ct,
 			   struct control_result *out, size_t max);
+/* The thread's CPU time so far (ns, /proc's schedstat) and its switches
+ * (registrations and removals): what each switch costs it. 0 and -errno
+ * if unknown. */
+int control_thread_cpu(struct control_thread *ct, uint64_t *cpu_ns,
+		       uint64_t *switches);
 /* Asks the thread to remove the callback and exit, and waits up to
  * wait_ms for it. 0, or -ETIMEDOUT. */
 int control_thread_stop(struct control_thread *ct, int wait_ms);

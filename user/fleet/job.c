@@ -403,8 +403,10 @@ void job_end_interval(struct job *j, double now)
 		if (o)
 			o->self_s += r->self_ns * 1e-9 * k;
 	}
-	if (j->bursts)
+	if (j->bursts) {
 		job_ops_bursts_variance(j, j->burst_weight, k);
+		job_bursts_measure(j);
+	}
 	/* pprof has one profile an interval: a span's window stands for an
 	 * interval of it, on average. */
 	j->window_scale = k && span_len > 0 ? k * t / span_len : 0;

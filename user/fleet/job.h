@@ -131,6 +131,10 @@ struct job {
 	uint32_t *touched;	/* series with something in this burst */
 	size_t nr_touched, cap_touched;
 	size_t bursts_folded;	/* bursts read this interval */
+	/* what a switch costs: the control thread's CPU per switch,
+	 * measured, and when last read */
+	double switch_ns;
+	uint64_t ctl_cpu_prev, ctl_switches_prev;
 };
 
 /* --bursts (job_bursts.c). */
@@ -138,6 +142,8 @@ struct budget_plan;
 void job_bursts_plan(struct job *j, const struct budget_plan *plan,
 		     double interval_s, double now);
 void job_bursts_poll(struct job *j);
+/* The interval's end: what the control thread's switches cost it. */
+void job_bursts_measure(struct job *j);
 double job_bursts_next_wakeup(const struct job *j);
 /* The weight of an op begun at ts: burst_weight inside a measured part,
  * else 0 (it began in a part not measured). */

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include "fleet/budget.h"
+#include "attach/target.h"
 #include "fleet/job.h"
 
 #define BURST_MEASURED_NS	8000000ull
@@ -31,6 +32,10 @@
 #define BURST_DRAIN_NS		5000000ull
 /* the interval's end is left free: its last burst is read before it */
 #define BURST_TAIL_NS		30000000ull
+/* A registration change makes each thread's next op rebuild its callback
+ * lists (recordfunction-costs.md: about 1-2 us, inferred, not measured
+ * from outside): charged per thread and switch. */
+#define BURST_REBUILD_NS	2000.0
 
 static uint64_t mono_ns(void)
 {
@@ -60,6 +65,43 @@ static size_t bursts_for(const struct budget_plan *plan, double budget,
 	return k < 1 ? 1 : (size_t)k;
 }
 
+/*
+ * What the plan costs the job, as a share of its CPU: the bursts' traced
+ * ops at the full trace's share f (the calibrated probe cost and rfbpf's
+ * own CPU per op read), and two switches each, at the control thread's
+ * measured CPU per switch plus every thread's rebuild.
+ */
+static double plan_cost(struct job *j, const struct budget_plan *plan,
+			size_t k, double interval_s)
+{
+	double on_s = (BURST_MEASURED_NS + BURST_LEAD_NS) * 1e-9;
+	double u = j->cpu_rate > 0 ? j->cpu_rate : 1;
+	uint32_t *tids;
+	size_t threads = target_threads(j->proc.pid, &tids);
+	double sw;
+
+	free(tids);
+	sw = 2 * (j->switch_ns + threads * BURST_REBUILD_NS) * 1e-9;
+	return k * (on_s * plan->full_cost + sw / u) / interval_s;
+}
+
+void job_bursts_measure(struct job *j)
+{
+	uint64_t cpu, sw;
+
+	if (control_thread_cpu(&j->s.control, &cpu, &sw))
+		return;
+	if (sw > j->ctl_switches_prev && cpu >= j->ctl_cpu_prev) {
+		double c = (double)(cpu - j->ctl_cpu_prev) /
+			   (sw - j->ctl_switches_prev);
+
+		j->switch_ns = j->switch_ns > 0 ? 0.7 * j->switch_ns + 0.3 * c :
+			       c;
+	}
+	j->ctl_cpu_prev = cpu;
+	j->ctl_switches_prev = sw;
+}
+
 void job_bursts_plan(struct job *j, const struct budget_plan *plan,
 		     double interval_s, double now)
 {
@@ -85,8 +127,7 @@ void job_bursts_plan(struct job *j, const struct budget_plan *plan,
 			b->on, b->b };
 	}
 	j->burst_weight = (double)s / BURST_MEASURED_NS;
-	j->est_overhead = k * ((BURST_MEASURED_NS + BURST_LEAD_NS) * 1e-9 *
-			       plan->full_cost) / interval_s;
+	j->est_overhead = plan_cost(j, plan, k, interval_s);
 	j->span_start = now;
 	j->span_s = interval_s;
 	j->whole_interval = false;
