@@ -374,18 +374,17 @@ int activation_stop(struct activation *a, char *err, size_t len)
 bool activation_reap_control(struct activation *a)
 {
 	struct stub_page page;
+	int ret;
 
 	if (stub_page_find(a->pid, &page))
 		return false;
-	if (control_thread_reap(a->pid, &page, 0) == 0)
-		return false;	/* none running */
-	fprintf(stderr, "rfbpf: stopping the control thread a killed rfbpf "
-		"left in process %d\n", a->pid);
-	if (control_thread_reap(a->pid, &page,
-				2 * CONTROL_LEASE_NS / 1000000))
-		fprintf(stderr, "rfbpf: warning: it did not stop; its lease "
-			"ends it\n");
-	return true;
+	ret = control_thread_reap(a->pid, &page,
+				  2 * CONTROL_LEASE_NS / 1000000);
+	if (ret)
+		fprintf(stderr, "rfbpf: %s the control thread a killed rfbpf "
+			"left in process %d\n", ret > 0 ? "stopped" :
+			"warning: its lease will end", a->pid);
+	return ret != 0;
 }
 
 int activation_remove_leftover(struct activation *a, bool *found, char *err,
@@ -393,9 +392,7 @@ int activation_remove_leftover(struct activation *a, bool *found, char *err,
 {
 	bool control = activation_reap_control(a);
 
-	*found = read_state(a, &a->handle);
-	if (control && !*found)
-		*found = true;
+	*found = read_state(a, &a->handle) || control;
 	if (!*found) {
 		clear_state(a);
 		return 0;

@@ -76,10 +76,13 @@ int control_thread_reap(pid_t pid, const struct stub_page *page,
 {
 	uint64_t block = page->addr + STUB_CONTROL;
 
+	int ret;
+
 	if (!page->addr || read_state(pid, block) != CONTROL_RUNNING)
 		return 0;
 	write_u64(pid, block, FIELD(lease_ns), 0);
-	return wait_gone(pid, block, wait_ms);
+	ret = wait_gone(pid, block, wait_ms);
+	return ret ? ret : 1;
 }
 
 static bool is_libc_name(const char *base)

@@ -31,8 +31,8 @@ struct control_thread {
 };
 
 /* Stops a control thread an earlier rfbpf (killed) left running in pid's
- * page, waiting for it to remove its callback and exit: 0 (none, or
- * gone), or -ETIMEDOUT. Holds no thread of the job. */
+ * page, waiting for it to remove its callback and exit: 1 (stopped), 0
+ * (none ran), or -ETIMEDOUT. Holds no thread of the job. */
 int control_thread_reap(pid_t pid, const struct stub_page *page,
 			int wait_ms);
 /* On h, a thread rfbpf holds (activation_begin), in pid whose page is

@@ -133,12 +133,22 @@ void job_bursts_plan(struct job *j, const struct budget_plan *plan,
 	j->whole_interval = false;
 }
 
+/* Called for every op closed, so a binary search: the bursts are in
+ * time order (one per stratum). */
 double job_bursts_weight(const struct job *j, uint64_t ts)
 {
-	for (size_t i = 0; i < j->nr_bursts; i++)
-		if (ts >= j->burst[i].a && ts < j->burst[i].b)
-			return j->burst_weight;
-	return 0;
+	size_t lo = 0, hi = j->nr_bursts;
+
+	while (lo < hi) {		/* the first burst ending after ts */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (j->burst[mid].b <= ts)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < j->nr_bursts && ts >= j->burst[lo].a ? j->burst_weight :
+	       0;
 }
 
 /* Hands the thread the bursts its ring has room for. */
