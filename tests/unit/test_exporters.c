@@ -481,6 +481,60 @@ static const struct jv *x_event(const struct jv *ev, const char *name,
 /* Kineto's categories and args, and its forward-to-backward flows: a
  * backward op links to the forward op with its sequence number on its
  * forward thread that began last, once. */
+/* Each loss counter is spelled in one table (model/loss_counters.h); the
+ * table's line and the trace's keys are pinned here word for word, in
+ * order, as users have seen them. */
+TEST(losses_spelled_from_one_table)
+{
+	static const char *const keys[] = {
+		"drops", "unmatched_ends", "repeated_ends", "async_ends",
+		"ends_begun_before_tracing", "truncated_ops", "open_at_detach",
+		"open_at_thread_exit", "closed_by_parent", "replaced",
+		"names_truncated", "name_faults", "out_of_memory",
+	};
+	static const char *const values[] = {
+		"1", "2", "3", "4", "5", "26", "6", "7", "8", "5", "10", "11",
+		"12",
+	};
+	struct fixture x;
+	struct counts *c = &x.t.counts;
+	struct jv root;
+	char line[1024];
+	size_t at = 0;
+
+	fixture_init(&x, 9, WITH_ALL);
+	c->drops = 1, c->unmatched_ends = 2, c->repeated_ends = 3;
+	c->async_ends = 4, c->ends_begun_untraced = 5;
+	c->open_at_detach = 6, c->open_at_thread_exit = 7;
+	c->closed_by_parent = 8, c->replaced = 5;
+	c->names_truncated = 10, c->name_faults = 11, c->oom = 12;
+	format_losses(c, line, sizeof(line));
+	CHECK_STR(line, "drops 1; unmatched ends 2; repeated ends 3; async "
+		  "ends 4; ends of ops begun before tracing 5; truncated ops "
+		  "26 (open at detach 6, at thread exit 7, closed by parent 8, "
+		  "replaced 5); names truncated 10; unreadable names 11; "
+		  "EVENTS LOST TO OUT-OF-MEMORY");
+	c->oom = 0;
+	format_losses(c, line, 40);		/* cut, still a string */
+	CHECK_EQ_U64(strlen(line), 39);
+	c->oom = 12;
+
+	const char *text = finish_chrome(&x, &x.agg);
+	CHECK(!json_parse(text, x.cap.len, &root));
+	const struct jv *other = jget(&root, "otherData");
+
+	/* in this order, one after the other */
+	for (size_t i = 0; other && i < other->nr; i++)
+		if (at < sizeof(keys) / sizeof(keys[0]) &&
+		    !strcmp(other->keys[i], keys[at])) {
+			CHECK_STR(other->items[i].str, values[at]);
+			at++;
+		}
+	CHECK_EQ_U64(at, sizeof(keys) / sizeof(keys[0]));
+	jv_free(&root);
+	fixture_free(&x);
+}
+
 TEST(chrome_kineto_args_and_fwdbwd_flows)
 {
 	struct fixture x;

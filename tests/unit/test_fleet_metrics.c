@@ -243,6 +243,33 @@ TEST(exported_with_the_counters_labels)
 	CHECK(strstr(text, "\nrfbpf_job_torch_info{pid=\"99\",process=\""
 		     "python3\",container=\"\",version=\"2.14.1\",build=\""
 		     "before(FunctionDescriptor); C++11 string ABI\"} 1\n"));
+	/* The unpaired ops' reasons, from model/loss_counters.h, in its
+	 * order and with the labels dashboards already query. */
+	static const char *const reasons[] = {
+		"unmatched_end", "repeated_end", "async_end",
+		"end_begun_before_tracing", "open_at_thread_exit",
+		"closed_by_parent", "replaced", "name_truncated",
+		"name_unreadable", "out_of_memory",
+	};
+	const char *at = text;
+	char want[160];
+
+	job_a.s.trace.counts.replaced = 3;
+	prom_free(&b);
+	prom_init(&b);
+	fleet_metrics_write(&b, jobs, 2, &st);
+	text = b.data ? b.data : "";
+	at = text;
+	for (size_t k = 0; k < sizeof(reasons) / sizeof(reasons[0]); k++) {
+		snprintf(want, sizeof(want), "\nrfbpf_job_ops_unpaired_total{"
+			 "pid=\"4321\",process=\"python3\",container=\"\","
+			 "reason=\"%s\"} %d\n", reasons[k],
+			 !strcmp(reasons[k], "replaced") ? 3 : 0);
+		at = at ? strstr(at, want) : NULL;
+		CHECK(at != NULL);
+	}
+	CHECK_EQ_U64(count(text, "\nrfbpf_job_ops_unpaired_total{pid=\"4321\""),
+		     sizeof(reasons) / sizeof(reasons[0]));
 	if (access(PROMTOOL, X_OK))
 		printf("skip promtool on the fleet metrics: no " PROMTOOL
 		       " (Debian package prometheus)\n");

@@ -282,6 +282,29 @@ static void write_op_stats(FILE *f, const struct trace *t,
 #define COUNT(name, v) fprintf(f, ",\"" name "\":%llu", \
 			       (unsigned long long)(v))
 
+/* model/loss_counters.h's rows; the children's misses, then the sum of
+ * the ways an op was cut short, before the first of those. */
+static void write_loss_counts(FILE *f, const struct trace *t)
+{
+	const struct counts *c = &t->counts;
+
+	for (size_t i = 0; i < nr_loss_counters; i++) {
+		const struct loss_counter *l = &loss_counters[i];
+
+		if (l->kind == LOSS_CUT &&
+		    (!i || loss_counters[i - 1].kind != LOSS_CUT)) {
+			if (t->children) {
+				COUNT("child_ops_missed", c->child_ops_missed);
+				COUNT("children_probed_after_fork",
+				      c->children_probed_late);
+			}
+			COUNT("truncated_ops", counts_truncated(c));
+		}
+		fprintf(f, ",\"%s\":%llu", l->json,
+			(unsigned long long)loss_count(c, l));
+	}
+}
+
 /* Every GPU counter, under "gpu" (absent when the agent was not seen). */
 static void write_gpu_counts(FILE *f, const struct trace *t)
 {
@@ -371,23 +394,7 @@ static void write_other_data(const struct chrome_writer *w,
 	fputc('}', f);
 	COUNT("end_events", c->ends);
 	COUNT("thread_exits", c->thread_exits);
-	COUNT("drops", c->drops);
-	COUNT("unmatched_ends", c->unmatched_ends);
-	COUNT("repeated_ends", c->repeated_ends);
-	COUNT("async_ends", c->async_ends);
-	COUNT("ends_begun_before_tracing", c->ends_begun_untraced);
-	if (t->children) {
-		COUNT("child_ops_missed", c->child_ops_missed);
-		COUNT("children_probed_after_fork", c->children_probed_late);
-	}
-	COUNT("truncated_ops", counts_truncated(c));
-	COUNT("open_at_detach", c->open_at_detach);
-	COUNT("open_at_thread_exit", c->open_at_thread_exit);
-	COUNT("closed_by_parent", c->closed_by_parent);
-	COUNT("replaced", c->replaced);
-	COUNT("names_truncated", c->names_truncated);
-	COUNT("name_faults", c->name_faults);
-	COUNT("out_of_memory", c->oom);
+	write_loss_counts(f, t);
 	COUNT("trees_seen", c->trees_seen);
 	COUNT("trees_kept", c->trees_kept);
 	COUNT("tree_too_deep", c->tree_too_deep);

@@ -89,21 +89,15 @@ static void unpaired(struct prom_buf *b, struct job *const *jobs, size_t nr)
 		    "cleanly, by reason (see rfbpf's docs/outputs.md)");
 	for (size_t i = 0; i < nr; i++) {
 		const struct counts *c = &jobs[i]->s.trace.counts;
-		const struct reason r[] = {
-			{ "unmatched_end", c->unmatched_ends },
-			{ "repeated_end", c->repeated_ends },
-			{ "async_end", c->async_ends },
-			{ "end_begun_before_tracing",
-			  c->ends_begun_untraced },
-			{ "open_at_thread_exit", c->open_at_thread_exit },
-			{ "closed_by_parent", c->closed_by_parent },
-			{ "replaced", c->replaced },
-			{ "name_truncated", c->names_truncated },
-			{ "name_unreadable", c->name_faults },
-			{ "out_of_memory", c->oom },
-		};
+		struct reason r[RF_LOSS_NR];
+		size_t n = 0;
 
-		reason_samples(b, name, jobs[i], r, sizeof(r) / sizeof(r[0]));
+		for (size_t k = 0; k < nr_loss_counters; k++)
+			if (loss_counters[k].reason)
+				r[n++] = (struct reason){
+					loss_counters[k].reason,
+					loss_count(c, &loss_counters[k]) };
+		reason_samples(b, name, jobs[i], r, n);
 	}
 }
 

@@ -272,33 +272,53 @@ const char *variant_name(unsigned variant)
 	return variant < RF_V_NR ? names[variant] : "?";
 }
 
+#define LOSS_ROW(field, kind, json, reason, words, help) \
+	{ offsetof(struct counts, field), kind, json, reason, words },
+const struct loss_counter loss_counters[] = { RF_LOSS_COUNTERS(LOSS_ROW) };
+const size_t nr_loss_counters = RF_LOSS_NR;
+
 uint64_t counts_truncated(const struct counts *c)
 {
-	return c->open_at_detach + c->open_at_thread_exit +
-	       c->closed_by_parent + c->replaced;
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < nr_loss_counters; i++)
+		if (loss_counters[i].kind == LOSS_CUT)
+			n += loss_count(c, &loss_counters[i]);
+	return n;
 }
 
+/* "drops N; ...; truncated ops N (open at detach N, ...); ...": the
+ * LOSS_CUT rows, which follow each other, are grouped under their sum. */
 void format_losses(const struct counts *c, char *buf, size_t len)
 {
-	snprintf(buf, len,
-		 "drops %llu; unmatched ends %llu; repeated ends %llu; async "
-		 "ends %llu; ends of ops begun before tracing %llu; "
-		 "truncated ops %llu (open at detach %llu, at "
-		 "thread exit %llu, closed by parent %llu, replaced %llu); "
-		 "names truncated %llu; unreadable names %llu%s",
-		 (unsigned long long)c->drops,
-		 (unsigned long long)c->unmatched_ends,
-		 (unsigned long long)c->repeated_ends,
-		 (unsigned long long)c->async_ends,
-		 (unsigned long long)c->ends_begun_untraced,
-		 (unsigned long long)counts_truncated(c),
-		 (unsigned long long)c->open_at_detach,
-		 (unsigned long long)c->open_at_thread_exit,
-		 (unsigned long long)c->closed_by_parent,
-		 (unsigned long long)c->replaced,
-		 (unsigned long long)c->names_truncated,
-		 (unsigned long long)c->name_faults,
-		 c->oom ? "; EVENTS LOST TO OUT-OF-MEMORY" : "");
+	size_t at = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < nr_loss_counters && at < len; i++) {
+		const struct loss_counter *l = &loss_counters[i];
+		bool cut = l->kind == LOSS_CUT;
+		bool first_cut = cut && (!i || loss_counters[i - 1].kind !=
+					 LOSS_CUT);
+		bool last_cut = cut && (i + 1 == nr_loss_counters ||
+					loss_counters[i + 1].kind != LOSS_CUT);
+
+		if (!l->words)
+			continue;
+		if (first_cut)
+			at += snprintf(buf + at, len - at, "%struncated ops %llu (",
+				       at ? "; " : "",
+				       (unsigned long long)counts_truncated(c));
+		else if (at < len)
+			at += snprintf(buf + at, len - at, "%s",
+				       !at ? "" : cut ? ", " : "; ");
+		if (at < len)
+			at += snprintf(buf + at, len - at, "%s %llu%s",
+				       l->words,
+				       (unsigned long long)loss_count(c, l),
+				       last_cut ? ")" : "");
+	}
+	if (c->oom && at < len)
+		snprintf(buf + at, len - at, "; EVENTS LOST TO OUT-OF-MEMORY");
 }
 
 bool trace_inputs_note(const struct trace *t, char *buf, size_t len)

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include "rfbpf.h"
 #include "gpu_activity.h"
+#include "loss_counters.h"
 #include "names.h"
 #include "op_inputs.h"
 #include "py_frames.h"
@@ -107,22 +108,11 @@ struct counts {
 	uint64_t before[RF_V_NR_BEFORE];/* before events, per variant */
 	uint64_t ends;			/* end events */
 	uint64_t thread_exits;
-	uint64_t unmatched_ends;	/* end() with no open before() */
-	uint64_t ends_begun_untraced;	/* end callback of an op that began
-					 * before its process was traced
-					 * (RF_F_BEGAN, no start seen) */
-	uint64_t repeated_ends;		/* second end() of one op */
-	uint64_t async_ends;		/* end() on another thread */
-	uint64_t closed_by_parent;
-	uint64_t open_at_thread_exit;
-	uint64_t open_at_detach;
-	uint64_t replaced;
-	uint64_t names_truncated;
-	uint64_t name_faults;
-	uint64_t oom;			/* events lost to allocation failure */
+	/* What was lost or could not pair (model/loss_counters.h); drops
+	 * are read from BPF's counters. */
+	RF_LOSS_COUNTERS(RF_LOSS_FIELD)
 	/* Read from BPF's counters at the end of the run. */
 	uint64_t bpf_hits[RF_V_NR];
-	uint64_t drops;
 	uint64_t trees_seen, trees_kept, tree_too_deep;	/* --tree-sample */
 	uint64_t gpu_launch_hits, gpu_record_hits, gpu_bad_records;
 	uint64_t ops;			/* ops opened */
@@ -434,6 +424,21 @@ bool trace_inputs_note(const struct trace *t, char *buf, size_t len);
  * it is off. */
 bool trace_off_cpu_note(const struct trace *t, char *buf, size_t len);
 bool trace_python_note(const struct trace *t, char *buf, size_t len);
-/* Ops whose end was not their own end() call. */
+/* Ops whose end was not their own end() call (the LOSS_CUT rows). */
 uint64_t counts_truncated(const struct counts *c);
+
+/* model/loss_counters.h's rows, for the outputs to walk. */
+struct loss_counter {
+	size_t offset;		/* of its field in struct counts */
+	enum loss_kind kind;
+	const char *json, *reason, *words;
+};
+extern const struct loss_counter loss_counters[];
+extern const size_t nr_loss_counters;
+
+static inline uint64_t loss_count(const struct counts *c,
+				  const struct loss_counter *l)
+{
+	return *(const uint64_t *)((const char *)c + l->offset);
+}
 #endif
