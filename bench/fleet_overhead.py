@@ -260,9 +260,10 @@ def paired(workload, periods, drop, pairs, tracers):
     differs between the two processes (one may run a few % slower all
     along). The tracers take turns pair by pair on the same two jobs, so
     each meets the same host. Returns each tracer's pairs' costs, each a
-    ratio less 1."""
+    ratio less 1, and its periods' own CPU over the traced job's."""
     jobs = [RateJob(workload), RateJob(workload)]
     costs = {name: [] for name in tracers}
+    own = {name: [] for name in tracers}
     try:
         time.sleep(5)                           # warm-up
         for _ in range(pairs):
@@ -281,11 +282,12 @@ def paired(workload, periods, drop, pairs, tracers):
                     tracer.stop(traced)
                     d = [b - a for a, b in zip(before, after)]
                     ratios.append((d[0] + d[4]) / d[1] / (d[2] / d[3]))
+                    own[name].append(d[4] / d[0])
                 costs[name].append(math.sqrt(ratios[0] * ratios[1]) - 1)
     finally:
         for j in jobs:
             j.kill()
-    return costs
+    return costs, own
 
 
 def bootstrap_median(xs, level=0.9, rounds=4000):
@@ -327,6 +329,9 @@ def main():
                     "function,backward_function,user_scope")
     ap.add_argument("--bursts", action="store_true",
                     help="also the daemon with --bursts")
+    ap.add_argument("--bursts-budgets", default="",
+                    help="also the daemon with --bursts at these --budget "
+                    "percents (comma-separated)")
     ap.add_argument("--one-shot-samples", default="",
                     help="plain rfbpf -p --sample P runs to set beside "
                     "the daemon in the paired measure (comma-separated)")
@@ -397,9 +402,15 @@ def main():
     # each time a thread's state is set: fewer scopes, less of that.
     # Issue 26: a control thread in the job switches a full trace on for
     # short random bursts, with no callback registered in between.
+    # --bursts-budgets prices a burst: the cost at a few budgets (the
+    # number of bursts grows with the budget) gives the fixed part (the
+    # control thread, the daemon) and the part each burst adds.
     if a.bursts:
         tracers["daemon, default budget, --bursts"] = Tracer(
             daemon + ["--bursts"])
+    for b in filter(None, a.bursts_budgets.split(",")):
+        tracers[f"daemon, --budget {b}, --bursts"] = Tracer(
+            daemon + ["--bursts", "--budget", b])
     if a.scopes:
         tracers[f"daemon, default budget, --scopes {a.scopes}"] = Tracer(
             daemon + ["--scopes", a.scopes])
@@ -416,16 +427,18 @@ def main():
               f"untraced job's ({a.pairs} pairs; the daemon at "
               f"--interval {a.interval:g}):", "",
               "| workload | tracer | CPU cost per step (median of pairs) "
-              "| bootstrap 90% interval | pairs (min-max) | the daemon's "
-              "estimate (median) |", "|---|---|---|---|---|---|"]
+              "| bootstrap 90% interval | pairs (min-max) | of it, the "
+              "tracer's own CPU (median) | the daemon's estimate (median) "
+              "|", "|---|---|---|---|---|---|---|"]
     for workload in a.workloads.split(","):
-        costs = paired(workload, periods, a.drop, a.pairs, tracers)
+        costs, own = paired(workload, periods, a.drop, a.pairs, tracers)
         for name, c in costs.items():
             med, lo, hi = bootstrap_median(c)
             est = tracers[name].estimates
             lines.append(f"| {workload} | {name} | {100 * med:+.2f}% | "
                          f"{100 * lo:+.2f}% to {100 * hi:+.2f}% | "
                          f"{100 * min(c):+.2f}% to {100 * max(c):+.2f}% | "
+                         f"{100 * statistics.median(own[name]):.2f}% | "
                          + (f"{100 * statistics.median(est):.2f}% |"
                             if est else "|"))
             est.clear()
