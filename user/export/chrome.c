@@ -358,12 +358,11 @@ static void write_gpu_counts(FILE *f, const struct trace *t)
 	fputc('}', f);
 }
 
-static void write_other_data(const struct chrome_writer *w,
-			     const struct trace *t, const struct aggregate *a)
+/* What traced what: rfbpf, the library and its build, p, the clock. */
+static void write_provenance(const struct chrome_writer *w,
+			     const struct trace *t)
 {
-	const struct counts *c = &t->counts;
 	FILE *f = w->f;
-	char note[512];
 
 	fputs("\"otherData\":{\"tracer\":\"rfbpf " RFBPF_VERSION
 	      "\",\"library\":", f);
@@ -382,6 +381,13 @@ static void write_other_data(const struct chrome_writer *w,
 	 * to join the trace with other monotonic logs. */
 	fprintf(f, ",\"base_monotonic_ns\":%llu",
 		(unsigned long long)w->base_ns);
+}
+
+/* The events read, what was lost, and the ops and threads they made. */
+static void write_event_counts(FILE *f, const struct trace *t)
+{
+	const struct counts *c = &t->counts;
+
 	COUNT("events", c->events);
 	fputs(",\"before_events\":{", f);
 	for (unsigned v = 0, first = 1; v < RF_V_NR_BEFORE; v++, first = 0)
@@ -403,6 +409,13 @@ static void write_other_data(const struct chrome_writer *w,
 	COUNT("threads_with_ops", c->threads_with_ops);
 	COUNT("threads_started", c->threads_started);
 	COUNT("ops_on_started_threads", c->ops_on_started_threads);
+}
+
+/* --python-stacks', --off-cpu's and --shapes' counts, when they are on. */
+static void write_feature_counts(FILE *f, const struct trace *t)
+{
+	const struct counts *c = &t->counts;
+
 	if (t->py_resolver.gen) {
 		COUNT("python_stacks", c->py_stacks);
 		COUNT("python_stacks_same_as_last", c->py_same);
@@ -435,12 +448,12 @@ static void write_other_data(const struct chrome_writer *w,
 		COUNT("input_records_cut", c->inputs_cut);
 		COUNT("input_records_unreadable", c->inputs_faults);
 	}
-	if (trace_sampler_bias_note(t, note, sizeof(note))) {
-		fputs(",\"sampler_bias\":", f);
-		json_string(f, note);
-	}
-	/* The X events keep raw times (they nest); op_stats, the table and
-	 * stacks are less this. */
+}
+
+/* The probe cost taken out of op_stats, the table and the stacks (the X
+ * events keep raw times: they nest), or why it was not. */
+static void write_probe_cost(FILE *f, const struct trace *t)
+{
 	COUNT("probe_cost_inside_op_ns", t->probe_cost.inside_ns);
 	COUNT("probe_cost_outside_op_ns", t->probe_cost.outside_ns);
 	if (t->probe_cost.inside_ns || t->probe_cost.outside_ns) {
@@ -457,6 +470,22 @@ static void write_other_data(const struct chrome_writer *w,
 		fputs(",\"probe_cost_not_compensated\":", f);
 		json_string(f, t->probe_cost_note);
 	}
+}
+
+static void write_other_data(const struct chrome_writer *w,
+			     const struct trace *t, const struct aggregate *a)
+{
+	FILE *f = w->f;
+	char note[512];
+
+	write_provenance(w, t);
+	write_event_counts(f, t);
+	write_feature_counts(f, t);
+	if (trace_sampler_bias_note(t, note, sizeof(note))) {
+		fputs(",\"sampler_bias\":", f);
+		json_string(f, note);
+	}
+	write_probe_cost(f, t);
 	COUNT("fwdbwd_flows", w->fwdbwd_flows);
 	COUNT("fwdbwd_forward_ops_forgotten", w->fwdbwd.forgotten);
 	fprintf(f, ",\"fwd_thread_ids\":%s", t->fwd_threads ? "true" :

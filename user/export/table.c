@@ -320,11 +320,13 @@ static void print_idle_threads(FILE *f, const struct trace *t,
 	free(r);
 }
 
-static void print_footer(FILE *f, const struct trace *t,
-			 const struct aggregate *a, enum sort_key sort)
+/* "Self time ...", then how many ops on how many threads, in which
+ * processes. */
+static void print_summary(FILE *f, const struct trace *t,
+			  const struct aggregate *a)
 {
 	const struct counts *c = &t->counts;
-	char total[24], losses[768], children[64] = "";
+	char children[64] = "";
 	uint64_t nr_children = c->child_processes_seen;
 
 	if (nr_children)
@@ -346,6 +348,11 @@ static void print_footer(FILE *f, const struct trace *t,
 			"below): their time up to the cut counts in Total, not "
 			"in Avg, Min or Max\n",
 			(unsigned long long)counts_truncated(c));
+}
+
+/* Whether the probe cost was taken out of the times, and by how much. */
+static void print_probe_cost(FILE *f, const struct trace *t)
+{
 	if (t->probe_cost.inside_ns || t->probe_cost.outside_ns)
 		fprintf(f, "Times less rfbpf's probe cost, calibrated at start:"
 			" %.3fus in each op (rounds %.3f-%.3fus), %.3fus more "
@@ -361,9 +368,15 @@ static void print_footer(FILE *f, const struct trace *t,
 		fprintf(f, "Times include rfbpf's probe cost (not compensated:"
 			" %s)\n", t->probe_cost_note[0] ? t->probe_cost_note :
 			"not calibrated");
-	if (sort == SORT_SELF && !trace_self_known(t))
-		fprintf(f, "Sorted by Est. total: self time is not "
-			"available\n");
+}
+
+/* The events read and what was lost or unpaired, with the Python
+ * stacks', inputs' and off-CPU notes. */
+static void print_event_counts(FILE *f, const struct trace *t)
+{
+	const struct counts *c = &t->counts;
+	char losses[768];
+
 	fprintf(f, "Events: %llu (", (unsigned long long)c->events);
 	for (unsigned v = 0; v < RF_V_NR_BEFORE; v++)
 		if (c->before[v] || c->bpf_hits[v])
@@ -388,6 +401,16 @@ static void print_footer(FILE *f, const struct trace *t,
 		fprintf(f, "Inputs: %s\n", losses);
 	if (trace_off_cpu_note(t, losses, sizeof(losses)))
 		fprintf(f, "Off CPU: %s\n", losses);
+}
+
+/* What the estimates rest on: sampling, its bias, the GPU's attribution,
+ * tree sampling. */
+static void print_estimate_notes(FILE *f, const struct trace *t,
+				 const struct aggregate *a)
+{
+	const struct counts *c = &t->counts;
+	char total[24], losses[768];
+
 	if (t->sample_prob < 1.0)
 		fprintf(f, "SAMPLED: RecordFunction kept each op with p=%g; "
 			"Est. columns are the sampled values scaled by 1/p, "
@@ -419,6 +442,18 @@ static void print_footer(FILE *f, const struct trace *t,
 			(unsigned long long)c->trees_seen, t->tree_prob,
 			c->tree_too_deep ? ", some nested too deep to track" :
 			"");
+}
+
+static void print_footer(FILE *f, const struct trace *t,
+			 const struct aggregate *a, enum sort_key sort)
+{
+	print_summary(f, t, a);
+	print_probe_cost(f, t);
+	if (sort == SORT_SELF && !trace_self_known(t))
+		fprintf(f, "Sorted by Est. total: self time is not "
+			"available\n");
+	print_event_counts(f, t);
+	print_estimate_notes(f, t, a);
 }
 
 void print_table(FILE *f, const struct trace *t, const struct aggregate *a,

@@ -427,55 +427,65 @@ static void gauge(struct prom_buf *b, const char *name, const char *type,
 	prom_sample(b, name, NULL, 0, v);
 }
 
-void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
-			 size_t nr, const struct fleet_stats *st)
+/* The per-job series, one sample per job each. */
+static const struct job_series {
+	const char *name, *type, *help;
+	double (*value)(const struct job *j);
+} job_series[] = {
+	{ "rfbpf_job_sample_probability", "gauge",
+	  "RecordFunction sampling probability the budget chose",
+	  v_prob },
+	{ "rfbpf_job_estimated_overhead_ratio", "gauge",
+	  "Estimated share of the job's CPU time tracing costs it",
+	  v_overhead },
+	{ "rfbpf_job_window_seconds", "gauge",
+	  "Full-trace window per interval (stacks and self time)",
+	  v_window },
+	{ "rfbpf_job_ops_per_second", "gauge",
+	  "Estimated ops per second, all of them, last interval",
+	  v_op_rate },
+	{ "rfbpf_job_cpu_ratio", "gauge",
+	  "The job's CPU seconds per second, last interval", v_cpu_rate },
+	{ "rfbpf_job_loader_seconds_per_op", "gauge",
+	  "rfbpf's own CPU per traced op of the job, measured and "
+	  "charged to its budget", v_loader_cost },
+	{ "rfbpf_job_reregistrations_total", "counter",
+	  "Times the callback was re-registered (sampling changes and "
+	  "windows)", v_rereg },
+	{ "rfbpf_job_windows_total", "counter",
+	  "Full-trace windows opened (stacks and self time), bursts "
+	  "included", v_windows },
+	{ "rfbpf_job_bursts_total", "counter",
+	  "--bursts: bursts the job's control thread ran or skipped",
+	  v_bursts },
+	{ "rfbpf_job_bursts_skipped_total", "counter",
+	  "--bursts: bursts the control thread reached after their end "
+	  "(the job's CPUs too busy): not traced, not measured",
+	  v_bursts_skipped },
+	{ "rfbpf_job_bursts_late_total", "counter",
+	  "--bursts: bursts switched on after their measured part began: "
+	  "ops open then lose part of their self time there",
+	  v_bursts_late },
+	{ "rfbpf_job_events_total", "counter",
+	  "Events read from the job's ring buffer", v_events },
+	{ "rfbpf_job_events_dropped_total", "counter",
+	  "Events the ring buffer had no room for", v_drops },
+	{ "rfbpf_job_threads_started_total", "counter",
+	  "Threads of the job first seen after it was switched on",
+	  v_threads_started },
+	{ "rfbpf_job_ops_on_started_threads_total",
+	  "counter", "Ops recorded on those threads: PyTorch's sampler "
+	  "starts each new thread from the same random state, so a large "
+	  "share biases the sampled estimates", v_ops_on_started },
+};
+
+static void job_families(struct prom_buf *b, struct job *const *jobs,
+			 size_t nr)
 {
-	per_op(b, jobs, nr);
-	per_job(b, jobs, nr, "rfbpf_job_sample_probability", "gauge",
-		"RecordFunction sampling probability the budget chose",
-		v_prob);
-	per_job(b, jobs, nr, "rfbpf_job_estimated_overhead_ratio", "gauge",
-		"Estimated share of the job's CPU time tracing costs it",
-		v_overhead);
-	per_job(b, jobs, nr, "rfbpf_job_window_seconds", "gauge",
-		"Full-trace window per interval (stacks and self time)",
-		v_window);
-	per_job(b, jobs, nr, "rfbpf_job_ops_per_second", "gauge",
-		"Estimated ops per second, all of them, last interval",
-		v_op_rate);
-	per_job(b, jobs, nr, "rfbpf_job_cpu_ratio", "gauge",
-		"The job's CPU seconds per second, last interval", v_cpu_rate);
-	per_job(b, jobs, nr, "rfbpf_job_loader_seconds_per_op", "gauge",
-		"rfbpf's own CPU per traced op of the job, measured and "
-		"charged to its budget", v_loader_cost);
-	per_job(b, jobs, nr, "rfbpf_job_reregistrations_total", "counter",
-		"Times the callback was re-registered (sampling changes and "
-		"windows)", v_rereg);
-	per_job(b, jobs, nr, "rfbpf_job_windows_total", "counter",
-		"Full-trace windows opened (stacks and self time), bursts "
-		"included", v_windows);
-	per_job(b, jobs, nr, "rfbpf_job_bursts_total", "counter",
-		"--bursts: bursts the job's control thread ran or skipped",
-		v_bursts);
-	per_job(b, jobs, nr, "rfbpf_job_bursts_skipped_total", "counter",
-		"--bursts: bursts the control thread reached after their end "
-		"(the job's CPUs too busy): not traced, not measured",
-		v_bursts_skipped);
-	per_job(b, jobs, nr, "rfbpf_job_bursts_late_total", "counter",
-		"--bursts: bursts switched on after their measured part began: "
-		"ops open then lose part of their self time there",
-		v_bursts_late);
-	per_job(b, jobs, nr, "rfbpf_job_events_total", "counter",
-		"Events read from the job's ring buffer", v_events);
-	per_job(b, jobs, nr, "rfbpf_job_events_dropped_total", "counter",
-		"Events the ring buffer had no room for", v_drops);
-	per_job(b, jobs, nr, "rfbpf_job_threads_started_total", "counter",
-		"Threads of the job first seen after it was switched on",
-		v_threads_started);
-	per_job(b, jobs, nr, "rfbpf_job_ops_on_started_threads_total",
-		"counter", "Ops recorded on those threads: PyTorch's sampler "
-		"starts each new thread from the same random state, so a large "
-		"share biases the sampled estimates", v_ops_on_started);
+	for (size_t k = 0; k < sizeof(job_series) / sizeof(job_series[0]);
+	     k++)
+		per_job(b, jobs, nr, job_series[k].name, job_series[k].type,
+			job_series[k].help, job_series[k].value);
 	torch_build(b, jobs, nr);
 	unpaired(b, jobs, nr);
 	python_stacks(b, jobs, nr);
@@ -483,6 +493,11 @@ void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 	off_cpu(b, jobs, nr);
 	cupti_state(b, jobs, nr);
 	gpu_losses(b, jobs, nr);
+}
+
+/* The daemon's own: its jobs, its settings, its exports, its cost. */
+static void daemon_families(struct prom_buf *b, const struct fleet_stats *st)
+{
 	gauge(b, "rfbpf_jobs_traced", "gauge", "Processes traced now",
 	      st->jobs);
 	gauge(b, "rfbpf_jobs_started_total", "counter",
@@ -523,4 +538,12 @@ void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 	      "rfbpf's resident memory at the end of the last interval",
 	      st->last_interval_rss);
 	prom_process_write(b, &st->process);
+}
+
+void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
+			 size_t nr, const struct fleet_stats *st)
+{
+	per_op(b, jobs, nr);
+	job_families(b, jobs, nr);
+	daemon_families(b, st);
 }
