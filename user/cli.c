@@ -366,13 +366,137 @@ static void check_continuous(struct options *opt)
 
 static const struct argp argp;
 
-static error_t parse_arg(int key, char *arg, struct argp_state *state)
+/* --sort KEY; a bad key leaves the sort as it was. */
+static void parse_sort(const char *arg, struct options *opt)
 {
-	struct options *opt = state->input;
+	static const struct { const char *name; enum sort_key key; }
+	keys[] = {
+		{ "self", SORT_SELF }, { "total", SORT_TOTAL },
+		{ "calls", SORT_CALLS }, { "avg", SORT_AVG },
+		{ "min", SORT_MIN }, { "max", SORT_MAX },
+		{ "cuda", SORT_CUDA }, { "self_cuda", SORT_SELF_CUDA },
+		{ "kernels", SORT_KERNELS }, { "name", SORT_NAME },
+	};
+
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+		if (!strcmp(arg, keys[k].name)) {
+			opt->sort = keys[k].key;
+			return;
+		}
+	bad("invalid --sort '%s': expected self, total, calls, avg, min, "
+	    "max, cuda, self_cuda, kernels or name", arg);
+}
+
+static void parse_probes(const char *arg, struct options *opt)
+{
+	if (!strcmp(arg, "auto"))
+		opt->probes = PROBES_AUTO;
+	else if (!strcmp(arg, "entry"))
+		opt->probes = PROBES_ENTRY;
+	else if (!strcmp(arg, "callback"))
+		opt->probes = PROBES_CALLBACK;
+	else
+		bad("invalid --probes '%s': expected auto, entry or "
+		    "callback", arg);
+}
+
+static void parse_group_by(const char *arg, struct options *opt)
+{
+	if (!strcmp(arg, "shapes"))
+		opt->group_shapes = true;
+	else if (!strcmp(arg, "stack"))
+		opt->group_stack_n = 5;
+	else if (!strncmp(arg, "stack:", 6))
+		opt->group_stack_n = parse_long(arg + 6, 1, RF_PY_MAX_FRAMES,
+						"--group-by stack:N",
+						"expected N from 1 to 128");
+	else
+		bad("invalid --group-by '%s': expected stack, stack:N or "
+		    "shapes", arg);
+}
+
+static void parse_ringbuf(const char *arg, struct options *opt)
+{
+	long mb = parse_long(arg, 1, 1024, "--ringbuf-mb",
+			     "expected a power of two from 1 to 1024");
+
+	if (mb & (mb - 1))
+		bad("invalid --ringbuf-mb '%s': expected a power of two from "
+		    "1 to 1024", arg);
+	opt->ringbuf_mb = mb;
+	opt->ringbuf_set = true;
+}
+
+/* What is traced and what comes out: false if key is not one of those
+ * options. */
+static bool parse_output_arg(int key, char *arg, struct options *opt)
+{
+	switch (key) {
+	case 'o': opt->trace_path = arg; break;
+	case OPT_FOLDED: opt->folded_path = arg; break;
+	case OPT_NO_TABLE: opt->table = false; break;
+	case OPT_GPU_FOLDED: opt->gpu_folded_path = arg; break;
+	case OPT_NO_GPU: opt->gpu = false; break;
+	case OPT_RAW_TIMES: opt->raw_times = true; break;
+	case OPT_TOP:
+		/* Any int: more rows than the table has shows them all. */
+		opt->top = parse_long(arg, 0, INT_MAX, "--top",
+				      "expected a count >= 0, 0 for all");
+		break;
+	case OPT_SORT: parse_sort(arg, opt); break;
+	case OPT_OFF_CPU_FOLDED: opt->off_cpu_folded_path = arg; break;
+	case OPT_TOP_WAKERS:
+		opt->top_wakers = parse_long(arg, 1, 1000000, "--top-wakers",
+					     "expected a number of rows >= 1");
+		break;
+	case OPT_GROUP_BY: parse_group_by(arg, opt); break;
+	case 'q': opt->quiet = true; break;
+	case 'v': opt->verbose++; break;
+	default:
+		return false;
+	}
+	return true;
+}
+
+/* How rfbpf traces: probes, sampling, features; false if key is not
+ * one of those options. */
+static bool parse_tracing_arg(int key, char *arg, struct options *opt)
+{
+	switch (key) {
+	case OPT_LIB: opt->lib = arg; break;
+	case OPT_RINGBUF: parse_ringbuf(arg, opt); break;
+	case OPT_SAMPLE:
+		opt->sample_prob = parse_prob(arg, "invalid --sample '%s': "
+					      "expected 0 < P <= 1");
+		break;
+	case OPT_TREE_SAMPLE:
+		opt->tree_prob = parse_prob(arg, "invalid --tree-sample '%s': "
+					    "expected 0 < P <= 1");
+		break;
+	case OPT_SCOPES: opt->scopes = parse_scopes(arg); break;
+	case OPT_PROBES: parse_probes(arg, opt); break;
+	case OPT_NO_ACTIVATE: opt->activate = false; break;
+	case OPT_CHILDREN: opt->children = true; break;
+	case OPT_PYTHON_STACKS: opt->python_stacks = true; break;
+	case OPT_SHAPES: opt->shapes = true; break;
+	case OPT_OFF_CPU: opt->off_cpu = true; break;
+	case OPT_PYTHON_DEPTH:
+		opt->python_depth = parse_long(arg, 1, RF_PY_MAX_FRAMES,
+					       "--python-depth",
+					       "expected a count from 1 to 128");
+		break;
+	case OPT_DEACTIVATE: opt->deactivate = true; break;
+	default:
+		return false;
+	}
+	return true;
+}
+
+/* -p, -d: false if key is neither. */
+static bool parse_target_arg(int key, char *arg, struct options *opt)
+{
 	char *end;
 
-	if (parse_fleet_arg(key, arg, opt))
-		return 0;
 	switch (key) {
 	case 'p':
 		opt->pid = parse_long(arg, 1, 0x7fffffff, "PID",
@@ -390,100 +514,81 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		    opt->duration_s > 1e7)
 			bad("invalid duration '%s': expected seconds > 0", arg);
 		break;
-	case 'o': opt->trace_path = arg; break;
-	case OPT_FOLDED: opt->folded_path = arg; break;
-	case OPT_NO_TABLE: opt->table = false; break;
-	case OPT_GPU_FOLDED: opt->gpu_folded_path = arg; break;
-	case OPT_NO_GPU: opt->gpu = false; break;
-	case OPT_RAW_TIMES: opt->raw_times = true; break;
-	case OPT_TOP:
-		/* Any int: more rows than the table has shows them all. */
-		opt->top = parse_long(arg, 0, INT_MAX, "--top",
-				      "expected a count >= 0, 0 for all");
-		break;
-	case OPT_SORT: {
-		static const struct { const char *name; enum sort_key key; }
-		keys[] = {
-			{ "self", SORT_SELF }, { "total", SORT_TOTAL },
-			{ "calls", SORT_CALLS }, { "avg", SORT_AVG },
-			{ "min", SORT_MIN }, { "max", SORT_MAX },
-			{ "cuda", SORT_CUDA }, { "self_cuda", SORT_SELF_CUDA },
-			{ "kernels", SORT_KERNELS }, { "name", SORT_NAME },
-		};
-		size_t k = 0;
+	default:
+		return false;
+	}
+	return true;
+}
 
-		while (k < sizeof(keys) / sizeof(keys[0]) &&
-		       strcmp(arg, keys[k].name))
-			k++;
-		if (k == sizeof(keys) / sizeof(keys[0]))
-			bad("invalid --sort '%s': expected self, total, calls, "
-			    "avg, min, max, cuda, self_cuda, kernels or name",
-			    arg);
-		opt->sort = keys[k].key;
-		break;
-	}
-	case OPT_LIB: opt->lib = arg; break;
-	case OPT_RINGBUF: {
-		long mb = parse_long(arg, 1, 1024, "--ringbuf-mb",
-				     "expected a power of two from 1 to 1024");
-		if (mb & (mb - 1))
-			bad("invalid --ringbuf-mb '%s': expected a power of "
-			    "two from 1 to 1024", arg);
-		opt->ringbuf_mb = mb;
-		opt->ringbuf_set = true;
-		break;
-	}
-	case OPT_SAMPLE:
-		opt->sample_prob = parse_prob(arg, "invalid --sample '%s': "
-					      "expected 0 < P <= 1");
-		break;
-	case OPT_TREE_SAMPLE:
-		opt->tree_prob = parse_prob(arg, "invalid --tree-sample '%s': "
-					    "expected 0 < P <= 1");
-		break;
-	case OPT_SCOPES:
-		opt->scopes = parse_scopes(arg);
-		break;
-	case OPT_PROBES:
-		if (!strcmp(arg, "auto"))
-			opt->probes = PROBES_AUTO;
-		else if (!strcmp(arg, "entry"))
-			opt->probes = PROBES_ENTRY;
-		else if (!strcmp(arg, "callback"))
-			opt->probes = PROBES_CALLBACK;
-		else
-			bad("invalid --probes '%s': expected auto, entry or "
-			    "callback", arg);
-		break;
-	case OPT_NO_ACTIVATE: opt->activate = false; break;
-	case OPT_CHILDREN: opt->children = true; break;
-	case OPT_PYTHON_STACKS: opt->python_stacks = true; break;
-	case OPT_SHAPES: opt->shapes = true; break;
-	case OPT_OFF_CPU: opt->off_cpu = true; break;
-	case OPT_OFF_CPU_FOLDED: opt->off_cpu_folded_path = arg; break;
-	case OPT_TOP_WAKERS:
-		opt->top_wakers = parse_long(arg, 1, 1000000, "--top-wakers",
-					     "expected a number of rows >= 1");
-		break;
-	case OPT_GROUP_BY:
-		if (!strcmp(arg, "shapes"))
-			opt->group_shapes = true;
-		else if (!strcmp(arg, "stack"))
-			opt->group_stack_n = 5;
-		else if (!strncmp(arg, "stack:", 6))
-			opt->group_stack_n = parse_long(arg + 6, 1,
-				RF_PY_MAX_FRAMES, "--group-by stack:N",
-				"expected N from 1 to 128");
-		else
-			bad("invalid --group-by '%s': expected stack, "
-			    "stack:N or shapes", arg);
-		break;
-	case OPT_PYTHON_DEPTH:
-		opt->python_depth = parse_long(arg, 1, RF_PY_MAX_FRAMES,
-					       "--python-depth",
-					       "expected a count from 1 to 128");
-		break;
-	case OPT_DEACTIVATE: opt->deactivate = true; break;
+/* One-shot mode: what to trace, and options only fleet mode takes. */
+static void check_one_shot_target(const struct options *opt)
+{
+	if (opt->all)
+		bad("%s--all needs --continuous", "");
+	if (opt->bursts)
+		bad("%s--bursts needs --continuous", "");
+	if (opt->nr_pids > 1)
+		bad("%sseveral -p need --continuous", "");
+	if (opt->pprof_dir || opt->prom_file || opt->listen)
+		bad("%s--pprof-dir, --prom-file and --listen need "
+		    "--continuous", "");
+	if (opt->pid && opt->command)
+		bad("%s-p and a command exclude each other", "");
+	if (opt->deactivate && !opt->pid)
+		bad("%s--deactivate needs -p PID", "");
+	if (!opt->pid && !opt->command)
+		bad("%snothing to trace: give -p PID or -- COMMAND", "");
+}
+
+/* One-shot mode: options that need another one. */
+static void check_one_shot_options(const struct options *opt)
+{
+	if (opt->children && !opt->activate)
+		bad("%s--children needs activation (drop --no-activate)",
+		    "");
+	if (!opt->activate && opt->probes == PROBES_CALLBACK)
+		bad("%s--probes callback needs activation (drop "
+		    "--no-activate)", "");
+	if (!opt->activate && opt->sample_prob != 1.0)
+		bad("%s--sample needs activation (drop --no-activate)",
+		    "");
+	if (opt->python_depth != 64 && !opt->python_stacks)
+		bad("%s--python-depth needs --python-stacks", "");
+	if (opt->group_stack_n && !opt->python_stacks)
+		bad("%s--group-by stack needs --python-stacks", "");
+	if (opt->group_shapes && !opt->shapes)
+		bad("%s--group-by shapes needs --shapes", "");
+	if (opt->top_wakers && !opt->off_cpu)
+		bad("%s--top-wakers needs --off-cpu", "");
+	if (opt->off_cpu_folded_path && !opt->off_cpu)
+		bad("%s--off-cpu-folded needs --off-cpu", "");
+	if (!opt->gpu && opt->gpu_folded_path)
+		bad("%s--gpu-folded needs GPU tracing (drop --no-gpu)",
+		    "");
+	if (!opt->gpu && (opt->sort == SORT_CUDA ||
+			  opt->sort == SORT_SELF_CUDA ||
+			  opt->sort == SORT_KERNELS))
+		bad("%s--sort by a GPU column needs GPU tracing (drop "
+		    "--no-gpu, or sort by self, total, calls, avg, min, "
+		    "max or name)", "");
+	/* A stack needs every op above the leaf; RecordFunction's
+	 * sampler drops some, so a stack would be made up. */
+	if (opt->sample_prob != 1.0 &&
+	    (opt->folded_path || opt->gpu_folded_path ||
+	     opt->off_cpu_folded_path))
+		bad("%s--folded and --gpu-folded need whole op stacks, "
+		    "which --sample does not keep: use --tree-sample",
+		    "");
+}
+
+static error_t parse_arg(int key, char *arg, struct argp_state *state)
+{
+	struct options *opt = state->input;
+
+	if (parse_fleet_arg(key, arg, opt) || parse_target_arg(key, arg, opt) ||
+	    parse_output_arg(key, arg, opt) || parse_tracing_arg(key, arg, opt))
+		return 0;
+	switch (key) {
 	case '?':
 		cli_write_help(stdout, &argp, state->name);
 		exit(0);
@@ -496,8 +601,6 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case 'V':
 		printf("%s\n", argp_program_version);
 		exit(0);
-	case 'q': opt->quiet = true; break;
-	case 'v': opt->verbose++; break;
 	case ARGP_KEY_ARG:
 		/* Everything from the first non-option on is the command. */
 		opt->command = &state->argv[state->next - 1];
@@ -512,57 +615,8 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			check_continuous(opt);
 			break;
 		}
-		if (opt->all)
-			bad("%s--all needs --continuous", "");
-		if (opt->bursts)
-			bad("%s--bursts needs --continuous", "");
-		if (opt->nr_pids > 1)
-			bad("%sseveral -p need --continuous", "");
-		if (opt->pprof_dir || opt->prom_file || opt->listen)
-			bad("%s--pprof-dir, --prom-file and --listen need "
-			    "--continuous", "");
-		if (opt->pid && opt->command)
-			bad("%s-p and a command exclude each other", "");
-		if (opt->deactivate && !opt->pid)
-			bad("%s--deactivate needs -p PID", "");
-		if (!opt->pid && !opt->command)
-			bad("%snothing to trace: give -p PID or -- COMMAND", "");
-		if (opt->children && !opt->activate)
-			bad("%s--children needs activation (drop --no-activate)",
-			    "");
-		if (!opt->activate && opt->probes == PROBES_CALLBACK)
-			bad("%s--probes callback needs activation (drop "
-			    "--no-activate)", "");
-		if (!opt->activate && opt->sample_prob != 1.0)
-			bad("%s--sample needs activation (drop --no-activate)",
-			    "");
-		if (opt->python_depth != 64 && !opt->python_stacks)
-			bad("%s--python-depth needs --python-stacks", "");
-		if (opt->group_stack_n && !opt->python_stacks)
-			bad("%s--group-by stack needs --python-stacks", "");
-		if (opt->group_shapes && !opt->shapes)
-			bad("%s--group-by shapes needs --shapes", "");
-		if (opt->top_wakers && !opt->off_cpu)
-			bad("%s--top-wakers needs --off-cpu", "");
-		if (opt->off_cpu_folded_path && !opt->off_cpu)
-			bad("%s--off-cpu-folded needs --off-cpu", "");
-		if (!opt->gpu && opt->gpu_folded_path)
-			bad("%s--gpu-folded needs GPU tracing (drop --no-gpu)",
-			    "");
-		if (!opt->gpu && (opt->sort == SORT_CUDA ||
-				  opt->sort == SORT_SELF_CUDA ||
-				  opt->sort == SORT_KERNELS))
-			bad("%s--sort by a GPU column needs GPU tracing (drop "
-			    "--no-gpu, or sort by self, total, calls, avg, min, "
-			    "max or name)", "");
-		/* A stack needs every op above the leaf; RecordFunction's
-		 * sampler drops some, so a stack would be made up. */
-		if (opt->sample_prob != 1.0 &&
-		    (opt->folded_path || opt->gpu_folded_path ||
-		     opt->off_cpu_folded_path))
-			bad("%s--folded and --gpu-folded need whole op stacks, "
-			    "which --sample does not keep: use --tree-sample",
-			    "");
+		check_one_shot_target(opt);
+		check_one_shot_options(opt);
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
