@@ -143,6 +143,73 @@ static void warn_if_nothing_traced(const struct session *s,
 			"the host)\n", s->pid);
 }
 
+/* The command let go to exec, with RecordFunction on before its first
+ * op; or the target checked alive. False, with its exit code, if it
+ * never started. */
+static bool start_target(struct session *s, const struct options *opt,
+			 int *code)
+{
+	int ret;
+
+	if (!s->launched) {
+		if (!target_alive(s->pid))
+			die_setup(s, "process %d exited during attach", s->pid);
+		return true;
+	}
+	/* Told to stop before the command ran (the same Ctrl-C reached the
+	 * held child with rfbpf's handler, which only counts): it never
+	 * starts, as if the signal had ended it. */
+	if (stop_signals) {
+		launch_abort(&s->launch);
+		*code = stopped_before_start(s, opt, 128 + last_signal);
+		return false;
+	}
+	ret = launch_release(&s->launch);
+	/* A signal ended it before exec. */
+	if (ret == -EPIPE && launch_reap(&s->launch, true, &ret)) {
+		*code = stopped_before_start(s, opt, ret);
+		return false;
+	}
+	if (ret)
+		die_setup(s, "cannot run %s: %s", opt->command[0],
+			  strerror(-ret));
+	/* RecordFunction on before the command's first op. */
+	if (s->activation_pending)
+		session_launch_activate(s);
+	return true;
+}
+
+/* The outputs written, everything let go; rfbpf's exit code. */
+static int finish(struct session *s, const struct options *opt)
+{
+	int ret;
+
+	/* A Ctrl-C that ended the command before its first op: no trace of
+	 * nothing over the file at that path either. */
+	if (s->launched && stop_signals && !s->trace.nr_ops &&
+	    outputs_discard(&s->out))
+		fprintf(stderr, "rfbpf: %s was stopped by a signal before its "
+			"first op: %s not written (a file there is left as "
+			"it was)\n", opt->command[0], opt->trace_path);
+	warn_if_nothing_traced(s, opt);
+	ret = outputs_finish(&s->out, &s->trace, opt);
+	ring_buffer__free(s->rb);
+	probes_destroy(&s->probes);
+	if (s->launched) {
+		/* The command's status, unless it succeeded and rfbpf could
+		 * not write what it was asked to: that run failed. */
+		session_reap_command(s, true);
+		if (s->child_code || !ret)
+			ret = s->child_code;
+	}
+	if (s->detach_failed && !ret)
+		ret = 3;
+	activation_unlock(&s->act);
+	outputs_free(&s->out);
+	trace_free(&s->trace);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	static struct session s = {
@@ -150,7 +217,7 @@ int main(int argc, char **argv)
 		.gpu = { .agent = { .mem_fd = -1 } },
 	};
 	struct options opt;
-	int ret;
+	int code;
 
 	parse_options(argc, argv, &opt);
 	verbose = opt.verbose;
@@ -177,58 +244,13 @@ int main(int argc, char **argv)
 			"nothing\n");
 	if (session_setup(&s, &opt))
 		die_setup(&s, "%s", s.error);
-
-	if (s.launched) {
-		/* Told to stop before the command ran (the same Ctrl-C reached
-		 * the held child with rfbpf's handler, which only counts): it
-		 * never starts, as if the signal had ended it. */
-		if (stop_signals) {
-			launch_abort(&s.launch);
-			return stopped_before_start(&s, &opt,
-						    128 + last_signal);
-		}
-		ret = launch_release(&s.launch);
-		/* A signal ended it before exec. */
-		if (ret == -EPIPE && launch_reap(&s.launch, true, &ret))
-			return stopped_before_start(&s, &opt, ret);
-		if (ret)
-			die_setup(&s, "cannot run %s: %s", opt.command[0],
-				  strerror(-ret));
-		/* RecordFunction on before the command's first op. */
-		if (s.activation_pending)
-			session_launch_activate(&s);
-	} else if (!target_alive(s.pid)) {
-		die_setup(&s, "process %d exited during attach", s.pid);
-	}
+	if (!start_target(&s, &opt, &code))
+		return code;
 	fprintf(stderr, "rfbpf: tracing PID %d (%s)%s%s, probes: %s; %s\n",
 		s.pid, s.trace.process_name, s.trace.library[0] ? " via " : "",
 		s.trace.library, s.trace.probes,
 		s.launched ? "until it exits" : "Ctrl-C to stop");
 	status_init(&s.status, opt.quiet);
-
 	session_run(&s);
-	/* A Ctrl-C that ended the command before its first op: no trace of
-	 * nothing over the file at that path either. */
-	if (s.launched && stop_signals && !s.trace.nr_ops &&
-	    outputs_discard(&s.out))
-		fprintf(stderr, "rfbpf: %s was stopped by a signal before its "
-			"first op: %s not written (a file there is left as "
-			"it was)\n", opt.command[0], opt.trace_path);
-	warn_if_nothing_traced(&s, &opt);
-	ret = outputs_finish(&s.out, &s.trace, &opt);
-	ring_buffer__free(s.rb);
-	probes_destroy(&s.probes);
-	if (s.launched) {
-		/* The command's status, unless it succeeded and rfbpf could
-		 * not write what it was asked to: that run failed. */
-		session_reap_command(&s, true);
-		if (s.child_code || !ret)
-			ret = s.child_code;
-	}
-	if (s.detach_failed && !ret)
-		ret = 3;
-	activation_unlock(&s.act);
-	outputs_free(&s.out);
-	trace_free(&s.trace);
-	return ret;
+	return finish(&s, &opt);
 }

@@ -450,6 +450,76 @@ static int seize_refused(pid_t pid, char *err, size_t len)
 			   pid, why);
 }
 
+/* One look at every seized thread: a thread's exit is noted, a new one
+ * adopted, a stop at a safe point held (true). */
+static bool look_for_stop(pid_t pid, const struct safe_point_probe *probe,
+			  bool armed, int sig, struct held_thread *h)
+{
+	for (int i = 0; i < nr_threads; i++) {
+		int st;
+		pid_t r = waitpid(threads[i].tid, &st, __WALL | WNOHANG);
+
+		if (r != threads[i].tid)
+			continue;
+		if (!WIFSTOPPED(st)) {	/* the thread exited */
+			remote_note_exit(pid, r, st);
+			forget(i--);
+			continue;
+		}
+		if ((st >> 16) == PTRACE_EVENT_CLONE) {
+			adopt_clone(r, armed ? probe : NULL);
+			ptrace(PTRACE_CONT, r, 0, 0);
+			continue;
+		}
+		if (on_stop(pid, &threads[i], st, sig, probe, h))
+			return true;
+	}
+	return false;
+}
+
+/* Why to stop looking, as safe_point_hold's error (0: keep looking). */
+static int give_up(pid_t pid, const struct safe_point_opts *o, int sig,
+		   double waited_ms, char *err, size_t len)
+{
+	if (!nr_threads || remote_reaped(pid, &(int){ 0 }))
+		return remote_fail(err, len, -ESRCH, "process %d exited", pid);
+	if (o->cancel && o->cancel(o->cancel_ctx))
+		return remote_fail(err, len, -ECANCELED, "stopped");
+	if (o->find_ms > 0 && waited_ms > o->find_ms)
+		return remote_fail(err, len, -ETIMEDOUT,
+			"no thread of process %d reached a safe point within "
+			"%d ms (no op dispatched%s, no thread waiting in a "
+			"system call)", pid, o->find_ms,
+			sig ? "" : ": it catches SIGURG, SIGWINCH and SIGCHLD");
+	return 0;
+}
+
+/* After the search: with a thread held at an op and others to park,
+ * those reaching an op stop there too until the call is made
+ * (safe_point_release); otherwise the others go and the probe is
+ * disarmed. */
+static void end_search(pid_t pid, const struct safe_point_opts *o,
+		       bool armed, bool held, int sig,
+		       const struct held_thread *h)
+{
+	const struct safe_point_probe *probe = o->probe;
+
+	if (held && armed && o->park_others && h->how == AT_OP_ENTRY) {
+		parking = (struct parking){ true, probe, sig };
+		probe->stop_all(probe->ctx);
+		return;
+	}
+	/* Others first: removing a uprobe takes the kernel tens of ms, and
+	 * a thread stopped in a timed wait would lose that time. A signal
+	 * the probe sends meanwhile is swallowed, or ignored by the job. */
+	release_others(pid, held ? h->tid : 0, sig);
+	if (armed)
+		probe->disarm(probe->ctx);
+	if (armed && !held && probe->reap)
+		probe->reap(probe->ctx);
+	reap_later = held && armed ? probe : NULL;
+}
+
 int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 		    struct held_thread *h, char *err, size_t len)
 {
@@ -487,68 +557,15 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 			seized_ms = now;
 			seize_new(pid, armed ? probe : NULL, sig);
 		}
-
 		if (waits && (!armed || now - start >= PREFER_PROBE_MS))
 			interrupt_waiting(pid);
-		for (int i = 0; i < nr_threads && !held; i++) {
-			int st;
-			pid_t r = waitpid(threads[i].tid, &st,
-					  __WALL | WNOHANG);
-
-			if (r != threads[i].tid)
-				continue;
-			if (!WIFSTOPPED(st)) {	/* the thread exited */
-				remote_note_exit(pid, r, st);
-				forget(i--);
-				continue;
-			}
-			if ((st >> 16) == PTRACE_EVENT_CLONE) {
-				adopt_clone(r, armed ? probe : NULL);
-				ptrace(PTRACE_CONT, r, 0, 0);
-				continue;
-			}
-			held = on_stop(pid, &threads[i], st, sig, probe, h);
-		}
-		if (held)
+		held = look_for_stop(pid, probe, armed, sig, h);
+		if (held || (res = give_up(pid, o, sig, now - start, err, len)))
 			break;
-		if (!nr_threads || remote_reaped(pid, &(int){ 0 })) {
-			res = remote_fail(err, len, -ESRCH, "process %d exited"
-					  , pid);
-			break;
-		}
-		if (o->cancel && o->cancel(o->cancel_ctx)) {
-			res = remote_fail(err, len, -ECANCELED, "stopped");
-			break;
-		}
-		if (o->find_ms > 0 && now - start > o->find_ms) {
-			res = remote_fail(err, len, -ETIMEDOUT,
-				"no thread of process %d reached a safe point "
-				"within %d ms (no op dispatched%s, no thread "
-				"waiting in a system call)", pid, o->find_ms,
-				sig ? "" : ": it catches SIGURG, SIGWINCH and "
-				"SIGCHLD");
-			break;
-		}
 		remote_idle();
 		usleep(100);
 	}
-	if (held && armed && o->park_others && h->how == AT_OP_ENTRY) {
-		/* Every other thread that reaches an op now stops there too,
-		 * until the call is made (safe_point_release). */
-		parking = (struct parking){ true, probe, sig };
-		probe->stop_all(probe->ctx);
-	} else {
-		/* Others first: removing a uprobe takes the kernel tens of
-		 * ms, and a thread stopped in a timed wait would lose that
-		 * time. A signal the probe sends meanwhile is swallowed, or
-		 * ignored by the job. */
-		release_others(pid, held ? h->tid : 0, sig);
-		if (armed)
-			probe->disarm(probe->ctx);
-		if (armed && !held && probe->reap)
-			probe->reap(probe->ctx);
-		reap_later = held && armed ? probe : NULL;
-	}
+	end_search(pid, o, armed, held, sig, h);
 	if (held && o->verbose)
 		fprintf(stderr, "rfbpf: holding thread %d %s (after %.1f ms)\n",
 			h->tid, h->how, remote_now_ms() - start);

@@ -290,6 +290,112 @@ static void calibrate_probe_cost(const struct options *opt,
 		calibration_probe_cost(&cal, cost);
 }
 
+/* Before anything is forked (see calibrate.h); said with -v. */
+static void calibrate(const struct options *opt, struct probe_cost *cost,
+		      char *note, size_t len)
+{
+	if (opt->verbose)
+		fprintf(stderr, "rfbpf: calibrating the probe cost\n");
+	calibrate_probe_cost(opt, cost, note, len);
+	if (opt->verbose && (cost->inside_ns || cost->outside_ns))
+		fprintf(stderr, "rfbpf: probe cost calibrated: %.3fus in each "
+			"op, %.3fus more for each op nested in it\n",
+			cost->inside_ns / 1e3,
+			(cost->inside_ns + cost->outside_ns) / 1e3);
+	else if (opt->verbose)
+		fprintf(stderr, "rfbpf: probe cost not calibrated: %s\n",
+			note[0] ? note : "no reason given");
+}
+
+/* -p PID: claimed; a command: started, held before exec. */
+static int take_target(struct session *s, const struct options *opt)
+{
+	int err;
+
+	if (opt->pid) {
+		if (session_claim_target(s, opt->pid))
+			return -1;
+	} else {
+		err = launch_prepare(&s->launch, opt->command);
+		if (err)
+			return setup_error(s, "cannot start %s: %s", opt->command[0],
+				  strerror(-err));
+		s->launched = true;
+		s->pid = s->launch.pid;
+		s->act.pid = s->pid;
+		/* Registered once the command has loaded torch. */
+		s->activation_pending = opt->activate;
+	}
+	return 0;
+}
+
+/* The trace and its outputs, named after the process. */
+static int start_trace(struct session *s, const struct options *opt,
+		       const struct probe_cost *cost, const char *cost_note)
+{
+	/* --shapes: PyTorch boxes an op's inputs only for a callback that
+	 * asks for them. */
+	s->act.needs_inputs = opt->shapes;
+	trace_init(&s->trace, s->pid);
+	s->trace.gpu.read_name = gpu_session_read_name;
+	s->trace.probe_cost = *cost;
+	snprintf(s->trace.probe_cost_note, sizeof(s->trace.probe_cost_note),
+		 "%s", cost_note);
+	if (outputs_start(&s->out, &s->trace, opt))
+		return setup_error(s, "cannot create %s: %s", s->out.bad_path,
+			  strerror(errno));
+	if (opt->pid)
+		target_comm(s->pid, s->trace.process_name,
+			    sizeof(s->trace.process_name));
+	else
+		snprintf(s->trace.process_name, sizeof(s->trace.process_name),
+			 "%s", strrchr(opt->command[0], '/') ?
+			 strrchr(opt->command[0], '/') + 1 : opt->command[0]);
+	return 0;
+}
+
+/* Optimized probes need the callback, so they come with activation;
+ * entry probes are attached now (launch mode: before exec). */
+static void choose_probe_path(struct session *s, const struct options *opt)
+{
+	s->use_stubs = opt->activate && (opt->probes == PROBES_CALLBACK ||
+		(opt->probes == PROBES_AUTO && probes_kernel_optimizes_nop()));
+	snprintf(s->trace.probes, sizeof(s->trace.probes), "%s",
+		 s->use_stubs ? "callback stubs (optimized uprobes)" :
+		 "RecordFunction::before/end entry (int3 uprobes)");
+	if (!s->use_stubs && s->trace.probe_cost.inside_ns) {
+		memset(&s->trace.probe_cost, 0, sizeof(s->trace.probe_cost));
+		snprintf(s->trace.probe_cost_note,
+			 sizeof(s->trace.probe_cost_note), "%s",
+			 entry_path_note);
+	}
+}
+
+/* Switches RecordFunction on in a running target (not a launched one:
+ * that waits for torch to load), unless its CUPTI agent already did. */
+static int activate_target(struct session *s, const struct options *opt,
+			   const char *lib)
+{
+	char why[512];
+
+	if (!s->launched && opt->activate && gpu_session_agent_activation(&s->gpu))
+		fprintf(stderr, "rfbpf: the job's CUPTI agent switched "
+			"RecordFunction on (RFBPF_SAMPLE): no ptrace needed\n");
+	else if (!s->launched && opt->activate &&
+		 (s->activation_err = session_activate(s, lib, why,
+						       sizeof(why)))) {
+		/* Its death is the reason, whichever step noticed it (its
+		 * map_files/ link vanishing, or its threads). */
+		if (target_exited(s))
+			return setup_error(s, "process %d exited during attach",
+					   s->pid);
+		return setup_error(s, "cannot switch RecordFunction on in "
+				   "process %d: %s; nothing was changed",
+				   s->pid, why);
+	}
+	return 0;
+}
+
 int session_setup(struct session *s, struct options *opt)
 {
 	static struct libraries libs;
@@ -306,51 +412,9 @@ int session_setup(struct session *s, struct options *opt)
 	 * here on "exited during attach", and a reused PID is not it. */
 	if (opt->pid && target_alive(opt->pid))
 		s->pidfd = syscall(SYS_pidfd_open, opt->pid, 0);
-	/* Before anything is forked (see calibrate.h). */
-	if (opt->verbose)
-		fprintf(stderr, "rfbpf: calibrating the probe cost\n");
-	calibrate_probe_cost(opt, &cost, cost_note, sizeof(cost_note));
-	if (opt->verbose && (cost.inside_ns || cost.outside_ns))
-		fprintf(stderr, "rfbpf: probe cost calibrated: %.3fus in each "
-			"op, %.3fus more for each op nested in it\n",
-			cost.inside_ns / 1e3,
-			(cost.inside_ns + cost.outside_ns) / 1e3);
-	else if (opt->verbose)
-		fprintf(stderr, "rfbpf: probe cost not calibrated: %s\n",
-			cost_note[0] ? cost_note : "no reason given");
-	if (opt->pid) {
-		if (session_claim_target(s, opt->pid))
-			return -1;
-	} else {
-		err = launch_prepare(&s->launch, opt->command);
-		if (err)
-			return setup_error(s, "cannot start %s: %s", opt->command[0],
-				  strerror(-err));
-		s->launched = true;
-		s->pid = s->launch.pid;
-		s->act.pid = s->pid;
-		/* Registered once the command has loaded torch. */
-		s->activation_pending = opt->activate;
-	}
-	/* --shapes: PyTorch boxes an op's inputs only for a callback that
-	 * asks for them. */
-	s->act.needs_inputs = opt->shapes;
-	trace_init(&s->trace, s->pid);
-	s->trace.gpu.read_name = gpu_session_read_name;
-	s->trace.probe_cost = cost;
-	snprintf(s->trace.probe_cost_note, sizeof(s->trace.probe_cost_note),
-		 "%s", cost_note);
-	if (outputs_start(&s->out, &s->trace, opt))
-		return setup_error(s, "cannot create %s: %s", s->out.bad_path,
-			  strerror(errno));
-	if (opt->pid)
-		target_comm(s->pid, s->trace.process_name,
-			    sizeof(s->trace.process_name));
-	else
-		snprintf(s->trace.process_name, sizeof(s->trace.process_name),
-			 "%s", strrchr(opt->command[0], '/') ?
-			 strrchr(opt->command[0], '/') + 1 : opt->command[0]);
-	if (choose_libraries(s, &libs))
+	calibrate(opt, &cost, cost_note, sizeof(cost_note));
+	if (take_target(s, opt) || start_trace(s, opt, &cost, cost_note) ||
+	    choose_libraries(s, &libs))
 		return -1;
 	err = probes_load(&s->probes, s->pid, opt->ringbuf_mb,
 			  libs.nr && libs.syms[0].old_string_abi,
@@ -373,19 +437,7 @@ int session_setup(struct session *s, struct options *opt)
 	 * so "exits during attach" is tested deterministically. */
 	if (getenv("RFBPF_TEST_ATTACH_DELAY_MS"))
 		usleep(1000 * atoi(getenv("RFBPF_TEST_ATTACH_DELAY_MS")));
-	/* Optimized probes need the callback, so they come with activation;
-	 * entry probes are attached now (launch mode: before exec). */
-	s->use_stubs = opt->activate && (opt->probes == PROBES_CALLBACK ||
-		(opt->probes == PROBES_AUTO && probes_kernel_optimizes_nop()));
-	snprintf(s->trace.probes, sizeof(s->trace.probes), "%s",
-		 s->use_stubs ? "callback stubs (optimized uprobes)" :
-		 "RecordFunction::before/end entry (int3 uprobes)");
-	if (!s->use_stubs && s->trace.probe_cost.inside_ns) {
-		memset(&s->trace.probe_cost, 0, sizeof(s->trace.probe_cost));
-		snprintf(s->trace.probe_cost_note,
-			 sizeof(s->trace.probe_cost_note), "%s",
-			 entry_path_note);
-	}
+	choose_probe_path(s, opt);
 	if (!s->use_stubs && attach_libraries(s, &libs))
 		return -1;
 	if (s->use_stubs && !s->trace.library[0] && libs.nr)
@@ -397,21 +449,6 @@ int session_setup(struct session *s, struct options *opt)
 		session_children_start(s);
 	if (!s->launched)	/* before the first op it should see */
 		session_python_start(s);
-	if (!s->launched && opt->activate && gpu_session_agent_activation(&s->gpu))
-		fprintf(stderr, "rfbpf: the job's CUPTI agent switched "
-			"RecordFunction on (RFBPF_SAMPLE): no ptrace needed\n");
-	else if (!s->launched && opt->activate &&
-		 (s->activation_err = session_activate(s, libs.path[0], why,
-						       sizeof(why)))) {
-		/* Its death is the reason, whichever step noticed it (its
-		 * map_files/ link vanishing, or its threads). */
-		if (target_exited(s))
-			return setup_error(s, "process %d exited during attach",
-					   s->pid);
-		return setup_error(s, "cannot switch RecordFunction on in "
-				   "process %d: %s; nothing was changed",
-				   s->pid, why);
-	}
-	return 0;
+	return activate_target(s, opt, libs.path[0]);
 }
 
