@@ -1,6 +1,7 @@
 # rfbpf: every build step in the open.
 #
-#   bpf/rfbpf.bpf.c --clang -target bpf--> build/rfbpf.bpf.o
+#   bpf/*.bpf.c --clang -target bpf--> build/bpf/*.bpf.o
+#   build/bpf/*.bpf.o --bpftool gen object--> build/rfbpf.bpf.o
 #   build/rfbpf.bpf.o --bpftool gen skeleton--> build/rfbpf.skel.h
 #   user/**/*.c (+ skeleton) --cc--> build/**/*.o (+ build/**/*.d)
 #   the pure logic's objects --ar--> build/liblogic.a (unit tests, benches)
@@ -126,9 +127,22 @@ $(VMLINUX):
 	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp
 	$(Q)mv $@.tmp $@
 
-$(OUT)/rfbpf.bpf.o: bpf/rfbpf.bpf.c bpf/rfbpf.h bpf/rfbpf_gpu.h $(VMLINUX) | $(OUT)
+# One BPF file per feature (bpf/common.bpf.h says what they share), linked
+# by bpftool into the one object the skeleton is made from.
+# rfbpf.bpf.c, which defines the shared maps, goes first: bpftool 7.1's
+# linker fails a map relocation of a file linked before the map's
+# definition ("map relo failed to find map").
+BPF_SRCS := bpf/rfbpf.bpf.c $(filter-out bpf/rfbpf.bpf.c,$(wildcard bpf/*.bpf.c))
+BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
+
+$(OUT)/bpf/%.bpf.o: bpf/%.bpf.c bpf/common.bpf.h bpf/rfbpf.h bpf/rfbpf_gpu.h $(VMLINUX) | $(OUT)
 	$(call msg,BPF,$@)
+	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(OUT)/rfbpf.bpf.o: $(BPF_OBJS)
+	$(call msg,BPF-LINK,$@)
+	$(Q)$(BPFTOOL) gen object $@ $^
 
 $(OUT)/rfbpf.skel.h: $(OUT)/rfbpf.bpf.o
 	$(call msg,GEN-SKEL,$@)

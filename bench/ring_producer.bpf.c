@@ -23,7 +23,7 @@ __u64 produced, drops;
 
 #define OP_NAME "aten::bench_synthetic_op"
 
-/* The same rule as rfbpf's submit() (bpf/rfbpf.bpf.c). */
+/* The same rule as rfbpf's submit() (bpf/common.bpf.h). */
 static __always_inline void submit(void *e)
 {
 	__u64 waiting = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The kernel/user contract of rfbpf: every struct, enum and constant that
- * both the BPF programs (bpf/rfbpf.bpf.c) and the loader (user/) rely on.
+ * both the BPF programs (the .bpf.c files in bpf/) and the loader (user/)
+ * rely on.
  * Nothing else lives here.
  *
  * Events travel through one BPF ring buffer. Every record starts with the

@@ -3,7 +3,7 @@
  * The GPU contract of rfbpf, shared by three parties:
  *   - the CUPTI agent (cupti/, librfbpf_cupti.so, loaded into the job by
  *     CUDA_INJECTION64_PATH), which calls the probe functions below;
- *   - the BPF programs (bpf/rfbpf.bpf.c), attached as uprobes on those
+ *   - the BPF programs (bpf/gpu.bpf.c), attached as uprobes on those
  *     probe functions, which read the argument structs and emit events;
  *   - the loader (user/), which joins launches with activity records.
  *
