@@ -65,8 +65,8 @@ BUDGET_SRCS := user/fleet/budget.c
 # A job's op counters, the metrics made of them and its windows' self
 # time: pure logic over struct job and the trace (job.c's session is not
 # touched), so unit-tested.
-FLEET_METRICS_SRCS := user/fleet/job_ops.c user/fleet/fleet_metrics.c \
-	user/fleet/window_self.c
+FLEET_METRICS_SRCS := user/fleet/job_ops.c user/fleet/job_window.c \
+	user/fleet/fleet_metrics.c user/fleet/window_self.c
 # The daemon itself (needs BPF: not in the unit tests).
 FLEET_SRCS := user/fleet/job.c user/fleet/job_bursts.c user/fleet/daemon.c
 CALIBRATE_SRCS := user/attach/calibrate.c user/attach/calibrate_target.S

@@ -8,7 +8,7 @@
 #define RFBPF_FLEET_METRICS_H
 
 #include "export/prom_text.h"
-#include "fleet/job.h"
+#include "fleet/job_ops.h"
 
 /* The daemon-wide figures. */
 struct fleet_stats {

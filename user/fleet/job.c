@@ -10,6 +10,9 @@
 #include "attach/target.h"
 #include "fleet/budget.h"
 #include "fleet/job.h"
+#include "fleet/job_bursts.h"
+#include "fleet/job_ops.h"
+#include "fleet/job_window.h"
 #include "model/profile_sink.h"
 #include "gpu/gpu_session.h"
 
@@ -61,25 +64,6 @@ static void read_events(struct job *j)
 	j->read_cpu_s += thread_cpu_s() - t0;
 }
 
-/* An op's part of the window: its self time there to its name and its
- * stack (window_self.h), and its call if it began there. */
-static void window_add(void *ctx, struct trace *t, const struct closed_op *c,
-		       uint64_t self_ns, uint64_t calls)
-{
-	struct job *j = ctx;
-	struct closed_op part = *c;
-
-	part.self_ns = self_ns;
-	aggregate_add(&j->window_agg, &part);
-	if (j->bursts) {
-		struct job_op *r = job_op_row(j, c->op->name);
-
-		if (r)
-			job_op_burst_add(j, r, BURST_SELF, self_ns * 1e-9);
-	}
-	profile_add_op_part(&j->window_stacks, t, &part, calls);
-}
-
 /* Every closed op: its 1/p share of the counters; inside a window also
  * its stack and self time. */
 static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
@@ -112,7 +96,7 @@ static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
 	}
 	window_self_op(&j->self, t, c, &self_ns, &calls);
 	if (self_ns || calls)
-		window_add(j, t, c, self_ns, calls);
+		job_window_add(j, t, c, self_ns, calls);
 }
 
 /* GPU time launched inside a window goes to its stack. */
@@ -241,16 +225,6 @@ static bool set_p(struct job *j, double p, struct replace_times *times)
 	return true;
 }
 
-/* The window's seconds since `from`, into the span's and the interval's
- * totals. */
-static void count_window(struct job *j, uint64_t from, uint64_t to)
-{
-	double d = to > from ? (to - from) * 1e-9 : 0;
-
-	j->window_time += d;
-	j->window_in_interval += d;
-}
-
 /* The start of a window not measured (see window_on); none when the
  * whole job is traced. */
 static double window_guard_s(const struct job *j)
@@ -298,30 +272,10 @@ static void window_off(struct job *j)
 	j->in_window = false;
 	/* Only its part since the last cut (an earlier part was counted at
 	 * an interval's end). */
-	count_window(j, from, t.held);
+	job_window_count(j, from, t.held);
 	/* Its events up to the stop were read (set_p): the ops still open
 	 * give their part up to it. */
-	window_self_cut(&j->self, &j->s.trace, window_add, j);
-}
-
-void job_burst_open(struct job *j, const struct job_burst *b)
-{
-	j->win_on_ns = b->on;
-	j->win_off_ns = UINT64_MAX;
-	j->run_from_ns = b->a;
-	window_self_open(&j->self, b->on, b->a);
-	j->in_window = true;
-	j->windows++;
-}
-
-void job_burst_close(struct job *j, const struct job_burst *b)
-{
-	j->win_off_ns = b->b;
-	j->in_window = false;
-	window_self_end_at(&j->self, b->b);
-	count_window(j, b->a, b->b);
-	window_self_cut(&j->self, &j->s.trace, window_add, j);
-	job_ops_burst_fold(j);
+	window_self_cut(&j->self, &j->s.trace, job_window_add, j);
 }
 
 void job_poll(struct job *j, double now)
@@ -376,14 +330,14 @@ void job_end_interval(struct job *j, double now)
 	} else if (j->in_window) {	/* a window open across the end */
 		uint64_t cut = now_ns();
 
-		count_window(j, j->run_from_ns > j->cut_ns ? j->run_from_ns :
+		job_window_count(j, j->run_from_ns > j->cut_ns ? j->run_from_ns :
 			     j->cut_ns, cut);
 		j->cut_ns = cut;
 		/* Traced whole, each interval is its own span: its ops' time
 		 * up to the cut is this interval's, the rest the next's. */
 		if (j->whole_interval) {
 			window_self_end_at(&j->self, cut);
-			window_self_cut(&j->self, &j->s.trace, window_add, j);
+			window_self_cut(&j->self, &j->s.trace, job_window_add, j);
 			window_self_open(&j->self, j->win_on_ns, cut);
 		}
 	}

@@ -22,7 +22,9 @@
 #include <time.h>
 #include "fleet/budget.h"
 #include "attach/target.h"
-#include "fleet/job.h"
+#include "fleet/job_bursts.h"
+#include "fleet/job_ops.h"
+#include "fleet/job_window.h"
 
 #define BURST_MEASURED_NS	8000000ull
 #define BURST_LEAD_NS		3000000ull
@@ -149,6 +151,26 @@ double job_bursts_weight(const struct job *j, uint64_t ts)
 	}
 	return lo < j->nr_bursts && ts >= j->burst[lo].a ? j->burst_weight :
 	       0;
+}
+
+void job_burst_open(struct job *j, const struct job_burst *b)
+{
+	j->win_on_ns = b->on;
+	j->win_off_ns = UINT64_MAX;
+	j->run_from_ns = b->a;
+	window_self_open(&j->self, b->on, b->a);
+	j->in_window = true;
+	j->windows++;
+}
+
+void job_burst_close(struct job *j, const struct job_burst *b)
+{
+	j->win_off_ns = b->b;
+	j->in_window = false;
+	window_self_end_at(&j->self, b->b);
+	job_window_count(j, b->a, b->b);
+	window_self_cut(&j->self, &j->s.trace, job_window_add, j);
+	job_ops_burst_fold(j);
 }
 
 /* Hands the thread the bursts its ring has room for. */

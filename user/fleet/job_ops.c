@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "fleet/job.h"
+#include "fleet/job_ops.h"
 
 /* The counters of op name id: a series of its own while the job has
  * fewer than --max-ops, else the shared "[other]" one (index max_ops),
