@@ -590,14 +590,28 @@ static int start(struct daemon *d, char *err, size_t len)
 
 /* Events are read every 20 ms (the ring buffer holds far more), sooner
  * when a window opens or closes: a window must last what the budget
- * allows, not a multiple of the poll period. */
+ * allows, not a multiple of the poll period. A --bursts job between its
+ * bursts has nothing to read: the daemon then sleeps until the next
+ * burst's edge, the next scan or the interval's end, and at most
+ * IDLE_POLL_S, which keeps the control threads' leases renewed and the
+ * CUPTI agents looked for. Every wakeup is CPU taken from the jobs: on a
+ * small host the daemon preempts one of their threads each time. */
+#define BUSY_POLL_S	0.02
+#define IDLE_POLL_S	0.25
+
 static void sleep_until_due(const struct daemon *d)
 {
-	double now = monotonic_s(), due = now + 0.02;
+	double now = monotonic_s(), due = now + IDLE_POLL_S;
 
+	if (d->next_scan < due)
+		due = d->next_scan;
+	if (d->interval_start + d->opt.interval_s < due)
+		due = d->interval_start + d->opt.interval_s;
 	for (size_t i = 0; i < d->nr_jobs; i++) {
 		double w = job_next_wakeup(d->jobs[i]);
 
+		if (!d->jobs[i]->bursts && now + BUSY_POLL_S < w)
+			w = now + BUSY_POLL_S;
 		if (w < due)
 			due = w;
 	}
