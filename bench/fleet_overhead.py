@@ -329,6 +329,9 @@ def main():
                     "function,backward_function,user_scope")
     ap.add_argument("--bursts", action="store_true",
                     help="also the daemon with --bursts")
+    ap.add_argument("--only-bursts", action="store_true",
+                    help="leave out the observer and the default daemon "
+                    "(A/A stays)")
     ap.add_argument("--bursts-budgets", default="",
                     help="also the daemon with --bursts at these --budget "
                     "percents (comma-separated)")
@@ -398,6 +401,9 @@ def main():
         "PyTorch's empty observer, p = 1e-6": Tracer("observer"),
         "daemon, default budget": Tracer(daemon),
     }
+    if a.only_bursts:       # a quicker run: A/A and the --bursts rows
+        del tracers["PyTorch's empty observer, p = 1e-6"]
+        del tracers["daemon, default budget"]
     # PyTorch redraws a sampled callback's skip in every scope it covers
     # each time a thread's state is set: fewer scopes, less of that.
     # Issue 26: a control thread in the job switches a full trace on for

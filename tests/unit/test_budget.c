@@ -115,6 +115,9 @@ TEST(fixed_costs_come_off_the_budget)
 	CHECK(with.sample_prob < free_of.sample_prob);
 	CHECK(with.est_overhead <= in.budget + 1e-9);
 	CHECK(with.est_overhead >= in.fixed_share);
+	/* handed on, for --bursts to take off its own budget */
+	CHECK(with.fixed_share == in.fixed_share);
+	CHECK(free_of.fixed_share == 0);
 	in.fixed_share = 0.02;		/* over budget by itself */
 	budget_plan(&in, &with);
 	CHECK(with.sample_prob <= BUDGET_MIN_PROB * 1.0001);

@@ -57,6 +57,7 @@ void budget_plan(const struct budget_input *in, struct budget_plan *out)
 {
 	plan_ops(in, out);
 	out->est_overhead += in->fixed_share;
+	out->fixed_share = in->fixed_share;
 }
 
 bool budget_should_change(double current_p, double wanted_p)

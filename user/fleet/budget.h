@@ -50,7 +50,8 @@ struct budget_input {
 				 * not yet) */
 	double fixed_share;	/* share of its CPU that tracing costs
 				 * whatever is sampled (--off-cpu's
-				 * scheduler programs): taken from the
+				 * scheduler programs, rfbpf's own CPU
+				 * beyond reading events): taken from the
 				 * budget first */
 };
 
@@ -62,6 +63,8 @@ struct budget_plan {
 	double full_cost;	/* f: share of its CPU a full trace costs */
 	double est_overhead;	/* share of its CPU this plan costs, stops
 				 * included */
+	double fixed_share;	/* of it, what tracing costs whatever is
+				 * traced (the input's) */
 };
 
 void budget_plan(const struct budget_input *in, struct budget_plan *out);

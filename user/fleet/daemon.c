@@ -62,6 +62,7 @@ struct daemon {
 	struct prom_buf prom;
 	struct fleet_stats st;
 	double cpu_at_interval;
+	double own_cpu_at_interval;	/* CLOCK_PROCESS_CPUTIME_ID, s */
 	unsigned said_no_window;	/* an interval without a profile */
 };
 
@@ -441,6 +442,28 @@ static void log_sampler_bias(struct job *j)
 	logf_("pid %d (%s): %s", j->proc.pid, j->proc.comm, why);
 }
 
+static double own_cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* rfbpf's own CPU seconds in the interval beyond reading the jobs'
+ * events (charged per op already): its scans, polls, lease renewals and
+ * exports, shared by the jobs. */
+static double own_cpu_rest_s(struct daemon *d)
+{
+	double now = own_cpu_s(), read = 0, rest;
+
+	for (size_t i = 0; i < d->nr_jobs; i++)
+		read += d->jobs[i]->read_cpu_s;
+	rest = now - d->own_cpu_at_interval - read;
+	d->own_cpu_at_interval = now;
+	return rest > 0 && d->nr_jobs ? rest / d->nr_jobs : 0;
+}
+
 static void end_interval(struct daemon *d, double now)
 {
 	struct budget_input in = {
@@ -450,6 +473,7 @@ static void end_interval(struct daemon *d, double now)
 	struct prom_process self;
 	uint8_t *gz = NULL;
 	bool estimated = false;
+	double own_rest = own_cpu_rest_s(d);
 	size_t len;
 
 	for (size_t i = 0; i < d->nr_jobs; i++) {
@@ -478,11 +502,12 @@ static void end_interval(struct daemon *d, double now)
 		in.cost_ns = d->cal.ns_per_sampled_op + j->loader_ns_per_op;
 		in.op_rate = j->op_rate;
 		in.cpu_rate = j->cpu_rate;
-		/* --off-cpu costs every switch of the job's threads. */
+		/* Whatever is traced: --off-cpu costs every switch of the
+		 * job's threads, and rfbpf its own CPU. */
 		in.fixed_share = j->cpu_rate > 0 ?
-			(c.off_cpu_switches - j->switches_prev) /
-			d->opt.interval_s * BUDGET_OFF_CPU_NS_PER_SWITCH *
-			1e-9 / j->cpu_rate : 0;
+			((c.off_cpu_switches - j->switches_prev) *
+			 BUDGET_OFF_CPU_NS_PER_SWITCH * 1e-9 + own_rest) /
+			d->opt.interval_s / j->cpu_rate : 0;
 		j->switches_prev = c.off_cpu_switches;
 		in.hold_s = j->hold_s;
 		budget_plan(&in, &plan);
@@ -651,6 +676,7 @@ int fleet_run(const struct options *opt, int argc, char **argv)
 	d.st.op_cost_s = d.cal.ns_per_sampled_op * 1e-9;
 	now = monotonic_s();
 	d.interval_start = now;
+	d.own_cpu_at_interval = own_cpu_s();
 	d.interval_wall_ns = wall_ns();
 	publish_metrics(&d);
 	logf_("continuous: %s, every %gs%s%s%s%s", d.opt.all ? "every PyTorch "

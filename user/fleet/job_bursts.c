@@ -107,8 +107,10 @@ void job_bursts_measure(struct job *j)
 void job_bursts_plan(struct job *j, const struct budget_plan *plan,
 		     double interval_s, double now)
 {
-	double budget = j->opt.budget_pct / 100;
-	size_t k = bursts_for(plan, budget, interval_s);
+	/* what tracing costs whatever is traced comes off the budget first
+	 * (rfbpf's own CPU beyond reading, --off-cpu's programs) */
+	double budget = j->opt.budget_pct / 100 - plan->fixed_share;
+	size_t k = bursts_for(plan, budget > 0 ? budget : 0, interval_s);
 	uint64_t t0 = (uint64_t)(now * 1e9);
 	uint64_t span = (uint64_t)(interval_s * 1e9) - BURST_TAIL_NS;
 	uint64_t s = span / k;
@@ -129,7 +131,8 @@ void job_bursts_plan(struct job *j, const struct budget_plan *plan,
 			b->on, b->b };
 	}
 	j->burst_weight = (double)s / BURST_MEASURED_NS;
-	j->est_overhead = plan_cost(j, plan, k, interval_s);
+	j->est_overhead = plan_cost(j, plan, k, interval_s) +
+			  plan->fixed_share;
 	j->span_start = now;
 	j->span_s = interval_s;
 	j->whole_interval = false;
