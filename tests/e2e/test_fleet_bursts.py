@@ -127,11 +127,10 @@ def self_by_op_folded(path):
     return out
 
 
-def self_by_op_metrics(text, pid):
+def self_by_op_metrics(text, pid, name="rfbpf_op_self_seconds_total"):
     out = {}
     for line in text.splitlines():
-        if line.startswith("rfbpf_op_self_seconds_total{") and \
-                f'pid="{pid}"' in line:
+        if line.startswith(name + "{") and f'pid="{pid}"' in line:
             op = line.split('op="', 1)[1].split('"}', 1)[0]
             out[op] = float(line.rsplit(" ", 1)[1])
     return out
@@ -162,6 +161,8 @@ def test_one_interval_of_bursts_gives_the_self_time_shares_of_a_full_trace(
             mtime = prom.stat().st_mtime        # written at the start
             assert wait_until(lambda: prom.stat().st_mtime > mtime, 75)
             first = self_by_op_metrics(prom.read_text(), b.pid)
+            first_se = self_by_op_metrics(prom.read_text(), b.pid,
+                                          "rfbpf_op_self_seconds_stderr")
             mtime = prom.stat().st_mtime
             folded = tmp_path / "full.folded"
             full = run([RFBPF, "-q", "--no-table", "-p", str(a.pid), "-d",
@@ -169,17 +170,24 @@ def test_one_interval_of_bursts_gives_the_self_time_shares_of_a_full_trace(
             assert full.returncode == 0, full.stderr
             assert wait_until(lambda: prom.stat().st_mtime > mtime, 30)
             second = self_by_op_metrics(prom.read_text(), b.pid)
+            second_se = self_by_op_metrics(prom.read_text(), b.pid,
+                                           "rfbpf_op_self_seconds_stderr")
         finally:
             assert d.finish() == 0, d.log()
         a.send("stop")
         b.send("stop")
-    est = shares({op: second[op] - first.get(op, 0) for op in second})
+    secs = {op: second[op] - first.get(op, 0) for op in second}
+    est = shares(secs)
     truth = shares(self_by_op_folded(folded))
     big = {op: s for op, s in truth.items() if s >= 0.05}
     assert len(big) >= 3, truth
     for op, s in sorted(big.items(), key=lambda kv: -kv[1]):
+        # The second interval's own standard error (the metric sums the
+        # intervals' variances), relative to its seconds.
+        var = second_se.get(op, 0) ** 2 - first_se.get(op, 0) ** 2
+        rel = var ** 0.5 / secs[op] if secs.get(op) and var > 0 else 0
         print(f"{op}: full trace {100 * s:.1f}%, bursts "
-              f"{100 * est.get(op, 0):.1f}%")
+              f"{100 * est.get(op, 0):.1f}% (its seconds ±{100 * rel:.0f}%)")
     for op, s in big.items():
         assert abs(est.get(op, 0) / s - 1) <= 0.25, (op, s, est.get(op))
 

@@ -311,17 +311,24 @@ except KeyboardInterrupt:
     sys.exit(130)
 """
     rng = random.Random(7)
+    # A fatal signal in the command prints its Python stack (stderr).
+    env = dict(os.environ, PYTHONFAULTHANDLER="1")
     for i in range(10):
         r = subprocess.Popen([RFBPF, "-q", "--no-table", "--", PYTHON, "-c",
                               code], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)
+                             start_new_session=True, env=env)
         time.sleep(rng.uniform(0.05, 3.0))
         os.killpg(r.pid, signal.SIGINT)
         out, err = r.communicate(timeout=120)
         assert "faulted" not in err, err
         # Interrupted inside `import torch`, the import may fail with
-        # another exception (untraced too): status 1, never 143.
+        # another exception (untraced too): status 1, never 143. On a
+        # failure the whole stderr is printed (pytest's message would cut
+        # its middle, where the command's own last words would be).
+        if r.returncode not in (130, 1):
+            print(f"run {i}: status {r.returncode}\n--- stdout\n{out}"
+                  f"--- stderr\n{err}")
         assert r.returncode in (130, 1), (r.returncode, out, err)
         if "started" in out:
             assert "saved checkpoint" in out, (out, err)
