@@ -2,6 +2,8 @@
 """What fleet mode costs a job: the tiny-op and MLP workloads with no
 daemon and under `rfbpf --continuous` at the default budget (1%), runs
 interleaved (A B A B ...) in one run, medians compared within the run.
+The daemon traces in bursts, its default; --sampled adds its sampled mode
+(p < 1 and windows, the default before issue 26).
 
 Two measures. Separate processes, one timed phase each (as bench/overhead.py
 does): what a job pays, attach included, but this VM's run-to-run noise
@@ -327,14 +329,15 @@ def main():
     ap.add_argument("--scopes", default="",
                     help="also the daemon with these --scopes, e.g. "
                     "function,backward_function,user_scope")
-    ap.add_argument("--bursts", action="store_true",
-                    help="also the daemon with --bursts")
-    ap.add_argument("--only-bursts", action="store_true",
-                    help="leave out the observer and the default daemon "
-                    "(A/A stays)")
-    ap.add_argument("--bursts-budgets", default="",
-                    help="also the daemon with --bursts at these --budget "
-                    "percents (comma-separated)")
+    ap.add_argument("--sampled", action="store_true",
+                    help="also the daemon with --sampled (p < 1 and "
+                    "windows, the default before bursts)")
+    ap.add_argument("--no-observer", action="store_true",
+                    help="leave out PyTorch's empty observer (a quicker "
+                    "run: A/A and the default daemon stay)")
+    ap.add_argument("--budgets", default="",
+                    help="also the daemon at these --budget percents "
+                    "(comma-separated): the slope prices a burst")
     ap.add_argument("--one-shot-samples", default="",
                     help="plain rfbpf -p --sample P runs to set beside "
                     "the daemon in the paired measure (comma-separated)")
@@ -399,24 +402,23 @@ def main():
         # PyTorch's price for a sampled callback being registered at all
         # (autograd rebuilds the callback lists around each node).
         "PyTorch's empty observer, p = 1e-6": Tracer("observer"),
+        # The default mode: a control thread in the job switches a full
+        # trace on for short random bursts, nothing registered between.
         "daemon, default budget": Tracer(daemon),
     }
-    if a.only_bursts:       # a quicker run: A/A and the --bursts rows
+    if a.no_observer:
         del tracers["PyTorch's empty observer, p = 1e-6"]
-        del tracers["daemon, default budget"]
+    # The sampled mode: a callback at p < 1 always registered.
+    if a.sampled:
+        tracers["daemon, default budget, --sampled"] = Tracer(
+            daemon + ["--sampled"])
+    # --budgets prices a burst: the cost at a few budgets (the number of
+    # bursts grows with the budget) gives the fixed part (the control
+    # thread, the daemon) and the part each burst adds.
+    for b in filter(None, a.budgets.split(",")):
+        tracers[f"daemon, --budget {b}"] = Tracer(daemon + ["--budget", b])
     # PyTorch redraws a sampled callback's skip in every scope it covers
     # each time a thread's state is set: fewer scopes, less of that.
-    # Issue 26: a control thread in the job switches a full trace on for
-    # short random bursts, with no callback registered in between.
-    # --bursts-budgets prices a burst: the cost at a few budgets (the
-    # number of bursts grows with the budget) gives the fixed part (the
-    # control thread, the daemon) and the part each burst adds.
-    if a.bursts:
-        tracers["daemon, default budget, --bursts"] = Tracer(
-            daemon + ["--bursts"])
-    for b in filter(None, a.bursts_budgets.split(",")):
-        tracers[f"daemon, --budget {b}, --bursts"] = Tracer(
-            daemon + ["--bursts", "--budget", b])
     if a.scopes:
         tracers[f"daemon, default budget, --scopes {a.scopes}"] = Tracer(
             daemon + ["--scopes", a.scopes])

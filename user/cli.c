@@ -62,6 +62,7 @@ enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_TREE_SAMPLE, OPT_PROBES, OPT_GPU_FOLDED, OPT_NO_GPU,
        OPT_CHILDREN, OPT_CONTINUOUS, OPT_ALL, OPT_INTERVAL, OPT_BUDGET,
        OPT_BURSTS,
+       OPT_SAMPLED,
        OPT_PPROF_DIR, OPT_PPROF_KEEP, OPT_PROM_FILE, OPT_LISTEN, OPT_MAX_OPS,
        OPT_CONFIG, OPT_RAW_TIMES, OPT_PYTHON_STACKS, OPT_PYTHON_DEPTH,
        OPT_GROUP_BY, OPT_SHAPES, OPT_OFF_CPU, OPT_TOP_WAKERS,
@@ -168,10 +169,15 @@ static const struct argp_option options[] = {
 	{ "budget", OPT_BUDGET, "PERCENT", 0, "Keep each job's estimated "
 	  "tracing cost under PERCENT of its CPU time (0 < PERCENT <= 50, "
 	  "default 1)", 1 },
-	{ "bursts", OPT_BURSTS, NULL, 0, "With --continuous (experimental): "
+	{ "bursts", OPT_BURSTS, NULL, 0, "With --continuous (the default): "
 	  "start a control thread in each job that switches a full trace on "
 	  "for many short bursts at random moments, with no callback in "
 	  "between", 1 },
+	{ "sampled", OPT_SAMPLED, NULL, 0, "With --continuous: instead of "
+	  "bursts, keep a callback that samples ops at p < 1 in each job, "
+	  "with one full-trace window a span (costs a training job several "
+	  "times the budget; for jobs whose ops are too small for bursts)",
+	  1 },
 	{ "pprof-dir", OPT_PPROF_DIR, "DIR", 0, "Write one gzipped pprof "
 	  "profile per interval into DIR (profile-*.pb.gz)", 1 },
 	{ "pprof-keep", OPT_PPROF_KEEP, "N", 0,
@@ -315,6 +321,7 @@ static bool parse_fleet_arg(int key, char *arg, struct options *opt)
 			"'%s': expected a percentage above 0 and at most 50");
 		break;
 	case OPT_BURSTS: opt->bursts = true; break;
+	case OPT_SAMPLED: opt->sampled = true; break;
 	case OPT_PPROF_DIR: opt->pprof_dir = arg; break;
 	case OPT_PPROF_KEEP:
 		opt->pprof_keep = parse_long(arg, 1, 1000000, "--pprof-keep",
@@ -362,6 +369,10 @@ static void check_continuous(struct options *opt)
 	else if (!opt->pprof_dir && !opt->prom_file && !opt->listen)
 		bad("%s--continuous needs somewhere to export: --pprof-dir, "
 		    "--prom-file or --listen", "");
+	else if (opt->bursts && opt->sampled)
+		bad("%s--bursts and --sampled exclude each other (bursts are "
+		    "the default)", "");
+	opt->bursts = !opt->sampled;
 }
 
 static const struct argp argp;
@@ -525,8 +536,8 @@ static void check_one_shot_target(const struct options *opt)
 {
 	if (opt->all)
 		bad("%s--all needs --continuous", "");
-	if (opt->bursts)
-		bad("%s--bursts needs --continuous", "");
+	if (opt->bursts || opt->sampled)
+		bad("%s--bursts and --sampled need --continuous", "");
 	if (opt->nr_pids > 1)
 		bad("%sseveral -p need --continuous", "");
 	if (opt->pprof_dir || opt->prom_file || opt->listen)

@@ -52,9 +52,12 @@ struct options {
 	int nr_pids;
 	double interval_s;	/* --interval, default 60 */
 	double budget_pct;	/* --budget, default 1 (% of a job's CPU) */
-	bool bursts;		/* --bursts: a control thread in each job
+	bool bursts;		/* the default of --continuous (--sampled
+				 * turns it off): a control thread in each job
 				 * switches a full trace on for short random
 				 * bursts, and nothing is registered between */
+	bool sampled;		/* --sampled: p < 1 and one full-trace window
+				 * a span instead of bursts */
 	const char *pprof_dir;	/* --pprof-dir */
 	unsigned pprof_keep;	/* --pprof-keep, default 10 */
 	const char *prom_file;	/* --prom-file */

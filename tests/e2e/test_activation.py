@@ -136,8 +136,8 @@ def test_kill_9_of_the_fleet_daemon_leaves_the_job_right(tmp_path, delay):
     callback it left is removed by --deactivate, and the job exits 0."""
     expected = untraced("--steps", "3000", phases=3)
     t = Phased("--steps", "3000", "--phases", "3")
-    d = subprocess.Popen([RFBPF, "--continuous", "-p", str(t.pid),
-                          "--interval", "1", "--budget", "50",
+    d = subprocess.Popen([RFBPF, "--continuous", "--sampled", "-p",
+                          str(t.pid), "--interval", "1", "--budget", "50",
                           "--prom-file", str(tmp_path / "m.prom")],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          text=True)

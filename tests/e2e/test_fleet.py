@@ -114,7 +114,7 @@ def daemon_profiles(pid, tmp_path, *options, interval=3):
                 "50", "--pprof-dir", str(tmp_path), "--prom-file",
                 str(prom), *options])
     try:
-        d.wait_for(r"traced, sampling")
+        d.wait_for(r"traced")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(
                 list(tmp_path.glob("profile-*.pb.gz"))) < 3:
@@ -305,8 +305,8 @@ def test_estimated_calls_within_bounds_of_a_full_trace(tmp_path, jobs):
     jobs.append(job)
     prom = tmp_path / "m.prom"
     # Short intervals: the job runs through several.
-    d = Daemon(["-p", str(job.pid), "--interval", "1", "--budget", "5",
-                "--prom-file", str(prom)])
+    d = Daemon(["-p", str(job.pid), "--sampled", "--interval", "1",
+                "--budget", "5", "--prom-file", str(prom)])
     try:
         d.wait_for(rf"pid {job.pid} .*traced")
         job.go()
@@ -343,8 +343,8 @@ def test_estimated_self_time_covers_the_run(tmp_path, jobs):
     job = BusyJob("--wait", "--steps", str(steps), "--linger", "30")
     jobs.append(job)
     prom = tmp_path / "m.prom"
-    d = Daemon(["-p", str(job.pid), "--interval", "1", "--budget", "5",
-                "--prom-file", str(prom)])
+    d = Daemon(["-p", str(job.pid), "--sampled", "--interval", "1",
+                "--budget", "5", "--prom-file", str(prom)])
     try:
         d.wait_for(rf"pid {job.pid} .*traced")
         t_go = time.monotonic()
@@ -416,7 +416,7 @@ def test_churn_keeps_memory_and_descriptors_flat(tmp_path):
     # Every job traced is let go, once: when its process exits, or at the
     # daemon's exit for those still alive then (at most the last 10 s).
     log = d.log()
-    traced = re.findall(r"pid (\d+) \([^)]*\): traced, sampling", log)
+    traced = re.findall(r"pid (\d+) \([^)]*\): traced", log)
     ended = re.findall(r"pid (\d+) \([^)]*\): exited, let go", log)
     stopped = re.findall(r"pid (\d+) \([^)]*\): switched off", log)
     assert len(traced) >= 5, log
@@ -553,8 +553,8 @@ def test_job_that_starts_threads_is_logged_and_counted_as_biased(tmp_path):
                             "--calls", "1000000", "--ops", "2000"],
                            stdout=subprocess.DEVNULL)
     prom = tmp_path / "m.prom"
-    d = Daemon(["-p", str(job.pid), "--interval", "1", "--prom-file",
-                str(prom)])
+    d = Daemon(["-p", str(job.pid), "--sampled", "--interval", "1",
+                "--prom-file", str(prom)])
     try:
         d.wait_for(rf"pid {job.pid} \(python3\): .*threads started while "
                    r"traced: PyTorch's sampler", timeout=60)
@@ -616,8 +616,8 @@ def test_self_time_never_passes_the_interval_times_the_threads(tmp_path):
     train = [PYTHON, TRAIN, "--seconds", str(seconds), "--threads"]
     with Job(train + ["1"]) as one, Job(train + ["3"]) as three:
         threads = {one.pid: 1, three.pid: 3}
-        d = Daemon(["-p", str(one.pid), "-p", str(three.pid), "--interval",
-                    "3", "--budget", "10", "--pprof-dir", str(tmp_path),
+        d = Daemon(["-p", str(one.pid), "-p", str(three.pid), "--sampled",
+                    "--interval", "3", "--budget", "10", "--pprof-dir", str(tmp_path),
                     "--prom-file", str(prom)])
         t0 = d.wait_for(rf"pid {three.pid} .*traced, sampling")
         time.sleep(42)

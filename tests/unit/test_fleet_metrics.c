@@ -218,12 +218,14 @@ TEST(exported_with_the_counters_labels)
 	CHECK_EQ_U64(count(text, "\nrfbpf_op_seconds_stderr{"), 4);
 	CHECK_EQ_U64(count(text, "\nrfbpf_op_calls_total{"), 4);
 	CHECK(strstr(text, "\n# HELP rfbpf_op_calls_stderr Standard error "
-		     "of rfbpf_op_calls_total, from the sampled ops' 1/p "
-		     "weights"));
+		     "of rfbpf_op_calls_total: in bursts, "));
+	CHECK(strstr(text, "with --sampled, from the sampled ops' 1/p "
+		     "weights (square root of the sum of w(w-1), w = 1/p)"));
 	CHECK(strstr(text, "\n# TYPE rfbpf_op_calls_stderr gauge\n"));
 	CHECK(strstr(text, "\n# HELP rfbpf_op_seconds_stderr Standard error "
-		     "of rfbpf_op_seconds_total, from the sampled ops' 1/p "
-		     "weights"));
+		     "of rfbpf_op_seconds_total: in bursts as "));
+	CHECK(strstr(text, "with --sampled, from the sampled ops' 1/p "
+		     "weights (square root of the sum of w(w-1)d^2"));
 	CHECK(strstr(text, "\n# TYPE rfbpf_op_seconds_stderr gauge\n"));
 	/* Self time says why it has none. */
 	const char *self = strstr(text, "# HELP rfbpf_op_self_seconds_total ");

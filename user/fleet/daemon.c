@@ -258,9 +258,15 @@ static void start_job_now(struct daemon *d, const struct torch_process *p,
 		calibration_probe_cost(&d->cal, &j->s.trace.probe_cost);
 	d->jobs[d->nr_jobs++] = j;
 	d->st.jobs_started++;
-	logf_("pid %d (%s%s%s): traced, sampling p=%g%s", p->pid, p->comm,
-	      p->container[0] ? ", " : "", p->container, j->p,
-	      j->fixed_p ? " (its CUPTI agent's callback)" : "");
+	if (j->bursts)
+		logf_("pid %d (%s%s%s): traced in bursts (by its thread "
+		      "rfbpf-control)", p->pid, p->comm,
+		      p->container[0] ? ", " : "", p->container);
+	else
+		logf_("pid %d (%s%s%s): traced, sampling p=%g%s", p->pid,
+		      p->comm, p->container[0] ? ", " : "", p->container,
+		      j->p, j->fixed_p ? " (its CUPTI agent's callback)" :
+		      "");
 }
 
 static void end_job_now(struct daemon *d, size_t i, const char *why)

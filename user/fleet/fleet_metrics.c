@@ -322,36 +322,37 @@ static double v_self_se(const struct job_op *r) { return sqrt(r->self_var); }
 
 static const struct op_family op_families[] = {
 	{ "rfbpf_op_calls_total", "counter",
-	  "Estimated calls of the op: sampled ops scaled by 1/p; with "
-	  "--bursts, ops begun in a burst's measured part scaled by "
-	  "stratum/part (each interval has K strata, one burst at a random "
-	  "moment of each)", v_calls, false },
+	  "Estimated calls of the op: in bursts (the default), ops begun in "
+	  "a burst's measured part scaled by stratum/part (each interval has "
+	  "K strata, one burst at a random moment of each); with --sampled, "
+	  "sampled ops scaled by 1/p", v_calls, false },
 	{ "rfbpf_op_calls_stderr", "gauge",
-	  "Standard error of rfbpf_op_calls_total, from the sampled ops' 1/p "
-	  "weights (square root of the sum of w(w-1), w = 1/p); with "
-	  "--bursts, the square root of the sum over intervals of "
-	  "K w^2/(K-1) (sum y_k^2 - (sum y_k)^2/K) per interval, y_k the "
-	  "op's count in burst k (docs/fleet.md)", job_op_calls_se, false },
+	  "Standard error of rfbpf_op_calls_total: in bursts, the square "
+	  "root of the sum over intervals of K w^2/(K-1) (sum y_k^2 - "
+	  "(sum y_k)^2/K) per interval, y_k the op's count in burst k "
+	  "(docs/fleet.md); with --sampled, from the sampled ops' 1/p "
+	  "weights (square root of the sum of w(w-1), w = 1/p)",
+	  job_op_calls_se, false },
 	{ "rfbpf_op_seconds_total", "counter",
 	  "Estimated inclusive time of the op's calls, weighed as "
 	  "rfbpf_op_calls_total", v_total, false },
 	{ "rfbpf_op_seconds_stderr", "gauge",
-	  "Standard error of rfbpf_op_seconds_total, from the sampled ops' "
-	  "1/p weights (square root of the sum of w(w-1)d^2, w = 1/p, d the "
-	  "duration in seconds); with --bursts as rfbpf_op_calls_stderr, y_k "
-	  "in seconds", job_op_seconds_se, false },
+	  "Standard error of rfbpf_op_seconds_total: in bursts as "
+	  "rfbpf_op_calls_stderr, y_k in seconds; with --sampled, from the "
+	  "sampled ops' 1/p weights (square root of the sum of w(w-1)d^2, "
+	  "w = 1/p, d the duration in seconds)", job_op_seconds_se, false },
 	{ "rfbpf_op_self_seconds_total", "counter",
-	  "Estimated self time of the op: self time inside full-trace "
-	  "windows (one per span at a random moment, or with --bursts the "
-	  "bursts' measured parts), scaled by the span over the time "
-	  "measured; no standard error without --bursts: one window stands "
-	  "for each span, and a single cluster gives no variance estimate",
+	  "Estimated self time of the op: self time inside the bursts' "
+	  "measured parts (with --sampled, one full-trace window per span at "
+	  "a random moment), scaled by the span over the time measured; no "
+	  "standard error with --sampled: one window stands for each span, "
+	  "and a single cluster gives no variance estimate",
 	  v_self, false },
 	{ "rfbpf_op_self_seconds_stderr", "gauge",
-	  "Standard error of rfbpf_op_self_seconds_total, with --bursts only "
-	  "(one window per span gives no estimate): as rfbpf_op_calls_stderr, "
-	  "y_k the op's self seconds in burst k and w the scaling of the self "
-	  "time", v_self_se, true },
+	  "Standard error of rfbpf_op_self_seconds_total, in bursts only "
+	  "(--sampled's one window per span gives no estimate): as "
+	  "rfbpf_op_calls_stderr, y_k the op's self seconds in burst k and w "
+	  "the scaling of the self time", v_self_se, true },
 };
 
 /* Calls each job's op series with its labels (pid, process, container,
@@ -456,15 +457,15 @@ static const struct job_series {
 	  "Full-trace windows opened (stacks and self time), bursts "
 	  "included", v_windows },
 	{ "rfbpf_job_bursts_total", "counter",
-	  "--bursts: bursts the job's control thread ran or skipped",
+	  "Bursts the job's control thread ran or skipped",
 	  v_bursts },
 	{ "rfbpf_job_bursts_skipped_total", "counter",
-	  "--bursts: bursts the control thread reached after their end "
-	  "(the job's CPUs too busy): not traced, not measured",
+	  "Bursts the control thread reached after their end (the job's "
+	  "CPUs too busy): not traced, not measured",
 	  v_bursts_skipped },
 	{ "rfbpf_job_bursts_late_total", "counter",
-	  "--bursts: bursts switched on after their measured part began: "
-	  "ops open then lose part of their self time there",
+	  "Bursts switched on after their measured part began: ops open "
+	  "then lose part of their self time there",
 	  v_bursts_late },
 	{ "rfbpf_job_events_total", "counter",
 	  "Events read from the job's ring buffer", v_events },

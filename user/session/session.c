@@ -248,7 +248,7 @@ static void note_threads_alive(struct session *s)
 	free(tids);
 }
 
-/* --bursts, in the attach stop: the control thread instead of a
+/* Bursts, in the attach stop: the control thread instead of a
  * callback; it registers one (p = 1) for each burst. Not under a seccomp
  * filter: the thread's system calls (clone, clock_nanosleep, futex...)
  * are ones the job may never make. */
@@ -263,7 +263,7 @@ static int start_control(struct session *s, uint64_t start, uint64_t end,
 	if (activation_seccomp_mode(s->pid))
 		return snprintf(err, len, "process %d runs under a seccomp "
 				"filter: rfbpf starts no thread in it (run "
-				"the daemon without --bursts)", s->pid),
+				"the daemon with --sampled)", s->pid),
 		       -EPERM;
 	for (int i = 0; i < RF_NUM_SCOPES; i++)
 		cb.scopes[i] = !!(s->opt->scopes & (1u << i));
