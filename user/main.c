@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
+#include "model/clocks.h"
 #include "cli.h"
 #include "attach/privileges.h"
 #include "attach/state_dir.h"

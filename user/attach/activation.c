@@ -10,6 +10,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "model/clocks.h"
 #include "activation.h"
 #include "control_thread.h"
 #include "elf_symbols.h"
@@ -308,14 +309,6 @@ int activation_register(struct activation *a, double sample_prob,
 	return 0;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 int activation_replace(struct activation *a, double sample_prob,
 		       unsigned scopes, uint64_t start_fn, uint64_t end_fn,
 		       struct replace_times *times, char *err, size_t len)
@@ -332,11 +325,11 @@ int activation_replace(struct activation *a, double sample_prob,
 	 * callback, which the state file (handle 0) and the page's result
 	 * slot let --deactivate find. */
 	ret = call(a, a->remove_addr, a->handle, NULL, 0, NULL, err, len);
-	times->removed = mono_ns();
+	times->removed = monotonic_ns();
 	if (!ret) {
 		clear_state(a);
 		a->handle = 0;
-		times->adding = mono_ns();
+		times->adding = monotonic_ns();
 		ret = activation_register(a, sample_prob, scopes, start_fn,
 					  end_fn, err, len);
 	}

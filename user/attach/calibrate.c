@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
+#include "model/clocks.h"
 #include "attach/probes.h"
 #include "attach/calibrate.h"
 #include "rfbpf.h"
@@ -72,10 +73,7 @@ struct tally {
  * without the time other processes ran while it was preempted. */
 static uint64_t thread_cpu_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+	return clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
 /* Every byte the programs read is written or read here first: their

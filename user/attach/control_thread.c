@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "model/clocks.h"
 #include "control_thread.h"
 #include "elf_symbols.h"
 #include "target.h"
@@ -47,25 +48,17 @@ static uint32_t read_state(pid_t pid, uint64_t block)
 	return v;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 /* Waits up to wait_ms for the thread at block to leave CONTROL_RUNNING
  * (exited, parked by the job's exit, or never started). */
 static int wait_gone(pid_t pid, uint64_t block, int wait_ms)
 {
-	uint64_t until = mono_ns() + wait_ms * 1000000ull;
+	uint64_t until = monotonic_ns() + wait_ms * 1000000ull;
 
 	for (;;) {
 		if (read_state(pid, block) != CONTROL_RUNNING ||
 		    !target_alive(pid))
 			return 0;
-		if (mono_ns() >= until)
+		if (monotonic_ns() >= until)
 			return -ETIMEDOUT;
 		usleep(2000);
 	}
@@ -228,7 +221,7 @@ int control_thread_start(struct control_thread *ct, struct held_thread *h,
 		       -ESRCH;
 	if ((ret = resolve_libc(h->pid, fn, err, len)))
 		return ret;
-	ct->lease_ns = mono_ns() + CONTROL_LEASE_NS;
+	ct->lease_ns = monotonic_ns() + CONTROL_LEASE_NS;
 	if ((ret = init_block(h->pid, block, cb, add_fn, remove_fn,
 			      ct->lease_ns)))
 		return snprintf(err, len, "cannot write the control block: "

@@ -39,6 +39,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "model/clocks.h"
 #include "remote_call.h"
 #include "sigframe.h"
 #include "stub_page.h"
@@ -55,10 +56,7 @@
 
 double remote_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+	return monotonic_s() * 1e3;
 }
 
 int remote_fail(char *err, size_t len, int ret, const char *fmt, ...)

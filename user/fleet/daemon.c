@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "model/clocks.h"
 #include "attach/privileges.h"
 #include "attach/ptrace_denied.h"
 #include "attach/state_dir.h"
@@ -208,14 +209,6 @@ static bool still_torch(const struct torch_process *p)
 	       again.start_ticks == p->start_ticks;
 }
 
-static double own_cpu_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void start_job_now(struct daemon *d, const struct torch_process *p,
 			  double now)
 {
@@ -286,18 +279,18 @@ static void end_job_now(struct daemon *d, size_t i, const char *why)
 static void start_job(struct daemon *d, const struct torch_process *p,
 		      double now)
 {
-	double t0 = own_cpu_s();
+	double t0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
 
 	start_job_now(d, p, now);
-	d->one_off_cpu_s += own_cpu_s() - t0;
+	d->one_off_cpu_s += clock_s(CLOCK_PROCESS_CPUTIME_ID) - t0;
 }
 
 static void end_job(struct daemon *d, size_t i, const char *why)
 {
-	double t0 = own_cpu_s();
+	double t0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
 
 	end_job_now(d, i, why);
-	d->one_off_cpu_s += own_cpu_s() - t0;
+	d->one_off_cpu_s += clock_s(CLOCK_PROCESS_CPUTIME_ID) - t0;
 }
 
 /* Why a process named with -p cannot be sampled (yet), in one log line. */
@@ -483,7 +476,7 @@ static void log_sampler_bias(struct job *j)
  * scans, polls, lease renewals and exports, shared by the jobs. */
 static double own_cpu_rest_s(struct daemon *d)
 {
-	double now = own_cpu_s(), read = 0, rest;
+	double now = clock_s(CLOCK_PROCESS_CPUTIME_ID), read = 0, rest;
 
 	for (size_t i = 0; i < d->nr_jobs; i++)
 		read += d->jobs[i]->read_cpu_s;
@@ -716,7 +709,7 @@ int fleet_run(const struct options *opt, int argc, char **argv)
 	d.st.op_cost_s = d.cal.ns_per_sampled_op * 1e-9;
 	now = monotonic_s();
 	d.interval_start = now;
-	d.own_cpu_at_interval = own_cpu_s();
+	d.own_cpu_at_interval = clock_s(CLOCK_PROCESS_CPUTIME_ID);
 	d.interval_wall_ns = wall_ns();
 	publish_metrics(&d);
 	logf_("continuous: %s, every %gs%s%s%s%s", d.opt.all ? "every PyTorch "

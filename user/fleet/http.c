@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include "model/clocks.h"
 #include "http.h"
 
 #define MAX_CONNECTIONS 32
@@ -83,17 +84,9 @@ struct http_server {
 /* Addresses used only as markers in libmicrohttpd's per-request pointer. */
 static char request_seen, window_request;
 
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
 static struct timespec deadline_after(double seconds)
 {
-	double at = now_s() + seconds;
+	double at = monotonic_s() + seconds;
 	struct timespec t = { .tv_sec = (time_t)at };
 
 	t.tv_nsec = (long)((at - t.tv_sec) * 1e9);
@@ -255,7 +248,7 @@ static unsigned parse_seconds(const char *v)
 static struct blob *wait_for_window(struct http_server *s, unsigned seconds,
 				    bool *stopping)
 {
-	struct window_wait w = { .arrived_s = now_s(), .seconds = seconds };
+	struct window_wait w = { .arrived_s = monotonic_s(), .seconds = seconds };
 	struct timespec deadline = deadline_after(seconds + WINDOW_GRACE_S);
 
 	pthread_mutex_lock(&s->lock);

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
+#include "model/clocks.h"
 #include "attach/remote_call.h"
 #include "attach/target.h"
 #include "fleet/budget.h"
@@ -42,26 +43,17 @@ static double child_weight(void *ctx, const struct op *child)
 	return j->bursts || in_window(j, child->start_ns) ? 1.0 : 1 / j->p;
 }
 
-/* This thread's CPU seconds. */
-static double thread_cpu_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Reads the job's events, timing rfbpf's CPU doing it: what each traced
  * op costs rfbpf is charged to the job's budget (the loader shares the
  * job's CPUs; on a small host it is a large part of the cost). */
 static void read_events(struct job *j)
 {
-	double t0 = thread_cpu_s();
+	double t0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
 
 	/* Bounded: a job faster than the daemon does not hold up the
 	 * others (the rest waits in its ring for the next turn). */
 	session_read(&j->s, -1, 0.05);
-	j->read_cpu_s += thread_cpu_s() - t0;
+	j->read_cpu_s += clock_s(CLOCK_THREAD_CPUTIME_ID) - t0;
 }
 
 /* Every closed op: its 1/p share of the counters; inside a window also

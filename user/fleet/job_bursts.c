@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include "model/clocks.h"
 #include "fleet/budget.h"
 #include "attach/target.h"
 #include "fleet/job_bursts.h"
@@ -38,14 +39,6 @@
  * lists (recordfunction-costs.md: about 1-2 us, inferred, not measured
  * from outside): charged per thread and switch. */
 #define BURST_REBUILD_NS	2000.0
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
 
 /* How many bursts the budget pays for in an interval: a burst costs the
  * job the full trace's share f of its CPU for its on-time, plus two
@@ -214,7 +207,7 @@ static void read_results(struct job *j)
 
 void job_bursts_poll(struct job *j)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = monotonic_ns();
 
 	control_thread_renew(&j->s.control, now);
 	write_periods(j);

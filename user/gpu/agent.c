@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "model/clocks.h"
 #include "attach/elf_symbols.h"
 #include "agent.h"
 #include "attach/target.h"
@@ -107,14 +108,11 @@ int gpu_agent_renew(struct gpu_agent *g, double now_s)
 
 int gpu_agent_renew_now(struct gpu_agent *g, double now_s)
 {
-	struct timespec ts;
 	int ret;
 
 	if (g->mem_fd < 0)
 		return -EBADF;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ret = write_lease(g, ts.tv_sec * 1000000000ull + ts.tv_nsec +
-			  GPU_LEASE_NS);
+	ret = write_lease(g, monotonic_ns() + GPU_LEASE_NS);
 	if (!ret) {
 		g->renewed_s = now_s;
 		g->leased = true;

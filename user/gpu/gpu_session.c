@@ -5,6 +5,7 @@
 #include <math.h>
 #include <bpf/libbpf.h>
 #include <time.h>
+#include "model/clocks.h"
 #include "gpu/gpu_session.h"
 #include "cli.h"
 #include "model/trace.h"
@@ -20,14 +21,6 @@
 #define GPU_LOOK_MAX_S 8.0
 /* The agent's thread looks at the control block every 100 ms. */
 #define GPU_FINAL_FLUSH_S 1.0
-
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 void gpu_session_bind(struct gpu_session *gs, const pid_t *pid,
 		      const struct options *opt, struct trace *trace,
@@ -164,7 +157,7 @@ static void attach_agent(struct gpu_session *gs)
 					a->launch_off, a->activity_off,
 					a->sync_off, gs->of.opt->verbose);
 	if (!ret)
-		ret = gpu_agent_renew_now(&gs->agent, mono_s());
+		ret = gpu_agent_renew_now(&gs->agent, monotonic_s());
 	if (ret) {
 		/* GPU tracing is an addition: go on with the ops. */
 		fprintf(stderr, "rfbpf: warning: not tracing GPU activity: "
@@ -206,7 +199,7 @@ void gpu_session_poll(struct gpu_session *gs, double now_s)
 void gpu_session_finish(struct gpu_session *gs)
 {
 	struct rf_gpu_control c;
-	double start = mono_s();
+	double start = monotonic_s();
 	uint64_t request;
 	bool done = false;
 
@@ -215,9 +208,9 @@ void gpu_session_finish(struct gpu_session *gs)
 	/* The agent forwards records only under a lease: ask it to flush
 	 * what CUPTI holds while the lease is still good, and read on until
 	 * it says it has (its thread looks every 100 ms). */
-	if (!gpu_agent_renew_now(&gs->agent, mono_s()) &&
+	if (!gpu_agent_renew_now(&gs->agent, monotonic_s()) &&
 	    !gpu_agent_request_flush(&gs->agent, &request)) {
-		while (mono_s() - start < GPU_FINAL_FLUSH_S &&
+		while (monotonic_s() - start < GPU_FINAL_FLUSH_S &&
 		       target_alive(*gs->of.pid)) {
 			ring_buffer__poll(*gs->of.rb, 20);
 			if (!gpu_agent_read_control(&gs->agent, &c) &&
@@ -235,7 +228,7 @@ void gpu_session_finish(struct gpu_session *gs)
 		gs->of.trace->gpu.counts.final_flush_missed = true;
 	} else if (gs->of.opt->verbose && done) {
 		fprintf(stderr, "rfbpf: GPU: the agent flushed in %.0f ms\n",
-			1e3 * (mono_s() - start));
+			1e3 * (monotonic_s() - start));
 	}
 	gpu_agent_release(&gs->agent);
 	while (ring_buffer__consume(*gs->of.rb) > 0)

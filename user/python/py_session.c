@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "model/clocks.h"
 #include "attach/probes.h"
 #include "model/trace.h"
 #include "py_session.h"
@@ -13,14 +14,6 @@
  * (py_stack.h): a code object freed and its address reused within it is
  * named as the old one. */
 #define EPOCH_S 0.05
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* The reader of process pid, opened on first use (children too). */
 static struct py_reader *reader_of(struct py_session *ps, uint32_t pid,
@@ -93,7 +86,7 @@ bool py_session_start(struct py_session *ps, pid_t pid, unsigned depth,
 	t->py_resolver = (struct py_resolver){
 		.gen = code_gen, .locate = locate, .ctx = ps,
 	};
-	ps->epoch_s = now_s();
+	ps->epoch_s = monotonic_s();
 	return true;
 }
 
@@ -134,7 +127,7 @@ void py_session_note(struct py_session *ps, struct trace *t,
 		     const struct rf_py_stack_event *e)
 {
 	struct thread *th = trace_thread(t, e->hdr.tid, NULL);
-	double now = now_s();
+	double now = monotonic_s();
 
 	if (now - ps->epoch_s > EPOCH_S) {
 		for (int i = 0; i < ps->nr; i++)

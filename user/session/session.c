@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
+#include "model/clocks.h"
 #include "session/session.h"
 #include "session/children.h"
 #include "gpu/gpu_session.h"
@@ -19,22 +20,6 @@
 #include "python/py_stack.h"
 
 volatile sig_atomic_t stop_signals;
-
-double monotonic_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
 
 /* A thread seen for the first time: name it while it is alive. It may be
  * a thread of a child process (--children). One that is gone already (its

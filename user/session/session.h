@@ -106,7 +106,6 @@ void session_free(struct session *s);
 /* Set by the signal handlers in main.c. */
 extern volatile sig_atomic_t stop_signals;
 
-double monotonic_s(void);
 /* Lets activation stop threads at the op-entry safe point (the BPF
  * object must be loaded). */
 void session_init_safe_point(struct session *s);
