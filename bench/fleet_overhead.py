@@ -56,6 +56,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # RFBPF=PATH: another build (a copy, so that a rebuild during a long run
 # does not pull the binary from under it).
 RFBPF = os.environ.get("RFBPF") or os.path.join(ROOT, "rfbpf")
+
+
+def traced_line(line):
+    """The daemon's 'pid N (comm): traced ...' (in bursts or sampling)
+    or one-shot rfbpf's 'tracing PID' line."""
+    return "): traced" in line or line.startswith("rfbpf: tracing PID")
 DRIVER = os.path.join(ROOT, "bench", "timed_workload.py")
 PYTHON = "/usr/bin/python3"
 
@@ -94,7 +100,7 @@ def run_once(workload, steps, daemon, interval):
                               "--interval", str(interval), "--prom-file",
                               prom], stderr=subprocess.PIPE, text=True)
         for line in d.stderr:
-            if "traced, sampling" in line:
+            if traced_line(line):
                 break
         else:
             raise RuntimeError("the daemon did not trace the job")
@@ -227,7 +233,7 @@ class Tracer:
                        for x in self.args],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for line in self.p.stderr:
-            if "traced, sampling" in line or "rfbpf: tracing PID" in line:
+            if traced_line(line):
                 break
         else:
             raise RuntimeError(f"{self.args}: did not trace the job")
