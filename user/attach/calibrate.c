@@ -68,13 +68,6 @@ struct tally {
 	unsigned nr_inside;
 };
 
-/* The calling thread's CPU time: what the probes cost the thread that
- * hits them (the kernel's handling and the programs run on its account),
- * without the time other processes ran while it was preempted. */
-static uint64_t thread_cpu_ns(void)
-{
-	return clock_ns(CLOCK_THREAD_CPUTIME_ID);
-}
 
 /* Every byte the programs read is written or read here first: their
  * reads of user memory cannot fault a page in, they would fail instead. */
@@ -118,6 +111,9 @@ static int count_record(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+/* In the calling thread's CPU time: what the probes cost the thread that
+ * hits them (the kernel's handling and the programs run on its account),
+ * without the time other processes ran while it was preempted. */
 static uint64_t time_pairs(const struct pair_fns *f, unsigned n, void *rf)
 {
 	void *slot;

@@ -279,18 +279,18 @@ static void end_job_now(struct daemon *d, size_t i, const char *why)
 static void start_job(struct daemon *d, const struct torch_process *p,
 		      double now)
 {
-	double t0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+	double t0 = process_cpu_s();
 
 	start_job_now(d, p, now);
-	d->one_off_cpu_s += clock_s(CLOCK_PROCESS_CPUTIME_ID) - t0;
+	d->one_off_cpu_s += process_cpu_s() - t0;
 }
 
 static void end_job(struct daemon *d, size_t i, const char *why)
 {
-	double t0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+	double t0 = process_cpu_s();
 
 	end_job_now(d, i, why);
-	d->one_off_cpu_s += clock_s(CLOCK_PROCESS_CPUTIME_ID) - t0;
+	d->one_off_cpu_s += process_cpu_s() - t0;
 }
 
 /* Why a process named with -p cannot be sampled (yet), in one log line. */
@@ -476,7 +476,7 @@ static void log_sampler_bias(struct job *j)
  * scans, polls, lease renewals and exports, shared by the jobs. */
 static double own_cpu_rest_s(struct daemon *d)
 {
-	double now = clock_s(CLOCK_PROCESS_CPUTIME_ID), read = 0, rest;
+	double now = process_cpu_s(), read = 0, rest;
 
 	for (size_t i = 0; i < d->nr_jobs; i++)
 		read += d->jobs[i]->read_cpu_s;
@@ -709,7 +709,7 @@ int fleet_run(const struct options *opt, int argc, char **argv)
 	d.st.op_cost_s = d.cal.ns_per_sampled_op * 1e-9;
 	now = monotonic_s();
 	d.interval_start = now;
-	d.own_cpu_at_interval = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+	d.own_cpu_at_interval = process_cpu_s();
 	d.interval_wall_ns = wall_ns();
 	publish_metrics(&d);
 	logf_("continuous: %s, every %gs%s%s%s%s", d.opt.all ? "every PyTorch "

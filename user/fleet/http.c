@@ -248,7 +248,8 @@ static unsigned parse_seconds(const char *v)
 static struct blob *wait_for_window(struct http_server *s, unsigned seconds,
 				    bool *stopping)
 {
-	struct window_wait w = { .arrived_s = monotonic_s(), .seconds = seconds };
+	struct window_wait w = { .arrived_s = monotonic_s(),
+				 .seconds = seconds };
 	struct timespec deadline = deadline_after(seconds + WINDOW_GRACE_S);
 
 	pthread_mutex_lock(&s->lock);

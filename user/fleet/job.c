@@ -48,12 +48,12 @@ static double child_weight(void *ctx, const struct op *child)
  * job's CPUs; on a small host it is a large part of the cost). */
 static void read_events(struct job *j)
 {
-	double t0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+	double t0 = thread_cpu_s();
 
 	/* Bounded: a job faster than the daemon does not hold up the
 	 * others (the rest waits in its ring for the next turn). */
 	session_read(&j->s, -1, 0.05);
-	j->read_cpu_s += clock_s(CLOCK_THREAD_CPUTIME_ID) - t0;
+	j->read_cpu_s += thread_cpu_s() - t0;
 }
 
 /* Every closed op: its 1/p share of the counters; inside a window also

@@ -38,4 +38,21 @@ static inline double monotonic_s(void)
 	return clock_s(CLOCK_MONOTONIC);
 }
 
+/* rfbpf's own CPU: this thread's (what reading a job's events cost), and
+ * the whole process's (the daemon's share of a job's budget). */
+static inline uint64_t thread_cpu_ns(void)
+{
+	return clock_ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
+static inline double thread_cpu_s(void)
+{
+	return clock_s(CLOCK_THREAD_CPUTIME_ID);
+}
+
+static inline double process_cpu_s(void)
+{
+	return clock_s(CLOCK_PROCESS_CPUTIME_ID);
+}
+
 #endif
