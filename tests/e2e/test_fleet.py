@@ -447,6 +447,8 @@ def test_churn_keeps_memory_and_descriptors_flat(tmp_path):
     (["--all", "-o", "x.json", "--listen", ":0"], "not -o"),
     (["--all"], "somewhere to export"),
     (["--listen", ":0"], "needs --all or -p"),
+    (["--all", "--bursts", "--sampled", "--listen", ":0"],
+     "exclude each other"),
 ])
 def test_bad_input_touches_nothing(args, says, jobs):
     job = BusyJob("--seconds", "30")
@@ -617,8 +619,8 @@ def test_self_time_never_passes_the_interval_times_the_threads(tmp_path):
     with Job(train + ["1"]) as one, Job(train + ["3"]) as three:
         threads = {one.pid: 1, three.pid: 3}
         d = Daemon(["-p", str(one.pid), "-p", str(three.pid), "--sampled",
-                    "--interval", "3", "--budget", "10", "--pprof-dir", str(tmp_path),
-                    "--prom-file", str(prom)])
+                    "--interval", "3", "--budget", "10", "--pprof-dir",
+                    str(tmp_path), "--prom-file", str(prom)])
         t0 = d.wait_for(rf"pid {three.pid} .*traced, sampling")
         time.sleep(42)
         assert d.finish() == 0, d.log()

@@ -118,8 +118,8 @@ def test_one_daemon_three_builds(builds, tmp_path, probes):
         # --sampled: in bursts, one CI run (three jobs on 2 CPUs) saw a
         # job without one of OPS within 240 s; passed here twice. Until
         # that is understood, this test keeps the mode it was written for.
-        d = Daemon(args + ["--sampled", "--probes", probes, "--interval", "1",
-                           "--budget", "50", "--pprof-dir", str(pdir),
+        d = Daemon(args + ["--sampled", "--probes", probes, "--interval",
+                           "1", "--budget", "50", "--pprof-dir", str(pdir),
                            "--listen", f"127.0.0.1:{port}"])
         for j in jobs.values():
             d.wait_for(rf"pid {j.pid} .*traced", timeout=120)
