@@ -62,9 +62,11 @@ def test_dims_equal_torch_profilers_and_exact_per_thread(workload,
     trace = load_trace(out)
     names = thread_names(trace)
     seen = collections.defaultdict(list)
-    # torch 1.13's profiler leaves out an op called by the op of the same
-    # name (Tensor.sum() calls sum.dim_IntList: Kineto in 2.14 and rfbpf
-    # list both): those are compared by the 2.14 test only.
+    # torch 1.13's profiler drops an op called by the op of the same name
+    # (Tensor.sum() calls sum.dim_IntList: Kineto in 2.14 and rfbpf list
+    # both), but only when its times, rounded to microseconds, fall inside
+    # its parent's, so now and then it keeps it: those dims are left out
+    # on both sides here and compared by the 2.14 test.
     self_nested = collections.defaultdict(set)
     roots, _ = rebuild_nesting(trace)
     for n in all_nodes(roots):
@@ -83,7 +85,8 @@ def test_dims_equal_torch_profilers_and_exact_per_thread(workload,
         if key not in seen:     # an op the sampled seconds did not hold
             continue
         got = {lists_as_113(a["Input Dims"]) for a in seen[key]}
-        assert got - self_nested[key] == want, (key, got, want)
+        nested = self_nested[key]
+        assert got - nested == want - nested, (key, got, want)
         compared += 1
     assert compared >= 20, sorted(seen)
     # Exact dims for (far) more than 99% of an op's events, per thread:
