@@ -3,6 +3,7 @@
 #   bpf/*.bpf.c --clang -target bpf--> build/bpf/*.bpf.o
 #   build/bpf/*.bpf.o --bpftool gen object--> build/rfbpf.bpf.o
 #   build/rfbpf.bpf.o --bpftool gen skeleton--> build/rfbpf.skel.h
+#   build/bpf/off_cpu.bpf.o --bpftool gen skeleton--> build/off_cpu.skel.h
 #   user/**/*.c (+ skeleton) --cc--> build/**/*.o (+ build/**/*.d)
 #   the pure logic's objects --ar--> build/liblogic.a (unit tests, benches)
 #   build/**/*.o --link libbpf libelf z--> rfbpf
@@ -50,10 +51,10 @@ LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 LOADER_SRCS := $(LOGIC_SRCS) user/cli.c user/cli/help.c \
 	$(addprefix user/attach/,privileges.c probes.c launch.c remote_call.c \
 		safe_point.c sigframe.c stub_page.c activation.c \
-		control_thread.c) \
+		control_thread.c off_cpu_hooks.c) \
 	user/gpu/agent.c user/gpu/gpu_session.c user/python/py_session.c \
 	$(addprefix user/session/,status.c outputs.c session.c setup.c \
-		children.c) \
+		children.c off_cpu.c) \
 	user/main.c
 # Fleet mode's parts (each list owned by one part, so they grow apart).
 STACK_PROFILE_SRCS := user/model/stack_profile.c
@@ -132,7 +133,11 @@ $(VMLINUX):
 # rfbpf.bpf.c, which defines the shared maps, goes first: bpftool 7.1's
 # linker fails a map relocation of a file linked before the map's
 # definition ("map relo failed to find map").
-BPF_SRCS := bpf/rfbpf.bpf.c $(filter-out bpf/rfbpf.bpf.c,$(wildcard bpf/*.bpf.c))
+# --off-cpu's scheduler programs are an object of their own, loaded once
+# per rfbpf process for every process it traces (bpf/off_cpu.bpf.c).
+BPF_OWN_OBJECTS := bpf/off_cpu.bpf.c
+BPF_SRCS := bpf/rfbpf.bpf.c $(filter-out bpf/rfbpf.bpf.c $(BPF_OWN_OBJECTS),\
+	$(wildcard bpf/*.bpf.c))
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
 
 $(OUT)/bpf/%.bpf.o: bpf/%.bpf.c bpf/common.bpf.h bpf/rfbpf.h bpf/rfbpf_gpu.h $(VMLINUX) | $(OUT)
@@ -147,6 +152,11 @@ $(OUT)/rfbpf.bpf.o: $(BPF_OBJS)
 $(OUT)/rfbpf.skel.h: $(OUT)/rfbpf.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@.tmp
+	$(Q)mv $@.tmp $@
+
+$(OUT)/off_cpu.skel.h: $(OUT)/bpf/off_cpu.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name off_cpu_bpf > $@.tmp
 	$(Q)mv $@.tmp $@
 
 # -MMD -MP: each object's .d names the headers it included (make reads
@@ -209,7 +219,7 @@ rfbpf build-asan/rfbpf-asan: $(GEN_OBJS)
 # The loader's own objects include the skeleton: it must exist before
 # their first build (afterwards their .d files name it).
 $(patsubst user/%.c,$(OUT)/%.o,$(filter-out $(LOGIC_SRCS),\
-	$(filter %.c,$(LOADER_SRCS)))): | $(OUT)/rfbpf.skel.h
+	$(filter %.c,$(LOADER_SRCS)))): | $(OUT)/rfbpf.skel.h $(OUT)/off_cpu.skel.h
 
 # The pure logic, compiled once into an archive that the unit tests,
 # benches and calibrate_check link (the linker takes only what each

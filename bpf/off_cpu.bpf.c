@@ -2,10 +2,19 @@
 /*
  * --off-cpu (rfbpf.h): when a traced thread leaves the CPU, why, and who
  * woke it; one record when it runs again. The scheduler's tracepoints run
- * for every task on the machine: a task rfbpf does not trace costs them
- * a comparison or two.
+ * for every task on the machine, so this is an object of its own, loaded
+ * once per rfbpf process (user/attach/off_cpu_hooks.c) for all the
+ * processes it traces: a fleet daemon with 32 jobs runs one program per
+ * switch, not 32. A task rfbpf does not trace costs a bit test.
+ *
+ * Ids are the kernel's: the loader allows --off-cpu only when rfbpf sees
+ * the traced processes' own pid namespace.
  */
-#include "common.bpf.h"
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "rfbpf.h"
 
 struct off_cpu_state {
 	__u64 start_ns;		/* left the CPU, 0: running */
@@ -22,30 +31,96 @@ struct {
 	__type(value, struct off_cpu_state);
 } off_cpu_states SEC(".maps");
 
-/* The target's threads (and its traced children's), by the kernel's ids:
- * the loader allows --off-cpu only when rfbpf sees the target's own pid
- * namespace. Most tasks are told apart by the first comparison. */
+/* Bit tgid % 64 of word tgid / 64: traced. Sized by the loader to the
+ * machine's pid_max before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} traced_bits SEC(".maps");
+
+/* A traced tgid's ring buffer: the one its op events go to. All rings of
+ * one rfbpf process have the size of this template (set by the loader). */
+struct ring {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__uint(max_entries, RF_OFF_CPU_MAX_JOBS);
+	__type(key, __u32);
+	__array(values, struct ring);
+} job_rings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RF_OFF_CPU_MAX_JOBS);
+	__type(key, __u32);
+	__type(value, struct rf_off_cpu_job);
+} job_settings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, RF_OFF_CPU_MAX_JOBS);
+	__type(key, __u32);
+	__type(value, struct rf_off_cpu_counts);
+} job_counts SEC(".maps");
+
 static __always_inline bool traced_task(const struct task_struct *t)
 {
-	__u32 tgid = t->tgid;
+	__u32 tgid = t->tgid, word = tgid / 64;
+	__u64 *bits = bpf_map_lookup_elem(&traced_bits, &word);
 
-	return tgid == targ_tgid ||
-	       (follow_children &&
-		bpf_map_lookup_elem(&traced_children, &tgid));
+	return bits && (*bits >> (tgid % 64) & 1);
 }
 
-/* The target's GIL state (the loader finds it in the interpreter; 0: not
- * Python, or not found). */
-volatile __u64 gil_addr = 0;
+static __always_inline struct rf_off_cpu_counts *counts_of(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&job_counts, &tgid);
+}
 
-/* A thread that sleeps in futex(2) on an address inside the GIL's state
- * waits for the GIL: its registers at the system call say where. */
+/* Room for one record of size in tgid's ring (NULL: no ring, or full,
+ * counted as a drop). */
+static __always_inline void *reserve(__u32 tgid, __u64 size, void **ring)
+{
+	struct rf_off_cpu_counts *c;
+	void *e = NULL;
+
+	*ring = bpf_map_lookup_elem(&job_rings, &tgid);
+	if (*ring)
+		e = bpf_ringbuf_reserve(*ring, size, 0);
+	if (!e && (c = counts_of(tgid)))
+		c->drops++;
+	return e;
+}
+
+/* Wake the loader as the backlog crosses its threshold (RF_WAKEUP_WINDOW
+ * in rfbpf.h), as the op programs do. */
+static __always_inline void submit(void *e, void *ring, __u32 tgid)
+{
+	struct rf_off_cpu_job *job = bpf_map_lookup_elem(&job_settings, &tgid);
+	__u64 waiting = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
+	__u64 flag = BPF_RB_NO_WAKEUP;
+
+	if (job && waiting >= job->wakeup_bytes &&
+	    waiting < job->wakeup_bytes + RF_WAKEUP_WINDOW)
+		flag = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(e, flag);
+}
+
+/* A thread that sleeps in futex(2) on an address inside its process's
+ * GIL state (the loader finds it in the interpreter) waits for the GIL:
+ * its registers at the system call say where. */
 static __always_inline bool waits_for_gil(struct task_struct *prev)
 {
+	__u32 tgid = prev->tgid;
+	struct rf_off_cpu_job *job = bpf_map_lookup_elem(&job_settings, &tgid);
+	__u64 uaddr, gil_addr = job ? job->gil_addr : 0;
 	struct pt_regs *regs;
-	__u64 uaddr;
 
-	if (!gil_addr || (__u32)prev->tgid != targ_tgid)
+	if (!gil_addr)
 		return false;
 	regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 	if (!regs || BPF_CORE_READ(regs, orig_ax) != 202)	/* futex */
@@ -71,15 +146,19 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
 {
 	bool out = traced_task(prev), in = traced_task(next);
+	struct rf_off_cpu_counts *c;
 	struct rf_off_cpu_event *e;
 	struct off_cpu_state *st;
+	__u32 tgid;
+	void *ring;
 	__u64 now;
 
 	if (!out && !in)
 		return 0;
 	now = bpf_ktime_get_ns();
 	if (out) {
-		count(RF_CNT_SWITCHES);
+		if ((c = counts_of(prev->tgid)))
+			c->switches++;
 		st = bpf_task_storage_get(&off_cpu_states, prev, 0,
 					  BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (st) {
@@ -94,15 +173,15 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev,
 	st = bpf_task_storage_get(&off_cpu_states, next, 0, 0);
 	if (!st || !st->start_ns)
 		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	tgid = next->tgid;
+	e = reserve(tgid, sizeof(*e), &ring);
 	if (!e) {
-		count(RF_CNT_DROPS);
 		st->start_ns = 0;
 		return 0;
 	}
 	__builtin_memset(&e->hdr, 0, sizeof(e->hdr));
 	e->hdr.ts_ns = now;
-	e->hdr.pid = next->tgid;
+	e->hdr.pid = tgid;
 	e->hdr.tid = next->pid;
 	e->hdr.kind = RF_EV_OFF_CPU;
 	e->start_ns = st->start_ns;
@@ -112,7 +191,7 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev,
 	e->waker_pid = st->waker_pid;
 	__builtin_memcpy(e->waker_comm, st->waker_comm, sizeof(e->waker_comm));
 	st->start_ns = 0;
-	submit(e);
+	submit(e, ring, tgid);
 	return 0;
 }
 
@@ -148,6 +227,8 @@ int BPF_PROG(off_cpu_waking, struct task_struct *p)
 	struct task_struct *waker = bpf_get_current_task_btf();
 	struct off_cpu_state *st;
 	struct rf_wake_event *e;
+	__u32 tgid;
+	void *ring;
 
 	if (!traced_task(p))
 		return 0;
@@ -166,19 +247,21 @@ int BPF_PROG(off_cpu_waking, struct task_struct *p)
 	if (!traced_task(waker))
 		return 0;
 	/* The waker's op is the one open on it now: the loader looks it up
-	 * in this record's order among the waker's own events. */
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(RF_CNT_DROPS);
+	 * in this record's order among the waker's own events, in the
+	 * waker's ring. */
+	tgid = waker->tgid;
+	e = reserve(tgid, sizeof(*e), &ring);
+	if (!e)
 		return 0;
-	}
 	__builtin_memset(&e->hdr, 0, sizeof(e->hdr));
 	e->hdr.ts_ns = st->wake_ns;
-	e->hdr.pid = waker->tgid;
+	e->hdr.pid = tgid;
 	e->hdr.tid = waker->pid;
 	e->hdr.kind = RF_EV_WAKE;
 	e->woken_tid = p->pid;
 	e->pad = 0;
-	submit(e);
+	submit(e, ring, tgid);
 	return 0;
 }
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

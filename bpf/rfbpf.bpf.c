@@ -18,8 +18,9 @@
  * This file holds the core programs (ops, thread exits, forks) and the
  * maps and settings every feature shares (declared in common.bpf.h).
  * Each feature has its own file: python_stacks.bpf.c, inputs.bpf.c,
- * off_cpu.bpf.c, gpu.bpf.c; `bpftool gen object` links them into the one
- * object the skeleton is made from.
+ * gpu.bpf.c; `bpftool gen object` links them into the one object the
+ * skeleton is made from. off_cpu.bpf.c is an object of its own, one per
+ * rfbpf process for all the processes it traces.
  */
 #include "common.bpf.h"
 

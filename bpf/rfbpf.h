@@ -350,7 +350,7 @@ struct rf_inputs_event {
  * --off-cpu: the scheduler's switch tracepoint notes when a traced thread
  * leaves the CPU and why (task storage), and sends one record when it runs
  * again; the waking tracepoint, which runs in the waker's context, notes
- * who woke it. Untraced tasks cost a comparison of their tgid per switch.
+ * who woke it. Untraced tasks cost a bit test of their tgid per switch.
  */
 enum rf_off_cpu_reason {
 	RF_OFF_PREEMPTED = 1,	/* switched out while runnable */
@@ -383,6 +383,29 @@ struct rf_wake_event {
 	struct rf_event_hdr hdr;	/* tid, pid: the waker */
 	__u32 woken_tid;
 	__u32 pad;
+};
+
+/*
+ * The scheduler programs are one BPF object per rfbpf process
+ * (bpf/off_cpu.bpf.c), however many processes it traces: with one object
+ * per traced process, every context switch on the machine ran every
+ * object's program (67 ns each). The loader marks a traced tgid with one
+ * bit (rf_off_cpu_bits: an array lookup the verifier inlines is all an
+ * untraced task costs) and gives by tgid the ring buffer its records go to
+ * (the process's own, so they keep their order among its op events), its
+ * settings and its counts.
+ */
+#define RF_OFF_CPU_MAX_JOBS 4096
+
+struct rf_off_cpu_job {
+	__u64 gil_addr;		/* its GIL state, 0: none (a child, or not
+				 * Python) */
+	__u64 wakeup_bytes;	/* its ring's wakeup threshold */
+};
+
+struct rf_off_cpu_counts {	/* per CPU, per tgid */
+	__u64 switches;		/* as RF_CNT_SWITCHES */
+	__u64 drops;		/* as RF_CNT_DROPS */
 };
 
 #endif /* RFBPF_H */

@@ -60,6 +60,24 @@ def test_launched_dataloader_workers_ops_all_recorded(tmp_path, flags):
     check(load_trace(out), r.stdout, their_count(r.stdout))
 
 
+def test_off_cpu_reaches_the_workers(tmp_path):
+    """--children --off-cpu: the workers' context switches are traced
+    too (each process is added to rfbpf's one set of scheduler programs
+    as it is adopted), into their own processes' slices."""
+    out = tmp_path / "t.json"
+    r = run([RFBPF, "-q", "--children", "--off-cpu", "--no-table", "-o",
+             str(out), "--", PYTHON, *ARGS], timeout=300)
+    assert r.returncode == 0, r.stderr
+    trace = load_trace(out)
+    main = next(e["pid"] for e in trace["traceEvents"]
+                if e.get("name") == "process_name"
+                and "child of" not in e["args"]["name"])
+    workers = {e["pid"] for e in trace["traceEvents"]
+               if e.get("cat") == "off_cpu"} - {main}
+    assert len(workers) >= 2, workers
+    assert trace["otherData"]["drops"] == 0
+
+
 def test_attached_dataloader_workers_ops_all_recorded(tmp_path):
     """-p PID --children: workers forked after rfbpf attached."""
     trace, table, rest, _ = attached([PYTHON, *ARGS, "--wait"], tmp_path)

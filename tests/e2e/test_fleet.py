@@ -372,10 +372,12 @@ def test_churn_keeps_memory_and_descriptors_flat(tmp_path):
     killed 10 s after its start (importing torch takes 1.5 CPU-seconds, so
     on this 2-CPU VM imports queue up and a loaded run sees few finish):
     the daemon's memory and descriptors stay flat, every job it traced is
-    let go, and it exits cleanly."""
+    let go, and it exits cleanly. With --off-cpu: the scheduler programs
+    the jobs share are gone once the last job is."""
+    from test_off_cpu import scheduler_programs
     port = free_port()
     d = Daemon(["--all", "--interval", "5", "--listen", f"127.0.0.1:{port}",
-                "--pprof-dir", str(tmp_path)])
+                "--pprof-dir", str(tmp_path), "--off-cpu"])
     procs, samples, fds_before, fds_idle = [], [], None, None
     # Ops all the time but little CPU: six of them at once must not starve
     # the next one's `import torch` on a 2-CPU machine.
@@ -410,6 +412,7 @@ def test_churn_keeps_memory_and_descriptors_flat(tmp_path):
             if fds_idle <= fds_before + 1 or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
+        programs_idle = scheduler_programs()
         rc = d.finish()
     print("rfbpf (s, RSS kB, fds):", samples)
     assert rc == 0, d.log()
@@ -436,6 +439,7 @@ def test_churn_keeps_memory_and_descriptors_flat(tmp_path):
     assert med(r for _, r, _ in second) <= \
         med(r for _, r, _ in first) * 1.25, samples
     assert fds_idle <= fds_before + 1, (fds_before, fds_idle, samples)
+    assert programs_idle == 0
 
 
 @pytest.mark.parametrize("args, says", [

@@ -10,6 +10,7 @@ import collections
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -195,6 +196,73 @@ def test_fleet_profiles_and_metrics_have_off_cpu(tmp_path):
     assert metric(text, "rfbpf_job_off_cpu_seconds_total",
                   reason="sleeping") > 0
     promtool_check(text)
+
+
+# A job that switches often: small ops and sleeps.
+SLEEPER = ("import time, torch\na = torch.ones(4)\nprint('ready', flush=True)"
+           "\nwhile True:\n    a.add(1)\n    time.sleep(0.002)\n")
+
+
+def scheduler_programs():
+    """How many programs on sched_switch the kernel has of rfbpf's."""
+    out = subprocess.run(["bpftool", "-j", "prog", "show"],
+                         capture_output=True, text=True, check=True).stdout
+    return sum(p.get("name") == "off_cpu_switch" for p in json.loads(out))
+
+
+def wait_until(check, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return check()
+
+
+def test_one_set_of_scheduler_programs_for_every_job(tmp_path):
+    """A daemon with --off-cpu on three jobs runs one program on
+    sched_switch, not one per job; each job's off-CPU time still reaches
+    its own metrics; a job that ends takes its descriptors with it, and
+    the last one the programs."""
+    from test_fleet import Daemon, metric
+    prom = tmp_path / "rfbpf.prom"
+    assert scheduler_programs() == 0, "another rfbpf --off-cpu is running"
+    with Job([PYTHON, "-c", SLEEPER]) as a, Job([PYTHON, "-c", SLEEPER]) as b, \
+            Job([PYTHON, "-c", SLEEPER]) as c:
+        jobs = (a, b, c)
+        d = Daemon([arg for j in jobs for arg in ("-p", str(j.pid))] +
+                   ["--off-cpu", "--interval", "2", "--prom-file",
+                    str(prom)])
+        try:
+            def off_cpu_of_all():
+                text = prom.read_text() if prom.exists() else ""
+                return all((metric(text, "rfbpf_job_off_cpu_seconds_total",
+                                   pid=j.pid, reason="sleeping") or 0) > 0
+                           for j in jobs)
+            assert wait_until(off_cpu_of_all), d.log()
+            assert scheduler_programs() == 1
+            fds = len(os.listdir(f"/proc/{d.pid}/fd"))
+            c.kill()
+            assert wait_until(lambda: len(os.listdir(
+                f"/proc/{d.pid}/fd")) < fds), d.log()
+            assert scheduler_programs() == 1
+            a.kill()
+            b.kill()
+            assert wait_until(lambda: scheduler_programs() == 0), d.log()
+        finally:
+            d.finish()
+
+
+def test_off_cpu_in_a_pid_namespace_is_refused(tmp_path):
+    """The scheduler programs see the kernel's ids: rfbpf in a PID
+    namespace of its own says so in one line and runs nothing."""
+    marker = tmp_path / "ran"
+    r = run(["unshare", "--pid", "--fork", "--mount-proc", RFBPF, "-q",
+             "--off-cpu", "-o", str(tmp_path / "t.json"), "--", PYTHON,
+             "-c", f"open({str(marker)!r}, 'w')"])
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines() == [
+        "rfbpf: --off-cpu: rfbpf runs in another PID namespace than the "
+        "kernel's (run it in the host's)"], r.stderr
+    assert not marker.exists()
 
 
 def test_top_wakers_needs_off_cpu():

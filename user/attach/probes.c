@@ -342,30 +342,19 @@ int probes_follow_children(struct probes *p, bool wake_on_fork)
 	return 0;
 }
 
-int probes_attach_off_cpu(struct probes *p)
+int probes_ring_fd(const struct probes *p)
 {
-	struct bpf_program *progs[] = { p->skel->progs.off_cpu_switch,
-					p->skel->progs.off_cpu_waking };
-
-	if (p->skel->rodata->pidns_ino)
-		return -EXDEV;	/* tasks' ids are the kernel's: see BPF */
-	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
-		struct bpf_link *l;
-
-		if (p->nr_links == (int)(sizeof(p->links) /
-					 sizeof(p->links[0])))
-			return -E2BIG;
-		l = bpf_program__attach(progs[i]);
-		if (!l)
-			return -errno;
-		p->links[p->nr_links++] = l;
-	}
-	return 0;
+	return bpf_map__fd(p->skel->maps.events);
 }
 
-void probes_set_gil(struct probes *p, uint64_t addr)
+uint64_t probes_wakeup_bytes(const struct probes *p)
 {
-	p->skel->bss->gil_addr = addr;
+	return p->skel->rodata->wakeup_bytes;
+}
+
+bool probes_pid_namespaced(const struct probes *p)
+{
+	return p->skel->rodata->pidns_ino != 0;
 }
 
 int probes_trace_child(struct probes *p, pid_t child, bool on)

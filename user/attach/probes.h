@@ -87,12 +87,14 @@ int probes_arm_callback_stop(struct probes *p, int sig, const pid_t *tids,
  * (runtime 0 turns it off). */
 struct rf_py_config;
 struct rf_inputs_config;
-/* --off-cpu: the scheduler's switch and waking tracepoints, for the
- * target's threads; -EXDEV when rfbpf runs in another PID namespace. */
-int probes_attach_off_cpu(struct probes *p);
-/* --off-cpu: the target's GIL state, whose futexes mean "waiting for the
- * GIL" (RF_OFF_GIL). */
-void probes_set_gil(struct probes *p, uint64_t addr);
+/* The ring buffer the programs write, and the backlog at which they wake
+ * its reader: --off-cpu's programs (attach/off_cpu_hooks.h) write there
+ * too. */
+int probes_ring_fd(const struct probes *p);
+uint64_t probes_wakeup_bytes(const struct probes *p);
+/* Does rfbpf run in another PID namespace than the kernel's (so BPF
+ * translates ids into it)? */
+bool probes_pid_namespaced(const struct probes *p);
 /* --shapes: read each recorded op's inputs with this build's layout. */
 void probes_set_inputs(struct probes *p, const struct rf_inputs_config *cfg);
 void probes_set_python(struct probes *p, const struct rf_py_config *cfg);

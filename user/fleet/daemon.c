@@ -512,7 +512,7 @@ static void end_interval(struct daemon *d, double now)
 		job_end_interval(j, now);
 		estimated |= j->window_scale > 0;
 		log_sampler_bias(j);
-		probes_read_counters(&j->s.probes, &c);
+		session_read_counters(&j->s, &c);
 		j->drops_prev = c.drops;
 		/* BPF's --python-stacks counts, for the metrics. */
 		j->s.trace.counts.py_no_thread = c.py_no_thread;

@@ -101,6 +101,7 @@ static void adopt(struct session *s, pid_t pid)
 	s->nr_children++;
 	if (probes_trace_child(&s->probes, pid, true))
 		return;
+	off_cpu_procs_child(&s->off_cpu, pid, true);
 	/* Its stubs are probed already, for every process, and BPF marked
 	 * it traced as it was forked: its first op was recorded. */
 	if (s->child_stubs_probed)
@@ -140,6 +141,7 @@ static void drop(struct session *s, int i)
 	for (int j = 0; j < c->nr_links; j++)
 		bpf_link__destroy(c->links[j]);
 	probes_trace_child(&s->probes, c->pid, false);
+	off_cpu_procs_child(&s->off_cpu, c->pid, false);
 	s->children[i] = s->children[--s->nr_children];
 }
 

@@ -329,11 +329,22 @@ int session_set_sample_prob(struct session *s, double p,
 	return ret;
 }
 
+void session_read_counters(struct session *s, struct counts *c)
+{
+	struct rf_off_cpu_counts sched = { 0 };
+
+	probes_read_counters(&s->probes, c);
+	off_cpu_procs_read(&s->off_cpu, &sched);
+	c->off_cpu_switches += sched.switches;
+	c->drops += sched.drops;
+}
+
 void session_free(struct session *s)
 {
 	if (s->rb)
 		ring_buffer__free(s->rb);
 	s->rb = NULL;
+	off_cpu_procs_stop(&s->off_cpu);
 	probes_destroy(&s->probes);
 	activation_unlock(&s->act);
 	if (s->pidfd >= 0)
@@ -355,6 +366,7 @@ void session_abort(struct session *s)
 	if (s->rb)
 		ring_buffer__free(s->rb);
 	s->rb = NULL;
+	off_cpu_procs_stop(&s->off_cpu);
 	probes_destroy(&s->probes);
 }
 
@@ -488,7 +500,7 @@ static void find_gil(struct session *s)
 	    py_reader_open(&r, s->pid, why, sizeof(why)))
 		return;
 	if (!py_gil_address(&r, &gil)) {
-		probes_set_gil(&s->probes, gil);
+		off_cpu_procs_set_gil(&s->off_cpu, gil);
 		s->gil_found = true;
 	}
 	py_reader_close(&r);
@@ -667,7 +679,7 @@ void session_run(struct session *s)
 		now = monotonic_s() - s->start_s;
 		memset(&bpf, 0, sizeof(bpf));
 		if (s->status.enabled)
-			probes_read_counters(&s->probes, &bpf);
+			session_read_counters(s, &bpf);
 		status_update(&s->status, now, s->trace.counts.events,
 			      s->trace.nr_ops, bpf.drops);
 		if (should_stop(s, &signals_seen) || target_gone(s))
@@ -692,6 +704,7 @@ static void drain_ends(struct session *s)
 	double until = monotonic_s() + DRAIN_MS / 1e3;
 
 	probes_detach_starts(&s->probes);
+	off_cpu_procs_stop(&s->off_cpu);
 	while (ring_buffer__consume(s->rb) > 0)
 		;
 	while (s->trace.nr_open && monotonic_s() < until &&
@@ -712,7 +725,7 @@ void session_finish(struct session *s)
 	quiet_stubs(s);
 	while (ring_buffer__consume(s->rb) > 0)
 		;
-	probes_read_counters(&s->probes, &s->trace.counts);
+	session_read_counters(s, &s->trace.counts);
 	gpu_detach(&s->trace.gpu);
 	stacks_detach(&s->trace, s->trace.last_ns > monotonic_ns() ?
 		      s->trace.last_ns : monotonic_ns());

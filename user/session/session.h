@@ -18,6 +18,7 @@
 #include "attach/probes.h"
 #include "session/status.h"
 #include "attach/torch_symbols.h"
+#include "session/off_cpu.h"
 #include "session/outputs.h"
 #include "python/py_session.h"
 #include "model/trace.h"
@@ -85,6 +86,7 @@ struct session {
 	int attach_find_ms;	/* how long to look for a safe point (0:
 				 * ATTACH_FIND_MS) */
 	bool gil_found;		/* --off-cpu: the GIL's address is in BPF */
+	struct off_cpu_procs off_cpu;	/* --off-cpu: who, and what counted */
 };
 
 /* Sets the session up for opt (session/setup.c): claims the target or
@@ -121,6 +123,9 @@ void session_run(struct session *s);
 /* The end of a run: switches RecordFunction off, detaches, drains what is
  * left and closes every still-open op (session_run calls it). */
 void session_finish(struct session *s);
+/* The BPF counts of the session: its op programs' and its context
+ * switches'. */
+void session_read_counters(struct session *s, struct counts *c);
 /* Re-registers the callback with a new sampling probability, in one stop
  * of one thread. 0, or -errno with a reason in err. */
 int session_set_sample_prob(struct session *s, double p,

@@ -37,6 +37,26 @@ static int setup_error(struct session *s, const char *fmt, ...)
 	return -1;
 }
 
+/* --off-cpu: the scheduler programs' ids are the kernel's, so rfbpf must
+ * see the target's own. */
+static int start_off_cpu(struct session *s, char *why, size_t len)
+{
+	int err;
+
+	if (probes_pid_namespaced(&s->probes)) {
+		snprintf(why, len, "rfbpf runs in another PID namespace than "
+			 "the kernel's (run it in the host's)");
+		return -EXDEV;
+	}
+	err = off_cpu_procs_start(&s->off_cpu, s->pid,
+				  probes_ring_fd(&s->probes),
+				  probes_wakeup_bytes(&s->probes), why, len);
+	if (err == -EPERM)
+		snprintf(why + strlen(why), len - strlen(why), " (needs BTF, "
+			 "and CAP_BPF with CAP_PERFMON)");
+	return err;
+}
+
 /* Resolves the library's RecordFunction symbols or explains why not. */
 static int resolve_symbols(struct session *s, const char *path,
 			    struct torch_symbols *syms)
@@ -423,13 +443,8 @@ int session_setup(struct session *s, struct options *opt)
 		return setup_error(s, "%s", why);
 	if (libs.nr)
 		session_set_build(s, libs.path[0], &libs.syms[0]);
-	if (opt->off_cpu && (err = probes_attach_off_cpu(&s->probes)))
-		return setup_error(s, "--off-cpu: %s", err == -EXDEV ?
-				   "rfbpf runs in another PID namespace than "
-				   "the kernel's (run it in the host's)" :
-				   "cannot attach the scheduler tracepoints "
-				   "(sched_switch, sched_waking): needs BTF "
-				   "and CAP_BPF with CAP_PERFMON");
+	if (opt->off_cpu && (err = start_off_cpu(s, why, sizeof(why))))
+		return setup_error(s, "--off-cpu: %s", why);
 	s->trace.off_cpu = opt->off_cpu;
 	s->trace.children = opt->children;
 	s->trace.tree_prob = opt->tree_prob;
