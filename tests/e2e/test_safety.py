@@ -622,3 +622,71 @@ def tracer_of(pid):
     except FileNotFoundError:
         pass
     return 0
+
+
+VFORK_LIB = os.path.join(ROOT, "tests", "fixtures", "vfork_wait.so")
+# Four threads that spend nearly all their time in vfork(2), staggered:
+# whenever rfbpf lets the job's threads go after a hold, some of them
+# have more than a second of their wait left.
+VFORKER = """
+import ctypes, sys, threading, time, torch
+lib = ctypes.CDLL(sys.argv[1])
+def forker():
+    while True:
+        lib.vfork_wait(2500)
+for _ in range(4):
+    threading.Thread(target=forker, daemon=True).start()
+    time.sleep(0.6)
+x = torch.ones(4)
+print("ready", flush=True)
+while True:
+    x.add(1)
+    time.sleep(0.001)
+"""
+
+
+def traced_stops(pid, p):
+    """While p runs: per thread of pid, the longest time it stayed in a
+    tracing stop ('t'), sampled every 20 ms."""
+    since, longest = {}, {}
+    while p.poll() is None:
+        now = time.monotonic()
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state == "t":
+                since.setdefault(tid, now)
+                longest[tid] = max(longest.get(tid, 0), now - since[tid])
+            else:
+                since.pop(tid, None)
+        time.sleep(0.02)
+    return longest
+
+
+def test_thread_that_cannot_stop_at_a_release_is_let_go_when_it_does(
+        tmp_path):
+    """A thread waiting for its vfork child cannot be stopped by
+    PTRACE_INTERRUPT until the child exits, so the release after a hold
+    finds it still running a second later. It must be let go as soon as
+    it stops: before, it stayed stopped for as long as rfbpf ran, and
+    the detach could not seize the job again."""
+    out, job_err = tmp_path / "t.json", tmp_path / "job.err"
+    with open(job_err, "w") as errf, \
+            Job([PYTHON, "-c", VFORKER, VFORK_LIB], stderr=errf) as job:
+        p, _ = start_rfbpf(["-q", "-p", str(job.pid), "-d", "8", "-o",
+                            str(out), "--no-table"])
+        longest = traced_stops(job.pid, p)
+        rc, _, err = stop(p)
+        assert rc == 0, err
+        assert "warning" not in err, err
+        assert job.p.poll() is None
+    # A hold stops every thread for a few ms, a release waits a second
+    # for the slowest: nothing near the 8 s of the run.
+    assert max(longest.values(), default=0) < 2.5, longest
+    # The vfork children share the job's memory: rfbpf's detach leaves
+    # them alone (it used to remove the job's callback a second time
+    # through them, and PyTorch logged that to the job's stderr).
+    assert "callback is not found" not in job_err.read_text()

@@ -43,6 +43,19 @@ struct seized {
 static struct seized threads[MAX_THREADS];
 static int nr_threads;
 
+/* Threads a release interrupted that had not stopped a second later: in
+ * a wait no signal ends (a vfork until its child execs or exits, slow
+ * I/O). They are still seized, and stop as soon as the wait ends: each is
+ * let go at that stop by safe_point_poll_late(), which the loaders call
+ * as they run and every hold calls first. Left alone, such a thread
+ * stayed stopped for as long as rfbpf ran, and the next hold failed to
+ * seize it. */
+static struct late_thread {
+	pid_t pid, tid;
+	int our_sig;		/* the op-entry signal of its hold */
+} late[MAX_THREADS];
+static int nr_late;
+
 static const char AT_OP_ENTRY[] = "at the op-entry point";
 
 /* park_others: the other seized threads, and the probe that stops them,
@@ -145,6 +158,9 @@ static bool is_seized(pid_t tid)
 {
 	for (int i = 0; i < nr_threads; i++)
 		if (threads[i].tid == tid)
+			return true;
+	for (int i = 0; i < nr_late; i++)
+		if (late[i].tid == tid)
 			return true;
 	return false;
 }
@@ -257,9 +273,32 @@ static void let_go(pid_t tid, int sig)
 	}
 }
 
+/* A seized thread a release interrupted has stopped (or exited, status
+ * st): let go, with the signal it stopped for unless that is the probe's
+ * own; a thread it started (seized with it) too. */
+static void release_stopped(pid_t pid, pid_t tid, int st, int our_sig)
+{
+	int sig;
+
+	if (WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_CLONE) {
+		unsigned long child = 0;
+
+		ptrace(PTRACE_GETEVENTMSG, tid, 0, &child);
+		let_go(tid, 0);
+		if (child && !is_seized((pid_t)child))
+			let_go((pid_t)child, 0);
+	} else if (WIFSTOPPED(st)) {
+		sig = (st >> 16) == 0 ? WSTOPSIG(st) : 0;
+		let_go(tid, from_probe(tid, sig, our_sig) ? 0 : sig);
+	} else {
+		remote_note_exit(pid, tid, st);
+	}
+}
+
 /* Lets every seized thread but keep go: all are interrupted at once and
  * detached as each stops, passing on any signal one stopped for except
- * our own, so that none stays stopped longer than the slowest. */
+ * our own, so that none stays stopped longer than the slowest. One that
+ * has not stopped within a second is left to safe_point_poll_late(). */
 static void release_others(pid_t pid, pid_t keep, int our_sig)
 {
 	double end = remote_now_ms() + 1000;
@@ -273,39 +312,41 @@ static void release_others(pid_t pid, pid_t keep, int our_sig)
 	while (left && remote_now_ms() < end) {
 		for (int i = 0; i < nr_threads; i++) {
 			pid_t tid = threads[i].tid, r;
-			int st, sig;
+			int st;
 
 			if (!threads[i].interrupted)
 				continue;
 			r = waitpid(tid, &st, __WALL | WNOHANG);
 			if (r == 0 || (r < 0 && errno == EINTR))
 				continue;
-			if (r == tid && WIFSTOPPED(st) &&
-			    (st >> 16) == PTRACE_EVENT_CLONE) {
-				/* It started a thread, seized with it: that
-				 * one is let go too (at its first stop),
-				 * unless it is tracked (its turn comes). */
-				unsigned long child = 0;
-
-				ptrace(PTRACE_GETEVENTMSG, tid, 0, &child);
-				let_go(tid, 0);
-				if (child && !is_seized((pid_t)child))
-					let_go((pid_t)child, 0);
-			} else if (r == tid && WIFSTOPPED(st)) {
-				sig = (st >> 16) == 0 ? WSTOPSIG(st) : 0;
-				let_go(tid, from_probe(tid, sig, our_sig) ?
-				       0 : sig);
-			} else if (r == tid) {
-				remote_note_exit(pid, tid, st);
-			}
+			if (r == tid)
+				release_stopped(pid, tid, st, our_sig);
 			threads[i].interrupted = false;	/* or gone */
 			left--;
 		}
 		if (left)
 			usleep(50);
 	}
-	nr_threads = 0;		/* one that never stopped stays seized
-				 * until rfbpf exits: the kernel lets it go */
+	for (int i = 0; i < nr_threads && nr_late < MAX_THREADS; i++)
+		if (threads[i].interrupted)
+			late[nr_late++] = (struct late_thread){ pid,
+				threads[i].tid, our_sig };
+	nr_threads = 0;
+}
+
+void safe_point_poll_late(void)
+{
+	for (int i = 0; i < nr_late; i++) {
+		struct late_thread *t = &late[i];
+		int st;
+		pid_t r = waitpid(t->tid, &st, __WALL | WNOHANG);
+
+		if (r == 0 || (r < 0 && errno == EINTR))
+			continue;	/* still in its wait */
+		if (r == t->tid)
+			release_stopped(t->pid, t->tid, st, t->our_sig);
+		late[i--] = late[--nr_late];	/* let go, or not ours */
+	}
 }
 
 /* Point 2: interrupt one thread blocked in an allowed wait (one at a
@@ -534,6 +575,7 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 	h->pid = pid;
 	h->resume_nr = -1;
 	nr_threads = 0;
+	safe_point_poll_late();
 	n = seize_new(pid, NULL, 0);
 	if (n == -EPERM)
 		return seize_refused(pid, err, len);
@@ -559,6 +601,7 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 		}
 		if (waits && (!armed || now - start >= PREFER_PROBE_MS))
 			interrupt_waiting(pid);
+		safe_point_poll_late();
 		held = look_for_stop(pid, probe, armed, sig, h);
 		if (held || (res = give_up(pid, o, sig, now - start, err, len)))
 			break;

@@ -110,6 +110,11 @@ void safe_point_release(struct held_thread *h);
 /* After the release: removes the uprobe the hold disarmed (the kernel
  * takes tens of ms, which the job no longer waits for). */
 void safe_point_reap(void);
+/* Lets go the threads a release left seized because they had not
+ * stopped within a second (in a wait no signal ends): those that have
+ * stopped since. Cheap when there are none; the loaders call it as they
+ * run. */
+void safe_point_poll_late(void);
 
 /* Is this system call, with these arguments, a wait the allow-list of
  * point 2 accepts? (fds are looked up in /proc/PID/fd.) */

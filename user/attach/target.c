@@ -8,8 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <linux/kcmp.h>
 #include "target.h"
 
 static int read_small_file(const char *path, char *buf, size_t len)
@@ -336,6 +338,11 @@ int target_addr_of_data_offset(pid_t pid, const char *path, uint64_t off,
 unsigned long long target_start_time(pid_t pid)
 {
 	return target_start_time_at("/proc", pid);
+}
+
+bool target_shares_memory(pid_t a, pid_t b)
+{
+	return syscall(SYS_kcmp, a, b, KCMP_VM, 0, 0) == 0;
 }
 
 /* Numeric fields first..first+n-1 of proc_root/PID/stat (1-based, as

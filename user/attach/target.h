@@ -53,6 +53,9 @@ int target_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 /* The process's start time (clock ticks after boot, /proc/PID/stat field
  * 22): with the pid, it names one process across pid reuse. 0 if gone. */
 unsigned long long target_start_time(pid_t pid);
+/* Do processes a and b run in one address space (a vfork child and its
+ * parent, until the child execs or exits)? kcmp(2); false if unknown. */
+bool target_shares_memory(pid_t a, pid_t b);
 /* Is addr inside pid's mapping called name ("[uprobes-trampoline]")? */
 bool target_addr_in_mapping(pid_t pid, uint64_t addr, const char *name);
 /* Its CPU time so far (user + system, all threads), seconds; NaN if

@@ -13,6 +13,7 @@
 #include "attach/privileges.h"
 #include "attach/ptrace_denied.h"
 #include "attach/state_dir.h"
+#include "attach/safe_point.h"
 #include "attach/target.h"
 #include "export/atomic_file.h"
 #include "export/pprof.h"
@@ -730,6 +731,7 @@ int fleet_run(const struct options *opt, int argc, char **argv)
 		}
 		for (size_t i = 0; i < d.nr_jobs; i++)
 			job_poll(d.jobs[i], now);
+		safe_point_poll_late();
 		if (now >= d.interval_start + d.opt.interval_s)
 			end_interval(&d, now);
 		if (d.http)

@@ -74,6 +74,20 @@ static int list_descendants(struct session *s, pid_t *out, int max)
 
 static void drop(struct session *s, int i);
 
+/* A vfork child runs in its parent's address space until it execs or
+ * exits: it has no callback registry, page or stubs of its own, and what
+ * rfbpf would write or call "in it" would land in its parent (a second
+ * removal of the parent's callback made PyTorch log "Requested callback
+ * is not found" into the job's stderr). It is left alone; once it execs,
+ * the next scan finds it as a process of its own. */
+static bool in_parents_memory(pid_t pid)
+{
+	char ppid[32];
+
+	return target_status(pid, 0, "PPid", ppid, sizeof(ppid)) &&
+	       target_shares_memory(pid, atoi(ppid));
+}
+
 /* Children that exited keep their uprobes until the table is full:
  * detaching a uprobe waits for the kernel (tens of ms), time in which a
  * short-lived worker would be forked and gone unseen. */
@@ -89,6 +103,8 @@ static void adopt(struct session *s, pid_t pid)
 	struct child_proc *c;
 	int n;
 
+	if (in_parents_memory(pid))
+		return;
 	if (s->nr_children == SESSION_MAX_CHILDREN)
 		drop_exited(s);
 	if (s->nr_children == SESSION_MAX_CHILDREN) {
@@ -182,7 +198,7 @@ static void remove_from_child(struct session *s, pid_t pid, uint64_t handle)
 	static struct activation a;
 	char err[512];
 
-	if (!has_callback(s, pid) ||
+	if (!has_callback(s, pid) || in_parents_memory(pid) ||
 	    stub_page_mark_in_child(pid, &s->act.page))
 		return;
 	a = s->act;

@@ -14,6 +14,7 @@
 #include "session/session.h"
 #include "session/children.h"
 #include "gpu/gpu_session.h"
+#include "attach/safe_point.h"
 #include "attach/target.h"
 #include "attach/torch_layouts.h"
 #include "model/events.h"
@@ -676,6 +677,7 @@ void session_run(struct session *s)
 			outputs_publish(&s->out, s->opt);
 		gpu_session_poll(&s->gpu, monotonic_s());
 		session_children_poll(s, monotonic_s());
+		safe_point_poll_late();
 		now = monotonic_s() - s->start_s;
 		memset(&bpf, 0, sizeof(bpf));
 		if (s->status.enabled)
