@@ -27,6 +27,9 @@ struct ring_buffer;
 struct bpf_link;
 
 #define SESSION_MAX_CHILDREN 256
+/* --off-cpu follows the target and every child it traces. */
+_Static_assert(OFF_CPU_MAX_PROCS == SESSION_MAX_CHILDREN + 1,
+	       "session/off_cpu.h holds the target and each traced child");
 
 /* A child process of the target traced with --children. */
 struct child_proc {
