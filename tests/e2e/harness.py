@@ -13,6 +13,7 @@ import decimal
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -26,7 +27,12 @@ PYTHON = "/usr/bin/python3"
 WORKLOAD = os.path.join(ROOT, "tests", "workloads", "mlp_threads.py")
 LIBTORCH = "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13"
 TRACEFS = "/sys/kernel/tracing"
-GROUP = "rfbpf_gt"
+# Per test process: two runs of the suite on one host (a CI run beside a
+# developer's) would otherwise both define rfbpf_gt/before_cstr, and the
+# second gets EEXIST. Groups of processes that died without close() are
+# removed by the next KernelCounts (clear_dead_groups).
+GROUP_PREFIX = "rfbpf_gt_"
+GROUP = f"{GROUP_PREFIX}{os.getpid()}"
 
 # The symbols rfbpf names per variant in its trace's otherData.
 VARIANT_SYMBOLS = {
@@ -123,6 +129,7 @@ class KernelCounts:
         the same time as others on this host pick one of their own."""
         if not os.path.exists(os.path.join(TRACEFS, "uprobe_events")):
             run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
+        clear_dead_groups()
         self.lib = os.path.realpath(lib)
         offs = elf_offsets(self.lib, set(symbols.values()))
         self.events = []
@@ -162,6 +169,25 @@ class KernelCounts:
                 self._write(f"-:{ev.replace(':', '/')}\n")
             except OSError:
                 pass
+
+
+def clear_dead_groups():
+    """Remove the uprobe events of KernelCounts groups whose test process
+    is gone (killed mid-test, so close() never ran)."""
+    path = os.path.join(TRACEFS, "uprobe_events")
+    with open(path) as f:
+        lines = f.read().splitlines()
+    for line in lines:
+        # "p:rfbpf_gt_123_x/before_cstr /path:0x..."
+        m = re.match(r"[pr]:(%s(\d+)\w*)/(\S+)" % GROUP_PREFIX, line)
+        if m and not os.path.exists(f"/proc/{m.group(2)}"):
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(fd, f"-:{m.group(1)}/{m.group(3)}\n".encode())
+            except OSError:
+                pass        # in use by a perf still running: left for later
+            finally:
+                os.close(fd)
 
 
 def agrees_with_kernel(trace, kernel, probes):

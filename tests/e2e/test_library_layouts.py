@@ -22,13 +22,14 @@ import subprocess
 import pytest
 
 import wheel_layout
-from harness import (Job, KernelCounts, PYTHON, RFBPF, ROOT,
+from harness import (GROUP_PREFIX, Job, KernelCounts, PYTHON, RFBPF, ROOT,
                     agrees_with_kernel, load_trace, ops_of, run, start_rfbpf,
                     stop)
 
 TINY = os.path.join(ROOT, "tests", "workloads", "tiny_ops.py")
 STEPS = 200
-GROUP = "rfbpf_layouts"     # harness's rfbpf_gt may be in use meanwhile
+# Not the harness's group, which another test may hold meanwhile.
+GROUP = f"{GROUP_PREFIX}{os.getpid()}_layouts"
 ODD_DIR = os.path.join("my envs", "t\u00f8rch \u00e9")
 # Where the container test's job sees its site-packages: nothing is
 # there in rfbpf's mount namespace.
