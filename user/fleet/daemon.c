@@ -247,8 +247,10 @@ static void start_job_now(struct daemon *d, const struct torch_process *p,
 		return;
 	}
 	/* Its times less the probe cost calibrated at the daemon's start
-	 * (on the callback path, which jobs take when the kernel allows). */
-	if (j->s.use_stubs && d->cal.ns_per_sampled_op > 0)
+	 * (on the callback path, which jobs take when the kernel allows),
+	 * unless --raw-times (the budget still prices ops with it). */
+	if (j->s.use_stubs && d->cal.ns_per_sampled_op > 0 &&
+	    !d->opt.raw_times)
 		calibration_probe_cost(&d->cal, &j->s.trace.probe_cost);
 	d->jobs[d->nr_jobs++] = j;
 	d->st.jobs_started++;
