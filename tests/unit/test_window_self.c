@@ -44,7 +44,7 @@ TEST(a_thread_in_ops_all_along_gives_the_window_length)
 
 	memset(&w, 0, sizeof(w));
 	memset(&t, 0, sizeof(t));
-	window_self_open(&w, 500, 1000);
+	window_self_open(&w, 500, 1000, UINT64_MAX);
 	window_self_end_at(&w, 2000);
 	close_op(&w, &t, &b, 1, 300, &self, &calls);
 	CHECK_EQ_U64(self, 300);		/* inside: the trace's own */
@@ -71,12 +71,48 @@ TEST(an_op_begun_before_the_callback_or_after_b_adds_nothing)
 
 	memset(&w, 0, sizeof(w));
 	memset(&t, 0, sizeof(t));
-	window_self_open(&w, 500, 1000);
+	window_self_open(&w, 500, 1000, UINT64_MAX);
 	window_self_end_at(&w, 2000);
 	close_op(&w, &t, &early, -1, 1400, &self, &calls);
 	CHECK_EQ_U64(self + calls, 0);
 	close_op(&w, &t, &late, -1, 200, &self, &calls);
 	CHECK_EQ_U64(self + calls, 0);
+	window_self_free(&w);
+}
+
+/* --bursts: b is planned, and the cut comes later (the events of the
+ * ops closed meanwhile are read first). The callback went off at b, so
+ * the parent's children after it were never seen: P below must not take
+ * their time as its own self time, nor a child begun after b count. */
+TEST(a_span_with_a_planned_end_counts_up_to_it_before_the_cut)
+{
+	struct window_self w;
+	struct trace t;
+	/* P: 1100-2600; C1 inside; C2 runs past b; C3 begins after b (seen:
+	 * the callback went off a little later); after C3, unseen children
+	 * ran until P's end. */
+	struct op p = op_at(1, 1100, 2600), c1 = op_at(2, 1200, 1500),
+		  c2 = op_at(3, 1800, 2200), c3 = op_at(4, 2050, 2100);
+	uint64_t self, calls, sum = 0, all_calls = 0;
+
+	memset(&w, 0, sizeof(w));
+	memset(&t, 0, sizeof(t));
+	window_self_open(&w, 500, 1000, 2000);
+	close_op(&w, &t, &c1, 1, 300, &self, &calls);
+	sum += self, all_calls += calls;
+	close_op(&w, &t, &c3, 1, 50, &self, &calls);
+	CHECK_EQ_U64(self + calls, 0);		/* began after b */
+	close_op(&w, &t, &c2, 1, 350, &self, &calls);
+	CHECK_EQ_U64(self, 200);		/* up to b only */
+	sum += self, all_calls += calls;
+	/* its own figure (2600 - 1100 - 300 - 400 - 50 = 850) holds the
+	 * unseen children: in [a, b] it has 900 less 300 and 200 */
+	close_op(&w, &t, &p, -1, 850, &self, &calls);
+	CHECK_EQ_U64(self, 400);
+	sum += self, all_calls += calls;
+	CHECK_EQ_U64(sum, 900);			/* b - P's start */
+	CHECK_EQ_U64(all_calls, 3);
+	window_self_end_at(&w, 2000);		/* the cut, later */
 	window_self_free(&w);
 }
 

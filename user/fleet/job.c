@@ -245,7 +245,7 @@ static void window_on(struct job *j)
 	j->win_on_ns = t.adding;
 	j->win_off_ns = UINT64_MAX;
 	j->run_from_ns = t.released + (uint64_t)(window_guard_s(j) * 1e9);
-	window_self_open(&j->self, t.adding, j->run_from_ns);
+	window_self_open(&j->self, t.adding, j->run_from_ns, UINT64_MAX);
 	j->in_window = true;
 	j->windows++;
 }
@@ -330,7 +330,8 @@ void job_end_interval(struct job *j, double now)
 		if (j->whole_interval) {
 			window_self_end_at(&j->self, cut);
 			window_self_cut(&j->self, &j->s.trace, job_window_add, j);
-			window_self_open(&j->self, j->win_on_ns, cut);
+			window_self_open(&j->self, j->win_on_ns, cut,
+					 UINT64_MAX);
 		}
 	}
 	for (size_t i = 0; i < j->window_agg.nr; i++)

@@ -154,7 +154,10 @@ void job_burst_open(struct job *j, const struct job_burst *b)
 	j->win_on_ns = b->on;
 	j->win_off_ns = UINT64_MAX;
 	j->run_from_ns = b->a;
-	window_self_open(&j->self, b->on, b->a);
+	/* b is known: the callback goes off at b at the earliest, and the
+	 * ops its events bring until the cut (BURST_DRAIN_NS later) count
+	 * up to b only. */
+	window_self_open(&j->self, b->on, b->a, b->b);
 	j->in_window = true;
 	j->windows++;
 }

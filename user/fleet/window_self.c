@@ -83,11 +83,12 @@ static void count(struct window_self *w, const struct trace *t,
 	w->self_ns += self;
 }
 
-void window_self_open(struct window_self *w, uint64_t seen_from, uint64_t a)
+void window_self_open(struct window_self *w, uint64_t seen_from, uint64_t a,
+		      uint64_t b)
 {
 	w->seen_from = seen_from;
 	w->a = a;
-	w->b = UINT64_MAX;
+	w->b = b < a ? a : b;
 	w->open = true;
 }
 

@@ -59,9 +59,14 @@ typedef void (*window_self_add_fn)(void *ctx, struct trace *t,
 				   const struct closed_op *c,
 				   uint64_t self_ns, uint64_t calls);
 
-/* Measures from a on, ops seen whole from seen_from (<= a). */
+/* Measures [a, b], ops seen whole from seen_from (<= a). b: UINT64_MAX
+ * where the end is not known yet (window_self_end_at gives it), else
+ * the end planned. A span whose end is planned must say so here: ops that
+ * close between b and the cut (read later) would otherwise count their
+ * time after b, and a parent its children's after the callback went off
+ * (not seen) as its own self time. */
 void window_self_open(struct window_self *w, uint64_t seen_from,
-		      uint64_t a);
+		      uint64_t a, uint64_t b);
 /* The span ends at b: ops closing from now on count up to b. */
 void window_self_end_at(struct window_self *w, uint64_t b);
 /* A closed op: its share, to add (0 self and 0 calls: nothing to add). */
