@@ -148,7 +148,16 @@ def test_one_interval_of_bursts_gives_the_self_time_shares_of_a_full_trace(
     within 25% (relative) of a full trace of the same period. Two
     identical jobs run at once: the daemon on one, and for the daemon's
     second interval (its first prices bursts before the job's rates are
-    known) a full one-shot trace of the other."""
+    known) a full one-shot trace of the other.
+
+    Where the daemon's own standard error of an op's seconds is over a
+    third of 25%, the op may be off by up to 3 of them instead: on this
+    2-CPU host an op of 5% has one of about 14% at the default budget
+    (about 150 bursts of 8 ms a minute, self time counted by wall clock
+    while 4 job threads share 2 CPUs): 25% is 1.8 of them, which runs
+    miss by chance (forward read 0.68 to 1.13 times its share in 4 runs).
+    A bias under 3 errors (about 40% for such an op) passes unseen here;
+    the unit tests of window_self.c hold the estimator's parts exactly."""
     argv = [PYTHON, MLP, "--steps", "50", "--rounds-until-line"]
     prom = tmp_path / "m.prom"
     with Job(argv, ready=None) as a, Job(argv, ready=None) as b:
@@ -181,15 +190,19 @@ def test_one_interval_of_bursts_gives_the_self_time_shares_of_a_full_trace(
     truth = shares(self_by_op_folded(folded))
     big = {op: s for op, s in truth.items() if s >= 0.05}
     assert len(big) >= 3, truth
+    allowed = {}
     for op, s in sorted(big.items(), key=lambda kv: -kv[1]):
         # The second interval's own standard error (the metric sums the
         # intervals' variances), relative to its seconds.
         var = second_se.get(op, 0) ** 2 - first_se.get(op, 0) ** 2
         rel = var ** 0.5 / secs[op] if secs.get(op) and var > 0 else 0
+        allowed[op] = max(0.25, 3 * rel)
         print(f"{op}: full trace {100 * s:.1f}%, bursts "
-              f"{100 * est.get(op, 0):.1f}% (its seconds ±{100 * rel:.0f}%)")
+              f"{100 * est.get(op, 0):.1f}% (its seconds ±{100 * rel:.0f}%,"
+              f" allowed ±{100 * allowed[op]:.0f}%)")
     for op, s in big.items():
-        assert abs(est.get(op, 0) / s - 1) <= 0.25, (op, s, est.get(op))
+        assert abs(est.get(op, 0) / s - 1) <= allowed[op], \
+            (op, s, est.get(op), allowed[op])
 
 
 def test_a_second_tracer_is_refused_and_the_bursts_go_on(tmp_path, jobs):
