@@ -155,7 +155,7 @@ def test_one_interval_of_bursts_gives_the_self_time_shares_of_a_full_trace(
     2-CPU host an op of 5% has one of about 14% at the default budget
     (about 150 bursts of 8 ms a minute, self time counted by wall clock
     while 4 job threads share 2 CPUs): 25% is 1.8 of them, which runs
-    miss by chance (forward read 0.68 to 1.13 times its share in 4 runs).
+    miss by chance (forward read 0.68 to 1.13 times its share in 5 runs).
     A bias under 3 errors (about 40% for such an op) passes unseen here;
     the unit tests of window_self.c hold the estimator's parts exactly."""
     argv = [PYTHON, MLP, "--steps", "50", "--rounds-until-line"]
