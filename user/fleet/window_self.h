@@ -42,7 +42,8 @@ struct window_self {
 	uint64_t seen_from;	/* ops that began from here on are seen
 				 * whole (the p = 1 callback's) */
 	uint64_t a, b;		/* the span measured, CLOCK_MONOTONIC ns
-				 * (b: UINT64_MAX while it runs) */
+				 * (b: UINT64_MAX until window_self_end_at,
+				 * where the end was not planned) */
 	bool open;		/* closed ops are counted into it */
 	struct u64map child_ns;	/* op id + 1 -> its closed children's time
 				 * in [a, b] */
