@@ -240,13 +240,15 @@ def test_bar_find_export_scrape_and_let_go(tmp_path, jobs):
 def test_jobs_before_and_after_start_and_none_left_on(tmp_path, jobs):
     """Two jobs started before the daemon and one after: all found,
     switched on, exported; SIGTERM switches every one off within 5 s."""
-    jobs += [BusyJob("--seconds", "60"), BusyJob("--seconds", "60")]
+    # Jobs that outlive the 60 s wait below: one that had ended would
+    # take its metrics (and the reason it had no op) with it.
+    jobs += [BusyJob("--seconds", "150"), BusyJob("--seconds", "150")]
     prom = tmp_path / "m.prom"
     d = Daemon(["--all", "--interval", "2", "--prom-file", str(prom)])
     try:
         for j in jobs:
             d.wait_for(rf"pid {j.pid} .*traced")
-        jobs.append(BusyJob("--seconds", "60"))
+        jobs.append(BusyJob("--seconds", "150"))
         d.wait_for(rf"pid {jobs[2].pid} .*traced")
         # In bursts, under a loaded CI machine, a job once had no
         # aten::add within 20 s: 60 s, and the job's own lines if not.
@@ -262,7 +264,7 @@ def test_jobs_before_and_after_start_and_none_left_on(tmp_path, jobs):
                              if l.startswith("rfbpf_job_") and
                              f'pid="{j.pid}"' in l)
             assert (metric(text, "rfbpf_job_sample_probability",
-                           pid=j.pid) or 0) > 0, text
+                           pid=j.pid) or 0) > 0, (j.pid, d.log())
             assert (metric(text, "rfbpf_op_calls_total", pid=j.pid,
                            op="aten::add") or 0) > 0, (mine, d.log())
         # --all: any other PyTorch process on the host counts too.

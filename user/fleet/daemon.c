@@ -279,12 +279,26 @@ static void end_job_now(struct daemon *d, size_t i, const char *why)
 /* Starting and ending a job (the attach stop, loading and verifying its
  * BPF object, the detach) are one-off costs, not charged to the budgets
  * as a rate (own_cpu_rest_s). */
+/* The control threads' leases, renewed in full: an attach stop can keep
+ * the daemon from its loop for longer than what is left of a lease (on a
+ * loaded host, seconds), and a thread whose lease ran out ends for good. */
+static void extend_leases(struct daemon *d)
+{
+	uint64_t now = monotonic_ns();
+
+	for (size_t i = 0; i < d->nr_jobs; i++)
+		if (d->jobs[i]->bursts)
+			control_thread_extend(&d->jobs[i]->s.control, now);
+}
+
 static void start_job(struct daemon *d, const struct torch_process *p,
 		      double now)
 {
 	double t0 = process_cpu_s();
 
+	extend_leases(d);
 	start_job_now(d, p, now);
+	extend_leases(d);
 	d->one_off_cpu_s += process_cpu_s() - t0;
 }
 
