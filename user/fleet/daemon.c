@@ -276,9 +276,6 @@ static void end_job_now(struct daemon *d, size_t i, const char *why)
 	d->st.jobs_ended++;
 }
 
-/* Starting and ending a job (the attach stop, loading and verifying its
- * BPF object, the detach) are one-off costs, not charged to the budgets
- * as a rate (own_cpu_rest_s). */
 /* The control threads' leases, renewed in full: an attach stop can keep
  * the daemon from its loop for longer than what is left of a lease (on a
  * loaded host, seconds), and a thread whose lease ran out ends for good. */
@@ -291,6 +288,9 @@ static void extend_leases(struct daemon *d)
 			control_thread_extend(&d->jobs[i]->s.control, now);
 }
 
+/* Starting and ending a job (the attach stop, loading and verifying its
+ * BPF object, the detach) are one-off costs, not charged to the budgets
+ * as a rate (own_cpu_rest_s). */
 static void start_job(struct daemon *d, const struct torch_process *p,
 		      double now)
 {
