@@ -1162,6 +1162,50 @@ TEST(aggregate_counts_truncated_calls)
 }
 
 /* The table from the aggregate: rows in the chosen order, --top cuts. */
+/* --children: what the children lost is said in the footer and in
+ * otherData, each count only where it is not zero in the footer, and
+ * nothing of it without --children. */
+TEST(children_losses_in_footer_and_other_data)
+{
+	struct fixture x;
+	struct jv root;
+	char *text = NULL;
+	size_t len;
+
+	build_trace(&x, WITH_ALL);
+	x.t.children = true;
+	x.t.counts.child_ops_missed = 3;
+	x.t.counts.children_probed_late = 4;
+	x.t.counts.children_unprobed = 2;
+	FILE *f = open_memstream(&text, &len);
+	CHECK(f != NULL);
+	print_table(f, &x.t, &x.agg, SORT_SELF, 2);
+	fclose(f);
+	CHECK(strstr(text, "; ops missed in children 3, and uncounted ones in "
+		      "the first moments of 4 children probed after their "
+		      "fork (entry probes); 2 children never probed (gone "
+		      "before rfbpf reached them), their ops unseen\n"));
+	free(text);
+	const char *json = finish_chrome(&x, &x.agg);
+	CHECK(!json_parse(json, x.cap.len, &root));
+	const struct jv *other = jget(&root, "otherData");
+	CHECK_STR(jnum(other, "child_ops_missed"), "3");
+	CHECK_STR(jnum(other, "children_probed_after_fork"), "4");
+	CHECK_STR(jnum(other, "children_never_probed"), "2");
+	jv_free(&root);
+	fixture_free(&x);
+
+	build_trace(&x, WITH_ALL);	/* without --children: not a word */
+	x.t.counts.children_unprobed = 2;
+	f = open_memstream(&text, &len);
+	CHECK(f != NULL);
+	print_table(f, &x.t, &x.agg, SORT_SELF, 2);
+	fclose(f);
+	CHECK(!strstr(text, "children"));
+	free(text);
+	fixture_free(&x);
+}
+
 TEST(table_from_aggregate)
 {
 	struct fixture x;

@@ -297,6 +297,8 @@ static void write_loss_counts(FILE *f, const struct trace *t)
 				COUNT("child_ops_missed", c->child_ops_missed);
 				COUNT("children_probed_after_fork",
 				      c->children_probed_late);
+				COUNT("children_never_probed",
+				      c->children_unprobed);
 			}
 			COUNT("truncated_ops", counts_truncated(c));
 		}

@@ -394,6 +394,10 @@ static void print_event_counts(FILE *f, const struct trace *t)
 		fprintf(f, ", and uncounted ones in the first moments of %llu "
 			"children probed after their fork (entry probes)",
 			(unsigned long long)c->children_probed_late);
+	if (t->children && c->children_unprobed)
+		fprintf(f, "; %llu children never probed (gone before rfbpf "
+			"reached them), their ops unseen",
+			(unsigned long long)c->children_unprobed);
 	fputc('\n', f);
 	if (trace_python_note(t, losses, sizeof(losses)))
 		fprintf(f, "Python stacks: %s\n", losses);

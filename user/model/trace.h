@@ -144,6 +144,9 @@ struct counts {
 	uint64_t children_probed_late;	/* --children: probed after their
 					 * fork, their first ops unseen and
 					 * uncounted (entry probes) */
+	uint64_t children_unprobed;	/* --children: never probed (gone
+					 * before rfbpf reached them, or past
+					 * its table): their ops unseen */
 	uint64_t child_ops_missed;	/* --children: ops a child process
 					 * began before it was traced */
 	uint64_t off_cpu_by_reason_ns[RF_OFF_NR];

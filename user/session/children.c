@@ -108,15 +108,17 @@ static void adopt(struct session *s, pid_t pid)
 	if (s->nr_children == SESSION_MAX_CHILDREN)
 		drop_exited(s);
 	if (s->nr_children == SESSION_MAX_CHILDREN) {
-		s->children_skipped++;
+		s->trace.counts.children_unprobed++;
 		return;
 	}
 	c = &s->children[s->nr_children];
 	memset(c, 0, sizeof(*c));
 	c->pid = pid;
 	s->nr_children++;
-	if (probes_trace_child(&s->probes, pid, true))
+	if (probes_trace_child(&s->probes, pid, true)) {
+		s->trace.counts.children_unprobed++;
 		return;
+	}
 	off_cpu_procs_child(&s->off_cpu, pid, true);
 	/* Its stubs are probed already, for every process, and BPF marked
 	 * it traced as it was forked: its first op was recorded. */
@@ -133,15 +135,16 @@ static void adopt(struct session *s, pid_t pid)
 					RF_V_NR);
 	else
 		n = -ENOENT;
-	if (n < 0) {
-		s->children_skipped++;
+	if (n < 0) {		/* mostly: it has exited already */
+		s->trace.counts.children_unprobed++;
 		return;
 	}
 	c->nr_links = n;
 	if (s->use_stubs && !s->child_stubs_probed &&
-	    stub_page_set_child_on(pid, &s->act.page, true))
-		return;		/* it exited already */
-	s->children_traced++;
+	    stub_page_set_child_on(pid, &s->act.page, true)) {
+		s->trace.counts.children_unprobed++;	/* it has exited */
+		return;
+	}
 	/* Probed only now, milliseconds after its fork: what it ran before
 	 * was seen by nothing, so not even counted. Say so, in numbers. */
 	if (!s->child_stubs_probed)

@@ -66,7 +66,6 @@ struct session {
 	unsigned long long activated_ticks;
 	struct child_proc children[SESSION_MAX_CHILDREN];	/* --children */
 	int nr_children;
-	uint64_t children_traced, children_skipped;
 	bool fork_seen;		/* BPF saw a traced process fork */
 	double children_scanned_s;
 	bool child_stubs_probed;	/* children's side of the stubs, for
