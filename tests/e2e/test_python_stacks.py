@@ -415,6 +415,9 @@ def held_by(fn, holder):
 
 
 def check_training(t, folded, extra):
+    # Each thread has its own decorated function (optim_train.py): no
+    # scope is ended by the other thread, so each closes in its frame.
+    assert t["otherData"]["async_ends"] == 0, t["otherData"]
     violations = misnested_per_thread(t)
     assert len(violations) >= 2, violations.keys()
     for tid, v in violations.items():
