@@ -30,10 +30,10 @@ def free_port():
 class Daemon(subprocess.Popen):
     """rfbpf --continuous in the background; its log lines collected."""
 
-    def __init__(self, args):
+    def __init__(self, args, env=None):
         super().__init__([RFBPF, "--continuous", *args],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, env=env)
         self.lines = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()

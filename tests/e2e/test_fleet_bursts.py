@@ -7,6 +7,7 @@ and its lease), no callback left behind, forks (DataLoader workers) while
 the thread switches, and the job's results unchanged."""
 import os
 import random
+import re
 import signal
 import time
 
@@ -90,6 +91,86 @@ def test_kill_9_of_the_daemon_ends_the_thread_within_its_lease(
         assert job.next_line().strip() == ref.stdout.split()[-1]
         assert ops_seen_passively(job.pid) == 0
         job.end()
+
+
+def test_an_attach_longer_than_a_lease_leaves_the_other_jobs_running(
+        tmp_path, jobs):
+    """The daemon's loop held up by an attach for longer than a lease
+    (each attach made 3 s long by a test-only delay): the other job's
+    control thread goes on, its lease renewed meanwhile by the daemon's
+    own thread. Before, its lease ran out during the second attach and
+    the thread ended for good."""
+    a, b = BusyJob("--seconds", "120"), BusyJob("--seconds", "120")
+    jobs += [a, b]
+    prom = tmp_path / "m.prom"
+    d = Daemon(["-p", str(a.pid), "-p", str(b.pid), "--bursts",
+                "--interval", "1", "--prom-file", str(prom)],
+               env={**os.environ, "RFBPF_TEST_ATTACH_DELAY_MS": "3000"})
+    try:
+        d.wait_for(rf"pid {a.pid} .*traced in bursts")
+        d.wait_for(rf"pid {b.pid} .*traced in bursts", timeout=60)
+        time.sleep(LEASE_S + 1.5)       # a scan would have seen a lapse
+        assert control_threads(a.pid) == 1, d.log()
+        assert control_threads(b.pid) == 1, d.log()
+        assert wait_until(lambda: prom.exists() and metric(
+            prom.read_text(), "rfbpf_control_leases_lapsed_total") == 0,
+            10), d.log()
+        assert "lease" not in d.log(), d.log()
+    finally:
+        rc = d.finish()
+    assert rc == 0, d.log()
+    for job in (a, b):
+        assert control_threads(job.pid) == 0
+        assert job.poll() is None
+
+
+def test_a_daemon_held_up_past_the_lease_traces_the_job_again(
+        tmp_path, jobs):
+    """SIGSTOP of the daemon for longer than the lease: the control thread
+    removes the callback and ends (the lease is what guards a daemon that
+    cannot act). Once the daemon runs again it says so, counts it, lets
+    the job go and traces it anew: a new control thread, and bursts again.
+    The job's results are exact."""
+    steps = 150000
+    ref = run([PYTHON, BUSY, "--steps", str(steps)])
+    assert ref.returncode == 0, ref.stderr
+    job = BusyJob("--wait", "--steps", str(steps), "--linger", "60")
+    jobs.append(job)
+    prom = tmp_path / "m.prom"
+    d = Daemon(["-p", str(job.pid), "--bursts", "--interval", "1",
+                "--prom-file", str(prom)])
+    try:
+        d.wait_for(rf"pid {job.pid} .*traced in bursts")
+        job.go()
+        time.sleep(1.0)
+        d.send_signal(signal.SIGSTOP)
+        assert wait_until(lambda: control_threads(job.pid) == 0,
+                          LEASE_S + 2.0)
+        d.send_signal(signal.SIGCONT)
+        d.wait_for(rf"pid {job.pid} .*lease having run out")
+        resumed = time.monotonic()
+        assert wait_until(lambda: control_threads(job.pid) == 1, 15), \
+            d.log()
+        assert len([l for l in d.log().splitlines() if re.search(
+            rf"pid {job.pid} .*traced in bursts", l)]) == 2, d.log()
+
+        def windows():
+            return prom.exists() and metric(
+                prom.read_text(), "rfbpf_job_windows_total",
+                pid=job.pid) or 0
+        assert wait_until(lambda: windows() >= 5, 15), d.log()
+        assert metric(prom.read_text(),
+                      "rfbpf_control_leases_lapsed_total") == 1, d.log()
+        print(f"traced again, {windows()} windows "
+              f"{time.monotonic() - resumed:.1f} s after SIGCONT")
+    finally:
+        d.send_signal(signal.SIGCONT)
+        rc = d.finish()
+    assert rc == 0, d.log()
+    assert job.next_line().strip() == ref.stdout.split()[-1]
+    assert control_threads(job.pid) == 0
+    assert ops_seen_passively(job.pid) == 0
+    job.end()
 
 
 def test_dataloader_forks_while_bursts_switch_and_gives_the_same_losses(

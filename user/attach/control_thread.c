@@ -277,13 +277,6 @@ int control_thread_renew(struct control_thread *ct, uint64_t now_ns)
 		return -ENOENT;
 	if (ct->lease_ns > now_ns + CONTROL_LEASE_NS / 2)
 		return 0;
-	return control_thread_extend(ct, now_ns);
-}
-
-int control_thread_extend(struct control_thread *ct, uint64_t now_ns)
-{
-	if (!ct->block)
-		return -ENOENT;
 	ct->lease_ns = now_ns + CONTROL_LEASE_NS;
 	return write_u64(ct->pid, ct->block, FIELD(lease_ns), ct->lease_ns);
 }

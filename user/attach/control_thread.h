@@ -48,9 +48,6 @@ bool control_thread_running(const struct control_thread *ct);
 /* Renews the lease up to now + CONTROL_LEASE_NS, when half of it is
  * gone. */
 int control_thread_renew(struct control_thread *ct, uint64_t now_ns);
-/* The lease renewed whatever is left of it: before and after work that
- * keeps rfbpf from its loop for long (another job's attach stop). */
-int control_thread_extend(struct control_thread *ct, uint64_t now_ns);
 /* How many more bursts may be written now. */
 size_t control_thread_room(struct control_thread *ct);
 /* Adds a burst [on_ns, off_ns) (CLOCK_MONOTONIC, after the last one). */

@@ -24,6 +24,7 @@
 #include "fleet/fleet_metrics.h"
 #include "fleet/http.h"
 #include "fleet/job.h"
+#include "fleet/lease_keeper.h"
 
 /* New processes are looked for this often (the bar is 2 s). */
 #define SCAN_S 1.0
@@ -43,8 +44,9 @@ struct daemon {
 	struct options opt;
 	int argc;
 	char **argv;
-	struct job **jobs;
+	struct job **jobs;	/* changed with keeper's lock held */
 	size_t nr_jobs;
+	struct lease_keeper keeper;	/* --bursts: renews the leases */
 	bool pid_said[CLI_MAX_PIDS];	/* -p PID not traceable: logged */
 	struct refusal refused[MAX_REFUSED];
 	size_t nr_refused;
@@ -220,14 +222,15 @@ static void start_job_now(struct daemon *d, const struct torch_process *p,
 	if ((r && now < r->next_try) || find_job(d, p->pid))
 		return;
 	j = calloc(1, sizeof(*j));
+	lease_keeper_lock(&d->keeper);
 	jobs = realloc(d->jobs, (d->nr_jobs + 1) * sizeof(*jobs));
+	if (jobs)
+		d->jobs = jobs;
+	lease_keeper_unlock(&d->keeper);
 	if (!j || !jobs) {
 		free(j);
-		if (jobs)
-			d->jobs = jobs;
 		return;
 	}
-	d->jobs = jobs;
 	if (job_start(j, p, &d->opt, BUDGET_FIRST_PROB, now, err,
 		      sizeof(err))) {
 		bool young = j->setup_err == -ETIMEDOUT &&
@@ -252,7 +255,9 @@ static void start_job_now(struct daemon *d, const struct torch_process *p,
 	if (j->s.use_stubs && d->cal.ns_per_sampled_op > 0 &&
 	    !d->opt.raw_times)
 		calibration_probe_cost(&d->cal, &j->s.trace.probe_cost);
+	lease_keeper_lock(&d->keeper);
 	d->jobs[d->nr_jobs++] = j;
+	lease_keeper_unlock(&d->keeper);
 	d->st.jobs_started++;
 	if (j->bursts)
 		logf_("pid %d (%s%s%s): traced in bursts (by its thread "
@@ -269,23 +274,14 @@ static void end_job_now(struct daemon *d, size_t i, const char *why)
 {
 	struct job *j = d->jobs[i];
 
+	/* out of the keeper's sight before its control thread is stopped */
+	lease_keeper_lock(&d->keeper);
+	d->jobs[i] = d->jobs[--d->nr_jobs];
+	lease_keeper_unlock(&d->keeper);
 	logf_("pid %d (%s): %s", j->proc.pid, j->proc.comm, why);
 	job_stop(j);
 	free(j);
-	d->jobs[i] = d->jobs[--d->nr_jobs];
 	d->st.jobs_ended++;
-}
-
-/* The control threads' leases, renewed in full: an attach stop can keep
- * the daemon from its loop for longer than what is left of a lease (on a
- * loaded host, seconds), and a thread whose lease ran out ends for good. */
-static void extend_leases(struct daemon *d)
-{
-	uint64_t now = monotonic_ns();
-
-	for (size_t i = 0; i < d->nr_jobs; i++)
-		if (d->jobs[i]->bursts)
-			control_thread_extend(&d->jobs[i]->s.control, now);
 }
 
 /* Starting and ending a job (the attach stop, loading and verifying its
@@ -296,9 +292,7 @@ static void start_job(struct daemon *d, const struct torch_process *p,
 {
 	double t0 = process_cpu_s();
 
-	extend_leases(d);
 	start_job_now(d, p, now);
-	extend_leases(d);
 	d->one_off_cpu_s += process_cpu_s() - t0;
 }
 
@@ -334,9 +328,22 @@ static void scan(struct daemon *d, double now)
 	struct torch_process *found = NULL, one;
 	size_t nr = 0;
 
-	for (size_t i = d->nr_jobs; i-- > 0;)
-		if (job_gone(d->jobs[i]))
+	for (size_t i = d->nr_jobs; i-- > 0;) {
+		struct job *j = d->jobs[i];
+
+		if (job_gone(j)) {
 			end_job(d, i, "exited, let go");
+		} else if (j->bursts &&
+			   !control_thread_running(&j->s.control)) {
+			/* Its lease ran out (every thread of the daemon held
+			 * up, stopped): the thread removed the callback and
+			 * ended. Let go, and traced again just below. */
+			d->st.leases_lapsed++;
+			end_job(d, i, "its control thread ended, its lease "
+				"having run out (the daemon was held up): let "
+				"go, to be traced again");
+		}
+	}
 	if (d->opt.all) {
 		if (discovery_scan("/proc", &found, &nr))
 			return;
@@ -707,6 +714,7 @@ int fleet_run(const struct options *opt, int argc, char **argv)
 	static struct daemon d;
 	char err[768];
 	double now;
+	int ret;
 
 	d.opt = *opt;
 	d.argc = argc;
@@ -726,6 +734,13 @@ int fleet_run(const struct options *opt, int argc, char **argv)
 	d.st.op_cost_s = d.cal.ns_per_sampled_op * 1e-9;
 	now = monotonic_s();
 	d.interval_start = now;
+	if (d.opt.bursts && (ret = lease_keeper_start(&d.keeper, &d.jobs,
+							&d.nr_jobs))) {
+		fprintf(stderr, "rfbpf: cannot start the thread that renews "
+			"the control threads' leases: %s\n", strerror(-ret));
+		http_stop(d.http);
+		return 1;
+	}
 	d.own_cpu_at_interval = process_cpu_s();
 	d.interval_wall_ns = wall_ns();
 	publish_metrics(&d);
@@ -759,6 +774,7 @@ int fleet_run(const struct options *opt, int argc, char **argv)
 	stop_signals = 0;	/* the detach must not be cancelled */
 	while (d.nr_jobs)
 		end_job(&d, d.nr_jobs - 1, "switched off");
+	lease_keeper_stop(&d.keeper);
 	/* --prom-file keeps the last interval's figures. */
 	http_stop(d.http);
 	free(d.jobs);

@@ -504,7 +504,13 @@ static void daemon_families(struct prom_buf *b, const struct fleet_stats *st)
 	gauge(b, "rfbpf_jobs_started_total", "counter",
 	      "Processes switched on since start", st->jobs_started);
 	gauge(b, "rfbpf_jobs_ended_total", "counter",
-	      "Processes let go (exited) since start", st->jobs_ended);
+	      "Processes let go since start (exited, switched off, or "
+	      "their control thread's lease ran out)", st->jobs_ended);
+	gauge(b, "rfbpf_control_leases_lapsed_total", "counter",
+	      "--bursts: control threads whose lease ran out, the daemon "
+	      "held up for longer than it (stopped, starved of CPU): each "
+	      "removed rfbpf's callback and ended, and its process was let "
+	      "go and traced again", st->leases_lapsed);
 	gauge(b, "rfbpf_activation_failures_total", "counter",
 	      "Attempts to switch a process on that it refused",
 	      st->activation_failures);

@@ -19,6 +19,7 @@ struct fleet_stats {
 	uint64_t activation_failures;	/* attempts refused */
 	uint64_t processes_refused;	/* processes refused (once each) */
 	uint64_t jobs_gone_early;	/* exited while being switched on */
+	uint64_t leases_lapsed;	/* control threads whose lease ran out */
 	uint64_t not_yet;		/* young, no safe point yet: later */
 	uint64_t intervals;
 	uint64_t pprof_written, pprof_errors, prom_errors;

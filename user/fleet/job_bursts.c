@@ -84,15 +84,6 @@ void job_bursts_measure(struct job *j)
 {
 	uint64_t cpu, sw;
 
-	/* A thread whose lease ran out (rfbpf held up for longer than the
-	 * lease) has ended for good: said, not left to look like a job
-	 * with no ops. */
-	if (!j->control_gone_said && !control_thread_running(&j->s.control)) {
-		j->control_gone_said = true;
-		fprintf(stderr, "rfbpf: pid %d: its control thread has ended "
-			"(its lease ran out): no more bursts in it\n",
-			j->proc.pid);
-	}
 	if (control_thread_cpu(&j->s.control, &cpu, &sw))
 		return;
 	if (sw > j->ctl_switches_prev && cpu >= j->ctl_cpu_prev) {
@@ -221,7 +212,7 @@ void job_bursts_poll(struct job *j)
 {
 	uint64_t now = monotonic_ns();
 
-	control_thread_renew(&j->s.control, now);
+	/* its lease is the daemon's lease keeper's (fleet/lease_keeper.h) */
 	write_periods(j);
 	read_results(j);
 	/* the burst measured last: its events are in, it is cut at b */

@@ -131,7 +131,6 @@ struct job {
 	double burst_weight;	/* stratum / measured length: an op begun
 				 * in a measured part stands for this many */
 	uint64_t bursts_total, bursts_skipped, bursts_late;
-	bool control_gone_said;	/* its control thread ended: said once */
 	uint32_t *touched;	/* series with something in this burst */
 	size_t nr_touched, cap_touched;
 	size_t bursts_folded;	/* bursts read this interval */
