@@ -675,11 +675,12 @@ static int start(struct daemon *d, char *err, size_t len)
  * allows, not a multiple of the poll period. A --bursts job between its
  * bursts has nothing to read: the daemon then sleeps until the next
  * burst's edge, the next scan or the interval's end, and at most
- * IDLE_POLL_S, which keeps the control threads' leases renewed and the
- * CUPTI agents looked for. Every wakeup is CPU taken from the jobs: on a
- * small host the daemon preempts one of their threads each time. */
+ * IDLE_POLL_S, which keeps the CUPTI agents looked for (the control
+ * threads' leases are the lease keeper's). Every wakeup is CPU taken from
+ * the jobs: on a small host the daemon preempts one of their threads each
+ * time. */
 #define BUSY_POLL_S	0.02
-#define IDLE_POLL_S	0.25
+#define IDLE_POLL_S	0.5
 
 static void sleep_until_due(const struct daemon *d)
 {
