@@ -40,19 +40,31 @@ def wait_until(cond, timeout):
     return cond()
 
 
+def bursts_daemon(prom, *pids, interval=1, env=None):
+    """A daemon in bursts on pids, writing its metrics to prom."""
+    args = [a for pid in pids for a in ("-p", str(pid))]
+    return Daemon([*args, "--bursts", "--interval", str(interval),
+                   "--prom-file", str(prom)], env=env)
+
+
+def windows_written(prom, pid):
+    """rfbpf_job_windows_total of pid in the metrics file (0 before)."""
+    return prom.exists() and metric(prom.read_text(),
+                                    "rfbpf_job_windows_total",
+                                    pid=pid) or 0
+
+
 def test_bursts_trace_through_the_control_thread_and_leave_nothing(
         tmp_path, jobs):
     job = BusyJob("--seconds", "120")
     jobs.append(job)
     prom = tmp_path / "m.prom"
-    d = Daemon(["-p", str(job.pid), "--bursts", "--interval", "2",
-                "--prom-file", str(prom)])
+    d = bursts_daemon(prom, job.pid, interval=2)
     try:
         d.wait_for(rf"pid {job.pid} .*traced")
         assert control_threads(job.pid) == 1
-        assert wait_until(lambda: prom.exists() and (metric(
-            prom.read_text(), "rfbpf_job_windows_total",
-            pid=job.pid) or 0) >= 10, 20), d.log()
+        assert wait_until(lambda: windows_written(prom, job.pid) >= 10,
+                          20), d.log()
         time.sleep(2.5)                 # one interval with bursts in it
         text = prom.read_text()
     finally:
@@ -103,9 +115,9 @@ def test_an_attach_longer_than_a_lease_leaves_the_other_jobs_running(
     a, b = BusyJob("--seconds", "120"), BusyJob("--seconds", "120")
     jobs += [a, b]
     prom = tmp_path / "m.prom"
-    d = Daemon(["-p", str(a.pid), "-p", str(b.pid), "--bursts",
-                "--interval", "1", "--prom-file", str(prom)],
-               env={**os.environ, "RFBPF_TEST_ATTACH_DELAY_MS": "3000"})
+    d = bursts_daemon(prom, a.pid, b.pid,
+                      env={**os.environ,
+                           "RFBPF_TEST_ATTACH_DELAY_MS": "3000"})
     try:
         d.wait_for(rf"pid {a.pid} .*traced in bursts")
         d.wait_for(rf"pid {b.pid} .*traced in bursts", timeout=60)
@@ -137,8 +149,7 @@ def test_a_daemon_held_up_past_the_lease_traces_the_job_again(
     job = BusyJob("--wait", "--steps", str(steps), "--linger", "60")
     jobs.append(job)
     prom = tmp_path / "m.prom"
-    d = Daemon(["-p", str(job.pid), "--bursts", "--interval", "1",
-                "--prom-file", str(prom)])
+    d = bursts_daemon(prom, job.pid)
     try:
         d.wait_for(rf"pid {job.pid} .*traced in bursts")
         job.go()
@@ -153,15 +164,11 @@ def test_a_daemon_held_up_past_the_lease_traces_the_job_again(
             d.log()
         assert len([l for l in d.log().splitlines() if re.search(
             rf"pid {job.pid} .*traced in bursts", l)]) == 2, d.log()
-
-        def windows():
-            return prom.exists() and metric(
-                prom.read_text(), "rfbpf_job_windows_total",
-                pid=job.pid) or 0
-        assert wait_until(lambda: windows() >= 5, 15), d.log()
+        assert wait_until(lambda: windows_written(prom, job.pid) >= 5, 15), \
+            d.log()
         assert metric(prom.read_text(),
                       "rfbpf_control_leases_lapsed_total") == 1, d.log()
-        print(f"traced again, {windows()} windows "
+        print(f"traced again, {windows_written(prom, job.pid)} windows "
               f"{time.monotonic() - resumed:.1f} s after SIGCONT")
     finally:
         d.send_signal(signal.SIGCONT)
@@ -243,8 +250,7 @@ def test_one_interval_of_bursts_gives_the_self_time_shares_of_a_full_trace(
     prom = tmp_path / "m.prom"
     with Job(argv, ready=None) as a, Job(argv, ready=None) as b:
         assert a.next_line() and b.next_line()     # torch is loaded
-        d = Daemon(["-p", str(b.pid), "--bursts", "--interval", "60",
-                    "--prom-file", str(prom)])
+        d = bursts_daemon(prom, b.pid, interval=60)
         try:
             d.wait_for(rf"pid {b.pid} .*traced")
             assert wait_until(prom.exists, 10), d.log()
@@ -290,19 +296,17 @@ def test_a_second_tracer_is_refused_and_the_bursts_go_on(tmp_path, jobs):
     job = BusyJob("--seconds", "120")
     jobs.append(job)
     prom = tmp_path / "m.prom"
-    d = Daemon(["-p", str(job.pid), "--bursts", "--interval", "1",
-                "--prom-file", str(prom)])
+    d = bursts_daemon(prom, job.pid)
     try:
         d.wait_for(rf"pid {job.pid} .*traced")
         r = run([RFBPF, "-q", "-p", str(job.pid), "-d", "1"])
         assert r.returncode != 0
         assert r.stderr.count("\n") == 1 and "already tracing" in r.stderr
         assert control_threads(job.pid) == 1
-        windows = lambda: metric(prom.read_text(), "rfbpf_job_windows_total",
-                                 pid=job.pid) or 0
-        assert wait_until(lambda: prom.exists() and windows() > 0, 10)
-        before = windows()
-        assert wait_until(lambda: windows() > before, 10)
+        assert wait_until(lambda: windows_written(prom, job.pid) > 0, 10)
+        before = windows_written(prom, job.pid)
+        assert wait_until(lambda: windows_written(prom, job.pid) > before,
+                          10)
     finally:
         assert d.finish() == 0, d.log()
     assert control_threads(job.pid) == 0
