@@ -266,9 +266,9 @@ int control_thread_start(struct control_thread *ct, struct held_thread *h,
 	return 0;
 }
 
-bool control_thread_running(const struct control_thread *ct)
+bool control_thread_lapsed(const struct control_thread *ct)
 {
-	return ct->block && read_state(ct->pid, ct->block) == CONTROL_RUNNING;
+	return ct->block && read_state(ct->pid, ct->block) == CONTROL_EXITED;
 }
 
 int control_thread_renew(struct control_thread *ct, uint64_t now_ns)

@@ -43,8 +43,10 @@ int control_thread_start(struct control_thread *ct, struct held_thread *h,
 			 const struct stub_page *page,
 			 const struct rf_callback_abi *cb, uint64_t add_fn,
 			 uint64_t remove_fn, char *err, size_t len);
-/* Has the thread started (its state running)? */
-bool control_thread_running(const struct control_thread *ct);
+/* Has the thread ended on its own, its lease having run out (removed
+ * the callback and exited)? Not one the job's exit parked, nor a block
+ * that cannot be read (the job gone). */
+bool control_thread_lapsed(const struct control_thread *ct);
 /* Renews the lease up to now + CONTROL_LEASE_NS, when half of it is
  * gone. */
 int control_thread_renew(struct control_thread *ct, uint64_t now_ns);

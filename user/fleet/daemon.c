@@ -333,8 +333,7 @@ static void scan(struct daemon *d, double now)
 
 		if (job_gone(j)) {
 			end_job(d, i, "exited, let go");
-		} else if (j->bursts &&
-			   !control_thread_running(&j->s.control)) {
+		} else if (j->bursts && control_thread_lapsed(&j->s.control)) {
 			/* Its lease ran out (every thread of the daemon held
 			 * up, stopped): the thread removed the callback and
 			 * ended. Let go, and traced again just below. */
