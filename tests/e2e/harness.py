@@ -474,3 +474,38 @@ def untraced_output(*args):
     r = run([PYTHON, WORKLOAD, *args])
     assert r.returncode == 0, r.stderr
     return r.stdout
+
+
+def text_changed(pid):
+    """Where pid's executable file mappings differ from their files, as
+    (file, file offset) pairs, one per differing 16-byte block. A uprobe
+    leaves its int3 in the process's copy of the page; a probe that is
+    gone leaves the file's bytes. So anything here after rfbpf has gone
+    is a breakpoint left behind: the job would trap into the kernel on
+    every pass through it, slower after detach. (The kernel may keep the
+    probe's private copy of a page once the bytes are restored, so
+    smaps' Anonymous is no test; the bytes are.)"""
+    changed = []
+    with open(f"/proc/{pid}/maps") as f:
+        maps = [l.split() for l in f]
+    with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        for m in maps:
+            if len(m) < 6 or "x" not in m[1] or m[5].startswith("["):
+                continue
+            lo, hi = (int(v, 16) for v in m[0].split("-"))
+            offset = int(m[2], 16)
+            path = f"/proc/{pid}/map_files/{m[0]}"
+            try:
+                with open(path, "rb") as disk:
+                    disk.seek(offset)
+                    want = disk.read(hi - lo)
+                mem.seek(lo)
+                have = mem.read(len(want))
+            except OSError:
+                continue                # unmapped meanwhile
+            if have == want:
+                continue
+            for i in range(0, len(want), 16):
+                if have[i:i + 16] != want[i:i + 16]:
+                    changed.append((m[5], offset + i))
+    return changed

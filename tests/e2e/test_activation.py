@@ -10,7 +10,8 @@ import time
 import pytest
 
 from harness import (Job, KernelCounts, PYTHON, RFBPF, ROOT, STATE_DIR,
-                    load_trace, ops_of, refused, run, start_rfbpf, stop)
+                    load_trace, ops_of, refused, run, start_rfbpf, stop,
+                    text_changed)
 
 TINY = os.path.join(ROOT, "tests", "workloads", "tiny_ops.py")
 STATE = STATE_DIR + "/{}.state"
@@ -151,6 +152,7 @@ def test_kill_9_of_the_fleet_daemon_leaves_the_job_right(tmp_path, delay):
         time.sleep(delay)               # into a window, or between two
         d.kill()
         d.wait()
+        assert text_changed(t.pid) == []        # no breakpoint left
         t.phase()
         r = run([RFBPF, "--deactivate", "-p", str(t.pid)])
         assert r.returncode == 0, r.stderr

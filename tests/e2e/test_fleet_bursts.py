@@ -11,7 +11,7 @@ import re
 import signal
 import time
 
-from harness import Job, PYTHON, RFBPF, ROOT, run
+from harness import Job, PYTHON, RFBPF, ROOT, run, text_changed
 from test_fleet import BUSY, BusyJob, Daemon, jobs, metric, \
     ops_seen_passively  # noqa: F401 (jobs: a fixture)
 
@@ -100,6 +100,7 @@ def test_kill_9_of_the_daemon_ends_the_thread_within_its_lease(
                           LEASE_S + 1.0), f"attempt {attempt}"
         print(f"attempt {attempt}: thread gone "
               f"{time.monotonic() - killed:.2f} s after kill -9")
+        assert text_changed(job.pid) == []   # no breakpoint left
         assert job.next_line().strip() == ref.stdout.split()[-1]
         assert ops_seen_passively(job.pid) == 0
         job.end()

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from harness import (Job, PYTHON, RFBPF, ROOT, KernelCounts, refused, run,
-                    start_rfbpf, stop)
+                    start_rfbpf, stop, text_changed)
 
 DATALOADER = os.path.join(ROOT, "tests", "workloads", "dataloader_train.py")
 
@@ -348,6 +348,10 @@ def test_kill_9_at_random_moments_of_attach_and_detach(tmp_path):
             r.kill()
             r.wait()
             assert p.poll() is None, f"the job died after kill {i}"
+        # The kernel took rfbpf's probes out with it, even those whose
+        # links a kill interrupted mid-close (dmesg may say "leaking
+        # uprobe" then: the kernel's record of it, not its breakpoint).
+        assert text_changed(p.pid) == []
         d = run([RFBPF, "--deactivate", "-p", str(p.pid)])
         assert d.returncode == 0, d.stderr
         assert no_callback_left(p.pid, tmp_path)
@@ -357,6 +361,24 @@ def test_kill_9_at_random_moments_of_attach_and_detach(tmp_path):
         n, value = out.split()
         ref = run([PYTHON, "-c", BUSY, n], input="")
         assert ref.stdout.split()[1:] == [n, value]
+
+
+def test_a_probe_left_in_the_job_would_be_seen():
+    """text_changed, which the kill -9 tests trust to find a breakpoint
+    left behind, finds rfbpf's while it traces (in libtorch's text with
+    --probes entry, in rfbpf's page with the callback) and none after."""
+    with start(BUSY) as p:
+        assert text_changed(p.pid) == []
+        for probes, where in (("entry", "libtorch_cpu"),
+                              ("callback", "rfbpf-page")):
+            r, _ = start_rfbpf(["-q", "-p", str(p.pid), "--probes", probes])
+            seen = text_changed(p.pid)
+            rc, _, err = stop(r)
+            assert rc == 0, err
+            assert seen and all(where in f for f, _ in seen), seen
+            assert text_changed(p.pid) == []
+        p.send_signal(signal.SIGUSR1)
+        p.communicate(timeout=60)
 
 
 def fds_named(pid, name):
