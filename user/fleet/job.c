@@ -307,33 +307,65 @@ bool job_gone(const struct job *j)
 	       target_start_time(j->proc.pid) != j->proc.start_ticks;
 }
 
+/* The interval's end cuts what is being measured: the last burst, if
+ * the daemon was late to close it, or a window open across the end. */
+static void cut_at_interval_end(struct job *j)
+{
+	uint64_t cut;
+
+	if (j->bursts) {
+		while (j->next_close < j->next_open)
+			job_burst_close(j, &j->burst[j->next_close++]);
+		return;
+	}
+	if (!j->in_window)
+		return;
+	cut = now_ns();
+	job_window_count(j, j->run_from_ns > j->cut_ns ? j->run_from_ns :
+		     j->cut_ns, cut);
+	j->cut_ns = cut;
+	/* Traced whole, each interval is its own span: its ops' time up to
+	 * the cut is this interval's, the rest the next's. */
+	if (j->whole_interval) {
+		window_self_end_at(&j->self, cut);
+		window_self_cut(&j->self, &j->s.trace, job_window_add, j);
+		window_self_open(&j->self, j->win_on_ns, cut, UINT64_MAX);
+	}
+}
+
+/* The job's op rate (from the sampled part of the interval when there is
+ * one, else from the window), its CPU rate, and rfbpf's CPU per op read
+ * (from intervals with enough ops to tell, smoothed like the stops). */
+static void measure_rates(struct job *j, double t, double cpu,
+			  uint64_t window_calls)
+{
+	double sampled_t = j->bursts ? 0 : t - j->window_in_interval;
+
+	if (sampled_t > 0.01)
+		j->op_rate = j->sampled_closed / j->p / sampled_t;
+	else if (j->window_time > 0)
+		j->op_rate = window_calls / j->window_time;
+	j->cpu_rate = t > 0 && !isnan(cpu) && !isnan(j->cpu_s_prev) ?
+		      (cpu - j->cpu_s_prev) / t : 0;
+	j->cpu_s_prev = cpu;
+	if (j->closed_in_interval >= 100) {
+		double c = j->read_cpu_s * 1e9 / j->closed_in_interval;
+
+		j->loader_ns_per_op = j->loader_ns_per_op > 0 ?
+			0.7 * j->loader_ns_per_op + 0.3 * c : c;
+	}
+}
+
 void job_end_interval(struct job *j, double now)
 {
 	double t = now - j->interval_start;
 	double cpu = target_cpu_seconds(j->proc.pid);
-	double sampled_t, span_len = now - j->span_start, k;
+	double span_len = now - j->span_start, k;
 	uint64_t window_calls = 0;
 	bool span_done;
 
 	read_events(j);
-	if (j->bursts) {	/* the last burst, if the daemon was late */
-		while (j->next_close < j->next_open)
-			job_burst_close(j, &j->burst[j->next_close++]);
-	} else if (j->in_window) {	/* a window open across the end */
-		uint64_t cut = now_ns();
-
-		job_window_count(j, j->run_from_ns > j->cut_ns ? j->run_from_ns :
-			     j->cut_ns, cut);
-		j->cut_ns = cut;
-		/* Traced whole, each interval is its own span: its ops' time
-		 * up to the cut is this interval's, the rest the next's. */
-		if (j->whole_interval) {
-			window_self_end_at(&j->self, cut);
-			window_self_cut(&j->self, &j->s.trace, job_window_add, j);
-			window_self_open(&j->self, j->win_on_ns, cut,
-					 UINT64_MAX);
-		}
-	}
+	cut_at_interval_end(j);
 	for (size_t i = 0; i < j->window_agg.nr; i++)
 		window_calls += j->window_agg.rows[i].calls;
 	/* Self time: the window's sums scaled by span/L (see job.h), once
@@ -357,16 +389,7 @@ void job_end_interval(struct job *j, double now)
 	/* pprof has one profile an interval: a span's window stands for an
 	 * interval of it, on average. */
 	j->window_scale = k && span_len > 0 ? k * t / span_len : 0;
-	/* The job's op rate, from the sampled part of the interval when
-	 * there is one, else from the window. */
-	sampled_t = j->bursts ? 0 : t - j->window_in_interval;
-	if (sampled_t > 0.01)
-		j->op_rate = j->sampled_closed / j->p / sampled_t;
-	else if (j->window_time > 0)
-		j->op_rate = window_calls / j->window_time;
-	j->cpu_rate = t > 0 && !isnan(cpu) && !isnan(j->cpu_s_prev) ?
-		      (cpu - j->cpu_s_prev) / t : 0;
-	j->cpu_s_prev = cpu;
+	measure_rates(j, t, cpu, window_calls);
 	if (j->opt.verbose)
 		fprintf(stderr, "rfbpf: pid %d: interval %.2fs: p=%g, %llu "
 			"sampled ops, window %.4fs (%.4fs in a span of %.1fs, "
@@ -375,14 +398,6 @@ void job_end_interval(struct job *j, double now)
 			j->window_in_interval, j->window_time, j->span_s,
 			(unsigned long long)window_calls, span_done ?
 			", span done" : "", j->op_rate, j->cpu_rate);
-	/* rfbpf's CPU per op read: from intervals with enough ops to tell,
-	 * smoothed like the stops. */
-	if (j->closed_in_interval >= 100) {
-		double c = j->read_cpu_s * 1e9 / j->closed_in_interval;
-
-		j->loader_ns_per_op = j->loader_ns_per_op > 0 ?
-			0.7 * j->loader_ns_per_op + 0.3 * c : c;
-	}
 	j->closed_in_interval = 0;
 	j->read_cpu_s = 0;
 	j->sampled_closed = 0;
