@@ -393,7 +393,7 @@ def trace_training(python, tmp_path, *extra):
     w = Training(python)
     out, folded = tmp_path / "t.json", tmp_path / "t.folded"
     try:
-        r = run([RFBPF, "-q", "-p", str(w.pid), "-d", "3",
+        r = run([RFBPF, "-q", "-p", str(w.pid), "-d", "2",
                  "--python-stacks", "-o", str(out), "--folded",
                  str(folded), "--no-table", *extra])
         assert r.returncode == 0, r.stderr
