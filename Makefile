@@ -295,12 +295,15 @@ $(OUT)/tests/calibrate/calibrate_check: tests/calibrate/calibrate_check.c \
 calibrate-check: $(OUT)/tests/calibrate/calibrate_check
 	$(Q)$<
 
-# `sudo make test`: install what is missing, build, run every test.
+# `sudo make test`: install what is missing, build, run every test. The
+# builds use every CPU (the unit tests still run one after the other: the
+# runner script is one recipe); the tests that load the machine do not.
+JOBS := $(shell nproc 2>/dev/null || echo 2)
 test: deps
-	$(Q)$(MAKE) --no-print-directory rfbpf
-	$(Q)$(MAKE) --no-print-directory unit
-	$(Q)$(MAKE) --no-print-directory asan-unit
-	$(Q)$(MAKE) --no-print-directory asan
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) rfbpf
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) unit
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) asan-unit
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) asan
 	$(Q)$(MAKE) --no-print-directory cupti-test
 	$(Q)$(MAKE) --no-print-directory fuzz-smoke
 	$(Q)$(MAKE) --no-print-directory e2e
