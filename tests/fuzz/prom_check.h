@@ -158,8 +158,9 @@ static inline bool pc_text(struct pc_state *s, char stop, char *out)
 		    !(s->p[1] == '\\' || s->p[1] == 'n' ||
 		      (s->p[1] == '"' && stop == '"')))
 			return pc_fail(s, "bad escape");
+		/* \n is a newline: "a\nb" and "anb" are two values. */
 		if (out)
-			*out++ = s->p[1];
+			*out++ = s->p[1] == 'n' ? '\n' : s->p[1];
 		s->p += 2;
 	}
 	if (out)

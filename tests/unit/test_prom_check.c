@@ -38,6 +38,10 @@ static const struct {
 	{ HEAD "m_total 1 1700000000000\n", false },	/* stricter */
 	{ "m 1\n", false },				/* stricter */
 	{ HEAD "m_total 1\nm_total 2\n", false },	/* series twice */
+	/* An escaped newline is a newline, not an n: two series. */
+	{ HEAD "m_total{a=\"a\\nb\"} 1\nm_total{a=\"anb\"} 1\n", true },
+	{ HEAD "m_total{a=\"a\\nb\"} 1\nm_total{a=\"a\\nb\"} 1\n",
+	  false },					/* series twice */
 };
 
 TEST(checker_agrees_with_promtool)
