@@ -217,8 +217,9 @@ class Tracer:
     (args, with {pid} for the job's pid), PyTorch's empty observer inside
     the job ("observer"), or nothing (None: the A/A run)."""
 
-    def __init__(self, args):
+    def __init__(self, args, binary=None):
         self.args, self.p = args, None
+        self.binary = binary or RFBPF
         self.estimates = []     # the daemon's own, at each period's end
 
     def start(self, job):
@@ -229,7 +230,7 @@ class Tracer:
         if self.args is None:
             return
         self.p = subprocess.Popen(
-            [RFBPF] + [str(job.pid) if x == "{pid}" else x
+            [self.binary] + [str(job.pid) if x == "{pid}" else x
                        for x in self.args],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for line in self.p.stderr:
@@ -347,6 +348,11 @@ def main():
     ap.add_argument("--one-shot-samples", default="",
                     help="plain rfbpf -p --sample P runs to set beside "
                     "the daemon in the paired measure (comma-separated)")
+    ap.add_argument("--also", default="",
+                    help="other rfbpf binaries (a build before a change, "
+                    "copied out of the tree), comma-separated: each a "
+                    "daemon row at the default budget, taking its turn "
+                    "pair by pair with the others")
     ap.add_argument("--cycles", type=int, default=4)
     ap.add_argument("--markdown")
     a = ap.parse_args()
@@ -428,6 +434,9 @@ def main():
     if a.scopes:
         tracers[f"daemon, default budget, --scopes {a.scopes}"] = Tracer(
             daemon + ["--scopes", a.scopes])
+    for binary in filter(None, a.also.split(",")):
+        tracers[f"daemon ({binary}), default budget"] = Tracer(daemon,
+                                                               binary)
     for p in filter(None, a.one_shot_samples.split(",")):
         tracers[f"rfbpf -p --sample {p}"] = Tracer(
             ["-p", "{pid}", "--no-table", "--sample", p])
