@@ -9,6 +9,7 @@ import os
 import random
 import re
 import signal
+import struct
 import time
 
 from harness import Job, PYTHON, RFBPF, ROOT, run, text_changed
@@ -54,26 +55,63 @@ def windows_written(prom, pid):
                                     pid=pid) or 0
 
 
+def steps_at_next_export(prom, counter):
+    """Waits for the daemon's next write of prom, and returns the job's
+    steps then (its counter file) and the metrics written."""
+    mtime = prom.stat().st_mtime_ns
+    assert wait_until(lambda: prom.stat().st_mtime_ns != mtime, 5)
+    with open(counter, "rb") as f:
+        steps = struct.unpack("=Q", f.read(8))[0]
+    return steps, prom.read_text()
+
+
 def test_bursts_trace_through_the_control_thread_and_leave_nothing(
         tmp_path, jobs):
-    job = BusyJob("--seconds", "120")
+    """A job of one aten::add a step, which counts its steps, under
+    bursts: the thread named as rfbpf's while the daemon runs; the price
+    of a traced burst measured in the job; the calls of aten::add over 8
+    intervals estimated within 4 of the daemon's own standard errors, and
+    those small enough to see a weight 25% off (K/K_t left out, or the
+    ops a traced burst's time holds taken for the job's: 12 times fewer
+    on this loop); then the thread gone with the daemon, and its callback
+    with it."""
+    counter = tmp_path / "steps"
+    job = BusyJob("--seconds", "60", "--size", "262144", "--counter",
+                  str(counter))
     jobs.append(job)
     prom = tmp_path / "m.prom"
-    d = bursts_daemon(prom, job.pid, interval=2)
+    d = Daemon(["-p", str(job.pid), "--bursts", "--interval", "1",
+                "--budget", "5", "--prom-file", str(prom)])
     try:
         d.wait_for(rf"pid {job.pid} .*traced")
         assert control_threads(job.pid) == 1
-        assert wait_until(lambda: windows_written(prom, job.pid) >= 10,
-                          20), d.log()
-        time.sleep(2.5)                 # one interval with bursts in it
-        text = prom.read_text()
+        assert wait_until(prom.exists, 5), d.log()
+        for _ in range(5):      # until the price is measured
+            steps_at_next_export(prom, counter)
+        first, text0 = steps_at_next_export(prom, counter)
+        for _ in range(7):
+            steps_at_next_export(prom, counter)
+        last, text = steps_at_next_export(prom, counter)
     finally:
         rc = d.finish()
     assert rc == 0, d.log()
-    calls = metric(text, "rfbpf_op_calls_total", pid=job.pid, op="aten::add")
-    self_s = metric(text, "rfbpf_op_self_seconds_total", pid=job.pid,
-                    op="aten::add")
-    assert calls and calls > 0 and self_s and self_s > 0, text
+
+    def add(text, name):
+        return metric(text, name, pid=job.pid, op="aten::add") or 0
+    calls = add(text, "rfbpf_op_calls_total") - \
+        add(text0, "rfbpf_op_calls_total")
+    se = (add(text, "rfbpf_op_calls_stderr") ** 2 -
+          add(text0, "rfbpf_op_calls_stderr") ** 2) ** 0.5
+    truth = last - first
+    counting = metric(text, "rfbpf_job_bursts_counting_total", pid=job.pid)
+    cost = metric(text, "rfbpf_job_burst_cost_ratio", pid=job.pid)
+    print(f"aten::add: {truth} calls, estimated {calls:.0f} ± {se:.0f}; "
+          f"{counting:.0f} counting bursts; a traced burst priced "
+          f"{100 * cost:.0f}% of the job's CPU")
+    assert 0 < se < truth / 16, "4 errors must be under 25%"
+    assert abs(calls - truth) <= 4 * se
+    assert add(text, "rfbpf_op_self_seconds_total") > 0, text
+    assert counting >= 4 and 0 < cost < 1, text
     # gone with the daemon, and its callback with it
     assert control_threads(job.pid) == 0
     assert ops_seen_passively(job.pid) == 0

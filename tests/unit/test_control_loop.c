@@ -8,6 +8,8 @@
  * - bursts: a callback switched at the wrong time, left on, or
  *   registered with sampling (p must be 1 in a burst);
  * - a burst past its end is skipped, never switched on;
+ * - a counting burst registering the traced callback (or the reverse),
+ *   and the ops and CPU a burst reports not being its own;
  * - the lease: a killed rfbpf's callback must go, and the thread with it;
  * - the fork gate: a fork copying PyTorch's lock held (prepare returns
  *   while the thread is in a call), or the thread calling during a fork;
@@ -16,6 +18,7 @@
  *   and 33, which setuid() in a threaded job needs).
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -32,6 +35,9 @@ static atomic_int adds, removes, in_call;
 static atomic_int call_ms;	/* how long a call takes */
 static uint64_t last_handle;
 static double bad_prob;
+/* The start callback registered now (0: none), and each one added */
+static _Atomic uint64_t current_start;
+static uint64_t added_start[8];
 
 static uint64_t mono_ns(void)
 {
@@ -53,7 +59,10 @@ static uint64_t fake_add(struct rf_callback_abi cb)
 		bad_prob = cb.sampling_prob;
 	if (call_ms)
 		sleep_ms(call_ms);
-	adds++;
+	if (adds < 8)
+		added_start[adds] = cb.start;
+	adds++;		/* before the callback is seen: calls[adds - 1] */
+	current_start = cb.start;
 	in_call = 0;
 	return ++last_handle;
 }
@@ -65,6 +74,7 @@ static void fake_remove(uint64_t handle)
 		bad_prob = -1;
 	if (call_ms)
 		sleep_ms(call_ms);
+	current_start = 0;
 	removes++;
 	in_call = 0;
 }
@@ -99,12 +109,18 @@ static pthread_t start(void)
 	return t;
 }
 
-static void burst(uint64_t on, uint64_t off)
+static void burst_of(uint64_t on, uint64_t off, bool count_only)
 {
 	uint64_t k = blk->written;
 
-	blk->burst[k % CONTROL_BURSTS] = (struct control_burst){ on, off };
+	blk->burst[k % CONTROL_BURSTS] = (struct control_burst){
+		on, off, count_only };
 	__atomic_store_n(&blk->written, k + 1, __ATOMIC_RELEASE);
+}
+
+static void burst(uint64_t on, uint64_t off)
+{
+	burst_of(on, off, false);
 }
 
 static void finish(pthread_t t)
@@ -146,6 +162,58 @@ TEST(bursts_switch_on_and_off_at_their_times)
 	}
 	finish(t);
 	CHECK(blk->state == CONTROL_EXITED);
+}
+
+/* PyTorch's side of a burst: each op calls the start callback
+ * registered now, as RecordFunction does (the result slot in rdi). */
+static uint64_t play_ops_until(uint64_t done, uint64_t *calls)
+{
+	typedef void (*start_fn)(uint64_t *slot, void *rf);
+	uint64_t slot, spent = 0;
+
+	while (__atomic_load_n(&blk->done, __ATOMIC_ACQUIRE) < done) {
+		uint64_t fn = current_start;
+
+		if (fn) {
+			((start_fn)fn)(&slot, NULL);
+			calls[adds - 1]++;
+		}
+		for (volatile int i = 0; i < 2000; i++)	/* the op */
+			spent += i;
+	}
+	return spent;
+}
+
+TEST(a_burst_reports_its_ops_and_the_jobs_cpu)
+{
+	pthread_t t = start();
+	uint64_t now = mono_ns(), calls[2] = { 0, 0 };
+
+	blk->cb.start = (uint64_t)(page + STUB_START_OFFSET);
+	blk->cb_count = blk->cb;
+	blk->cb_count.start = (uint64_t)(page + STUB_COUNT_START_OFFSET);
+	burst_of(now + 120000000, now + 170000000, false);	/* traced */
+	burst_of(now + 200000000, now + 250000000, true);	/* counting */
+	play_ops_until(2, calls);
+	CHECK(added_start[0] == blk->cb.start);
+	CHECK(added_start[1] == blk->cb_count.start);
+	CHECK(blk->ops == calls[0] + calls[1]);
+	for (int i = 0; i < 2; i++) {
+		struct control_result *r = &blk->result[i];
+
+		printf("  burst %d: %llu ops of %llu, %.1f ms CPU in %.1f ms\n",
+		       i, (unsigned long long)r->ops,
+		       (unsigned long long)calls[i], r->cpu_ns / 1e6,
+		       (r->off_ns - r->on_ns) / 1e6);
+		/* ops called after the count was read at the removal are
+		 * the next burst's (a few at most) */
+		CHECK(calls[i] >= 100);
+		CHECK(r->ops <= calls[i] && r->ops + 5 >= calls[i]);
+		/* this thread spun the whole burst: its CPU is the job's */
+		CHECK(r->cpu_ns >= (r->off_ns - r->on_ns) / 2);
+		CHECK(r->cpu_ns <= 4 * (r->off_ns - r->on_ns) + 20000000);
+	}
+	finish(t);
 }
 
 TEST(a_burst_already_over_is_skipped)

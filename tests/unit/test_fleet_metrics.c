@@ -133,8 +133,10 @@ static double sample(const char *text, const char *name, pid_t pid,
 /* A per-job series' value. */
 /* --bursts: the spread between an interval's bursts gives its
  * variance. An op counted 2, 4, 0 and 2 times in 4 bursts, each call
- * standing for 10: Var = K w^2/(K-1) (sum y^2 - (sum y)^2/K)
- * = 4 * 100 / 3 * (24 - 16); its self seconds alike, scaled by 50. */
+ * standing for 20 calls (the traced bursts held half the ops of the
+ * job's untraced time) and 10 times its time: Var = K w^2/(K-1)
+ * (sum y^2 - (sum y)^2/K) = 4 * 400 / 3 * (24 - 16) for calls, w = 10
+ * for time; its self seconds alike, scaled by 50. */
 TEST(bursts_standard_errors_from_the_spread_between_bursts)
 {
 	static const int y[4] = { 2, 4, 0, 2 };
@@ -148,16 +150,18 @@ TEST(bursts_standard_errors_from_the_spread_between_bursts)
 	r = job_op_row(&j, id);
 	for (int k = 0; k < 4; k++) {
 		for (int c = 0; c < y[k]; c++) {
-			job_op_count(r, 10, 1000000);
+			job_op_count(r, 20, 10, 1000000);
 			job_op_burst_add(&j, r, BURST_CALLS, 1);
 			job_op_burst_add(&j, r, BURST_TOTAL, 0.001);
 			job_op_burst_add(&j, r, BURST_SELF, 0.0005);
 		}
 		job_ops_burst_fold(&j);
 	}
-	job_ops_bursts_variance(&j, 10, 50);
-	CHECK(near(r->calls, 80));
-	CHECK(near(r->calls_var, 4 * 100 / 3.0 * 8));
+	job_ops_bursts_variance(&j, 20, 10, 50);
+	CHECK(near(r->calls, 160));
+	CHECK(near(r->total_s, 0.08));
+	CHECK(near(r->latency[agg_latency_bucket(1000000)], 160));
+	CHECK(near(r->calls_var, 4 * 400 / 3.0 * 8));
 	CHECK(near(r->total_var, 4 * 100 / 3.0 * 8 * 1e-6));
 	CHECK(near(job_op_self_se(&j, r),
 		   sqrt(4 * 2500 / 3.0 * 8 * 0.25e-6)));

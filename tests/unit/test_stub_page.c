@@ -75,7 +75,34 @@ TEST(callbacks_with_on_and_child_on_set_and_clear)
 		CHECK(((start_fn)(p + STUB_START_OFFSET))(&slot, p) == &slot);
 		CHECK(slot == NULL);	/* no ObserverContext */
 		((end_fn)(p + STUB_END_OFFSET))(p, NULL);
+		/* every start counted, whatever is probed; no end */
+		CHECK(*(uint64_t *)(p + STUB_OPS) == (uint64_t)on + 1);
 	}
+	munmap(p, STUB_MAP_SIZE);
+}
+
+/* A counting burst's callbacks: the op counted as the traced ones count
+ * it (the price compares the two), no context, nothing else written. */
+TEST(count_callbacks_count_starts_only)
+{
+	unsigned char *p = map_page();
+	unsigned char before[STUB_PAGE_SIZE];
+	void *slot;
+
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	memcpy(before, p + STUB_DATA, sizeof(before));
+	for (int i = 0; i < 3; i++) {
+		slot = (void *)1;
+		CHECK(((start_fn)(p + STUB_COUNT_START_OFFSET))(&slot, p) ==
+		      &slot);
+		CHECK(slot == NULL);
+		((end_fn)(p + STUB_COUNT_END_OFFSET))(p, NULL);
+	}
+	CHECK(*(uint64_t *)(p + STUB_OPS) == 3);
+	*(uint64_t *)(p + STUB_OPS) = 0;
+	CHECK(!memcmp(before, p + STUB_DATA, sizeof(before)));
 	munmap(p, STUB_MAP_SIZE);
 }
 
@@ -94,12 +121,15 @@ TEST(on_is_wiped_in_a_child)
 		void *slot;
 
 		((start_fn)(p + STUB_START_OFFSET))(&slot, p);
-		_exit(p[STUB_ON] == 0 && !memchr(p + STUB_MAGIC, 'r', 16) ?
-		      0 : 1);
+		((start_fn)(p + STUB_COUNT_START_OFFSET))(&slot, p);
+		/* the child counts in its own (wiped) page */
+		_exit(p[STUB_ON] == 0 && !memchr(p + STUB_MAGIC, 'r', 16) &&
+		      *(uint64_t *)(p + STUB_OPS) == 2 ? 0 : 1);
 	}
 	waitpid(pid, &st, 0);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	CHECK(p[STUB_ON] == 1);		/* the parent keeps its own */
+	CHECK(*(uint64_t *)(p + STUB_OPS) == 0);
 	munmap(p, STUB_MAP_SIZE);
 }
 

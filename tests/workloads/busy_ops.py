@@ -6,6 +6,8 @@ the number of steps at the end. For long runs: memory and fleet tests.
   /usr/bin/python3 busy_ops.py --seconds 120 --churn-ms 500
 """
 import argparse
+import mmap
+import struct
 import sys
 import threading
 import time
@@ -35,9 +37,20 @@ def main():
                     help="stop after this many steps (not --seconds)")
     ap.add_argument("--linger", type=float, default=0,
                     help="then sleep this long before exiting")
+    ap.add_argument("--size", type=int, default=8,
+                    help="elements of the tensor each op works on")
+    ap.add_argument("--counter",
+                    help="keep the steps done so far in this file (a "
+                    "native u64, written every 64 steps)")
     a = ap.parse_args()
     torch.set_num_threads(1)
-    x = torch.ones(8)
+    x = torch.ones(a.size)
+    counter = None
+    if a.counter:
+        with open(a.counter, "wb") as f:
+            f.write(bytes(8))
+        with open(a.counter, "r+b") as f:
+            counter = mmap.mmap(f.fileno(), 8)
     print("ready", flush=True)
     if a.wait:
         sys.stdin.readline()
@@ -47,6 +60,8 @@ def main():
     while (steps < a.steps) if a.steps else (time.monotonic() < end):
         step(x)
         steps += 1
+        if counter is not None and not steps % 64:
+            struct.pack_into("=Q", counter, 0, steps)
         if a.churn_ms and time.monotonic() >= next_thread:
             t = threading.Thread(target=burst, args=(x, 50))
             t.start()

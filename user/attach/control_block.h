@@ -16,9 +16,14 @@
  * Protocol (one writer per field):
  *   rfbpf writes burst[k % CONTROL_BURSTS] and then `written` = k + 1;
  *   it never writes more than CONTROL_BURSTS ahead of `done`.
- *   The thread runs bursts in order: at on_ns it registers `cb`, at
- *   off_ns it removes it, then writes result[k % CONTROL_BURSTS] and
- *   `done` = k + 1. A burst it reaches after its off_ns is skipped.
+ *   The thread runs bursts in order: at on_ns it registers `cb` (or
+ *   `cb_count` for a burst that only counts), at off_ns it removes it,
+ *   then writes result[k % CONTROL_BURSTS] and `done` = k + 1. A burst
+ *   it reaches after its off_ns is skipped.
+ *   `ops`: every call of rfbpf's start callbacks adds one (stub_page.S,
+ *   a locked add). The thread reads it and the job's CPU clock at each
+ *   switch: a burst's CPU per op, probed or only counted, is what a
+ *   traced op costs the job, measured in the job (job_bursts.c).
  *   `lease_ns`: rfbpf renews it; once CLOCK_MONOTONIC passes it (or it
  *   is 0) the thread removes the callback and exits.
  *   `gate`: taken by the thread around each PyTorch call, and by the
@@ -32,7 +37,8 @@
 #include <stdint.h>
 #include "record_function_abi.h"
 
-#define CONTROL_BURSTS		64
+#define CONTROL_BURSTS		32	/* ahead of the thread; a burst
+					 * is 40 ms apart at the least */
 #define CONTROL_THREAD_NAME	"rfbpf-control"	/* ps -L, top -H */
 #define CONTROL_STACK_SIZE	(256 * 1024)
 /* The longest the thread sleeps without looking at the block again:
@@ -55,6 +61,7 @@
 
 struct control_burst {
 	uint64_t on_ns, off_ns;		/* CLOCK_MONOTONIC */
+	uint64_t count_only;		/* 1: register cb_count */
 };
 
 struct control_result {
@@ -62,15 +69,20 @@ struct control_result {
 	uint64_t on_ns;			/* just before the registration */
 	uint64_t off_ns;		/* just before the removal (0:
 					 * skipped, never switched on) */
+	uint64_t cpu_ns;		/* the job's CPU clock, and ops, */
+	uint64_t ops;			/* from on_ns to off_ns */
 };
 
 struct control_block {
+	/* the job's calls of the start callbacks (STUB_OPS: first) */
+	uint64_t ops;
 	/* rfbpf -> thread */
 	uint64_t lease_ns;
 	uint64_t written;
 	uint64_t add_fn, remove_fn;	/* at::addGlobalCallback,
 					 * at::removeCallback */
-	struct rf_callback_abi cb;	/* what each burst registers */
+	struct rf_callback_abi cb;	/* what a burst registers */
+	struct rf_callback_abi cb_count;	/* ...one that counts only */
 	struct control_burst burst[CONTROL_BURSTS];
 	/* thread -> rfbpf */
 	uint32_t state;

@@ -31,6 +31,7 @@ extern struct control_block control_block_here
 #define SYS_clock_gettime	228
 #define SYS_clock_nanosleep	230
 #define CLOCK_MONOTONIC		1
+#define CLOCK_PROCESS_CPUTIME_ID	2
 #define TIMER_ABSTIME		1
 #define FUTEX_WAIT_PRIVATE	128
 #define FUTEX_WAKE_PRIVATE	129
@@ -68,12 +69,17 @@ sys6(long nr, long a, long b, long c, long d, long e, long f)
 	return ret;
 }
 
-static inline __attribute__((always_inline)) uint64_t now_ns(void)
+static inline __attribute__((always_inline)) uint64_t clock_ns(long clock)
 {
 	struct k_timespec ts = { 0, 0 };
 
-	sys4(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0, 0);
+	sys4(SYS_clock_gettime, clock, (long)&ts, 0, 0);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline __attribute__((always_inline)) uint64_t now_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
 }
 
 static inline __attribute__((always_inline)) void sleep_until(uint64_t ns)
@@ -137,11 +143,17 @@ gate_wait(struct control_block *b, uint32_t v)
 typedef uint64_t (*add_fn)(struct rf_callback_abi cb);
 typedef void (*remove_fn)(uint64_t handle);
 
-/* Registers or removes the callback, if the gate lets it now. Returns 1
- * if it did, 0 if a fork is under way (tried again 1 ms later), -1 if
- * the job is exiting. */
+/* When a switch was made: the time, the job's CPU clock, its ops. */
+struct switch_at {
+	uint64_t ns, cpu_ns, ops;
+};
+
+/* Registers cb (on), or removes the callback, if the gate lets it now.
+ * Returns 1 if it did, 0 if a fork is under way (tried again 1 ms
+ * later), -1 if the job is exiting. */
 static inline __attribute__((always_inline)) int
-switch_callback(struct control_block *b, int on, uint64_t *at)
+switch_callback(struct control_block *b, const struct rf_callback_abi *cb,
+		struct switch_at *at)
 {
 	uint32_t v = load(&b->gate);
 
@@ -151,9 +163,11 @@ switch_callback(struct control_block *b, int on, uint64_t *at)
 		b->gate_busy++;
 		return 0;
 	}
-	*at = now_ns();
-	if (on) {
-		b->handle = ((add_fn)b->add_fn)(b->cb);
+	at->ns = now_ns();
+	at->cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	at->ops = __atomic_load_n(&b->ops, __ATOMIC_RELAXED);
+	if (cb) {
+		b->handle = ((add_fn)b->add_fn)(*cb);
 	} else {
 		((remove_fn)b->remove_fn)(b->handle);
 		b->handle = 0;
@@ -201,24 +215,27 @@ run_burst(struct control_block *b, uint64_t k, uint64_t now)
 {
 	struct control_burst w = b->burst[k % CONTROL_BURSTS];
 	struct control_result *r = &b->result[k % CONTROL_BURSTS];
-	uint64_t at;
+	struct switch_at at;
 	int ret;
 
 	if (!b->handle) {
 		if (now < w.on_ns)
 			return w.on_ns;
 		if (now >= w.off_ns) {		/* too late: skipped */
-			r->on_ns = r->off_ns = 0;
+			r->on_ns = r->off_ns = r->cpu_ns = r->ops = 0;
 			r->seq = k + 1;
 			__atomic_store_n(&b->done, k + 1, __ATOMIC_RELEASE);
 			return 0;
 		}
-		ret = switch_callback(b, 1, &at);
+		ret = switch_callback(b, w.count_only ? &b->cb_count : &b->cb,
+				      &at);
 		if (ret < 0)
 			park(b);
 		if (!ret)
 			return now + 1000000;
-		r->on_ns = at;
+		r->on_ns = at.ns;
+		r->cpu_ns = at.cpu_ns;
+		r->ops = at.ops;
 		return w.off_ns;
 	}
 	if (now < w.off_ns)
@@ -228,7 +245,9 @@ run_burst(struct control_block *b, uint64_t k, uint64_t now)
 		park(b);
 	if (!ret)
 		return now + 1000000;
-	r->off_ns = at;
+	r->off_ns = at.ns;
+	r->cpu_ns = at.cpu_ns - r->cpu_ns;
+	r->ops = at.ops - r->ops;
 	r->seq = k + 1;
 	__atomic_store_n(&b->done, k + 1, __ATOMIC_RELEASE);
 	return 0;
@@ -239,7 +258,7 @@ run_burst(struct control_block *b, uint64_t k, uint64_t now)
 void *control_main(void *unused)
 {
 	struct control_block *b = BLOCK;
-	uint64_t at;
+	struct switch_at at;
 
 	(void)unused;
 	block_signals();

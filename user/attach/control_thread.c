@@ -149,19 +149,29 @@ static int call0(struct held_thread *h, uint64_t fn, const char *name,
 /* The block as the thread must find it, written around the two words
  * the job's fork and exit handlers may be using (gate, and whether they
  * are registered). */
-static int init_block(pid_t pid, uint64_t block,
+static int init_block(pid_t pid, uint64_t page,
 		      const struct rf_callback_abi *cb, uint64_t add_fn,
 		      uint64_t remove_fn, uint64_t lease_ns)
 {
+	uint64_t block = page + STUB_CONTROL;
 	struct control_block b;
 	int ret;
 
+	_Static_assert(offsetof(struct control_block, ops) ==
+		       STUB_OPS - STUB_CONTROL, "the stubs' op count");
 	memset(&b, 0, sizeof(b));
 	b.lease_ns = lease_ns;
 	b.add_fn = add_fn;
 	b.remove_fn = remove_fn;
 	b.cb = *cb;
 	b.cb.sampling_prob = 1.0;	/* a burst is a full trace */
+	/* ...and one that counts only: the same ops, the page's count
+	 * callbacks, nothing for PyTorch to record for them */
+	b.cb_count = b.cb;
+	b.cb_count.start = page + STUB_COUNT_START_OFFSET;
+	b.cb_count.end = page + STUB_COUNT_END_OFFSET;
+	b.cb_count.needs_inputs = b.cb_count.needs_outputs = 0;
+	b.cb_count.needs_ids = 0;
 	ret = io(pid, block, &b, FIELD(gate), true);
 	if (!ret)
 		ret = io(pid, block + FIELD(handle), &b.handle,
@@ -222,7 +232,7 @@ int control_thread_start(struct control_thread *ct, struct held_thread *h,
 	if ((ret = resolve_libc(h->pid, fn, err, len)))
 		return ret;
 	ct->lease_ns = monotonic_ns() + CONTROL_LEASE_NS;
-	if ((ret = init_block(h->pid, block, cb, add_fn, remove_fn,
+	if ((ret = init_block(h->pid, page->addr, cb, add_fn, remove_fn,
 			      ct->lease_ns)))
 		return snprintf(err, len, "cannot write the control block: "
 				"%s", strerror(-ret)), ret;
@@ -292,9 +302,9 @@ size_t control_thread_room(struct control_thread *ct)
 }
 
 int control_thread_add_burst(struct control_thread *ct, uint64_t on_ns,
-			     uint64_t off_ns)
+			     uint64_t off_ns, bool count_only)
 {
-	struct control_burst b = { on_ns, off_ns };
+	struct control_burst b = { on_ns, off_ns, count_only };
 	int ret;
 
 	if (!ct->block)

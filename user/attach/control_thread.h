@@ -52,9 +52,10 @@ bool control_thread_lapsed(const struct control_thread *ct);
 int control_thread_renew(struct control_thread *ct, uint64_t now_ns);
 /* How many more bursts may be written now. */
 size_t control_thread_room(struct control_thread *ct);
-/* Adds a burst [on_ns, off_ns) (CLOCK_MONOTONIC, after the last one). */
+/* Adds a burst [on_ns, off_ns) (CLOCK_MONOTONIC, after the last one);
+ * count_only: the callback registered counts ops and probes nothing. */
 int control_thread_add_burst(struct control_thread *ct, uint64_t on_ns,
-			     uint64_t off_ns);
+			     uint64_t off_ns, bool count_only);
 /* The bursts finished since the last call, up to max, into out (seq is
  * the burst's index + 1). Returns how many, or -errno. */
 int control_thread_results(struct control_thread *ct,

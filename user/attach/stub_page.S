@@ -34,7 +34,8 @@ stub_page_code:
 	je 2f
 	pushq %rbp			/* STUB_START_CHILD_PROBE */
 	popq %rbp
-2:	movq $0, (%rdi)
+2:	lock incq AT(STUB_OPS)		/* every op, probed or not */
+	movq $0, (%rdi)
 	movq %rdi, %rax
 	ret
 
@@ -86,6 +87,17 @@ stub_page_code:
 	movq AT(STUB_REGS + 8 * STUB_R_R15), %r15
 	movq AT(STUB_REGS + 8 * STUB_R_RSP), %rsp
 	jmp *AT(STUB_REGS + 8 * STUB_R_RIP)
+
+/* The callbacks of a burst that only counts (control_block.h): no probe,
+ * the op counted as the start callback counts it. */
+	.org STUB_COUNT_START_OFFSET, 0xcc
+	lock incq AT(STUB_OPS)
+	movq $0, (%rdi)
+	movq %rdi, %rax
+	ret
+
+	.org STUB_COUNT_END_OFFSET, 0xcc
+	ret
 
 /* The control thread and the job's fork and exit handlers, compiled from
  * control_loop.c and linked at this offset (the Makefile passes the

@@ -8,8 +8,11 @@
  *
  *   code page (a memfd, read+exec, so uprobes can be placed on it):
  *     start callback  if (on) nop5 (probed); else if (child_on) push
- *                     (probed in children, --children); *rdi = 0; ret
- *     end callback    the same, then ret
+ *                     (probed in children, --children); ops++ (the
+ *                     control block's, locked); *rdi = 0; ret
+ *     end callback    the same, then ret (no count)
+ *     count callbacks ops++, *rdi = 0, ret; and ret: a burst that only
+ *                     counts ops (control_block.h, the price of a burst)
  *     return          the address every remote call returns to: it stops
  *                     at a marker system call, where rfbpf puts the thread
  *                     back; if rfbpf died mid-call, it puts the thread
@@ -50,6 +53,8 @@
 #define STUB_RETURN_OFFSET	0x80	/* remote calls return here */
 /* rip at the marker system call's entry stop: right after its syscall */
 #define STUB_MARKER_END		0x91
+#define STUB_COUNT_START_OFFSET	0x140	/* counts, probes nothing */
+#define STUB_COUNT_END_OFFSET	0x160
 /* The control thread's code (control_loop.c, control_block.h): its entry
  * points, a 16-byte jump each, then the code, to the end of the page. */
 #define STUB_CONTROL_CODE	0x200
@@ -69,10 +74,13 @@
 #define STUB_REGS		(STUB_DATA + 0x020)	/* below, 8 bytes each */
 #define STUB_MAGIC		(STUB_DATA + 0x100)	/* STUB_MAGIC_TEXT */
 #define STUB_CONTROL		(STUB_DATA + 0x200)	/* control_block.h */
+/* u64: ops begun in rfbpf's callbacks, the block's first field */
+#define STUB_OPS		STUB_CONTROL
 #define STUB_CONTROL_MAX	(STUB_PAGE_SIZE - 0x200)
 #define STUB_XSAVE		(STUB_DATA + STUB_PAGE_SIZE)	/* 64-aligned */
 #define STUB_XSAVE_MAX		(STUB_PAGE_SIZE * (STUB_DATA_PAGES - 1))
-#define STUB_MAGIC_TEXT		"rfbpf page v2"	/* v2: the control thread */
+/* v2: the control thread; v3: its op count and the count callbacks */
+#define STUB_MAGIC_TEXT		"rfbpf page v3"
 
 /* The saved registers in the block, in this order. */
 #define STUB_R_RAX	0

@@ -48,6 +48,15 @@ static double v_bursts_skipped(const struct job *j)
 	return j->bursts_skipped;
 }
 static double v_bursts_late(const struct job *j) { return j->bursts_late; }
+static double v_bursts_counting(const struct job *j)
+{
+	return j->bursts_counting;
+}
+/* NaN in --sampled mode, which has no bursts to price */
+static double v_burst_cost(const struct job *j)
+{
+	return j->bursts ? j->burst_cost : NAN;
+}
 static double v_threads_started(const struct job *j)
 {
 	return j->s.trace.counts.threads_started;
@@ -323,14 +332,16 @@ static double v_self_se(const struct job_op *r) { return sqrt(r->self_var); }
 static const struct op_family op_families[] = {
 	{ "rfbpf_op_calls_total", "counter",
 	  "Estimated calls of the op: in bursts (the default), ops begun in "
-	  "a burst's measured part scaled by stratum/part (each interval has "
-	  "K strata, one burst at a random moment of each); with --sampled, "
-	  "sampled ops scaled by 1/p", v_calls, false },
+	  "a traced burst's measured part scaled by (stratum/part) (K/K_t) "
+	  "(each interval has K strata, one burst at a random moment of "
+	  "each, a random K_t of them traced, the others only counting); "
+	  "with --sampled, sampled ops scaled by 1/p", v_calls, false },
 	{ "rfbpf_op_calls_stderr", "gauge",
 	  "Standard error of rfbpf_op_calls_total: in bursts, the square "
-	  "root of the sum over intervals of K w^2/(K-1) (sum y_k^2 - "
-	  "(sum y_k)^2/K) per interval, y_k the op's count in burst k "
-	  "(docs/fleet.md); with --sampled, from the sampled ops' 1/p "
+	  "root of the sum over intervals of K_t w^2/(K_t-1) (sum y_k^2 - "
+	  "(sum y_k)^2/K_t) per interval, y_k the op's count in traced "
+	  "burst k, w its weight (docs/fleet.md); with --sampled, from the "
+	  "sampled ops' 1/p "
 	  "weights (square root of the sum of w(w-1), w = 1/p)",
 	  job_op_calls_se, false },
 	{ "rfbpf_op_seconds_total", "counter",
@@ -463,6 +474,17 @@ static const struct job_series {
 	  "Bursts the control thread reached after their end (the job's "
 	  "CPUs too busy): not traced, not measured",
 	  v_bursts_skipped },
+	{ "rfbpf_job_bursts_counting_total", "counter",
+	  "Bursts that only counted ops, no probe (a random quarter of the "
+	  "strata, half until the price is known): the job's CPU per op in them against that in traced "
+	  "bursts is what a traced op costs it",
+	  v_bursts_counting },
+	{ "rfbpf_job_burst_cost_ratio", "gauge",
+	  "Share of the job's CPU in a traced burst that tracing costs it, "
+	  "as the budget priced it: 1 - (CPU per op counting) / (CPU per "
+	  "op traced), measured in the job, plus rfbpf's own CPU per op; "
+	  "the calibrated probe cost while that is not measured yet, or "
+	  "if higher", v_burst_cost },
 	{ "rfbpf_job_bursts_late_total", "counter",
 	  "Bursts switched on after their measured part began: ops open "
 	  "then lose part of their self time there",

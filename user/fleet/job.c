@@ -69,7 +69,9 @@ static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
 	if (j->bursts) {	/* only ops begun in a measured part */
 		w = job_bursts_weight(j, c->op->start_ns);
 		if (r && w > 0) {
-			job_op_count(r, w, c->dur_ns);
+			/* a traced burst's time held fewer ops than the
+			 * job runs untraced: calls_scale more each */
+			job_op_count(r, w * j->calls_scale, w, c->dur_ns);
 			job_op_burst_add(j, r, BURST_CALLS, 1);
 			job_op_burst_add(j, r, BURST_TOTAL, c->dur_ns * 1e-9);
 		}
@@ -155,6 +157,8 @@ int job_start(struct job *j, const struct torch_process *proc,
 	}
 	/* The agent registered its own callback (RFBPF_SAMPLE): its p. */
 	j->bursts = j->s.control.block != 0;
+	j->measured_cost = NAN;		/* until bursts of both kinds */
+	j->calls_scale = 1;
 	j->fixed_p = !j->s.act.handle && !j->bursts;
 	if (j->fixed_p)
 		j->p = j->s.trace.sample_prob;
@@ -383,7 +387,8 @@ void job_end_interval(struct job *j, double now)
 			o->self_s += r->self_ns * 1e-9 * k;
 	}
 	if (j->bursts) {
-		job_ops_bursts_variance(j, j->burst_weight, k);
+		job_ops_bursts_variance(j, j->burst_weight * j->calls_scale,
+					j->burst_weight, k);
 		job_bursts_measure(j);
 	}
 	/* pprof has one profile an interval: a span's window stands for an

@@ -15,6 +15,16 @@
  * (window_self.h) and scaled by the interval over the measured time
  * (job.c), and an op that began in a measured part counts S / (b - a)
  * calls (job_bursts_weight).
+ *
+ * What a traced op costs the job is measured in the job: about a quarter
+ * of the strata, drawn at random, get a burst that only counts ops (the
+ * page's count callbacks, no probe), and the control thread reads the
+ * job's CPU clock and the op count at every switch. The job's CPU per op
+ * in counting bursts against that in traced ones prices a burst with all
+ * it costs the job (the probes, and its own code slowed after each
+ * kernel entry, which no calibration outside it sees). The traced
+ * strata then stand for all: an op begun in one counts S / (b - a)
+ * times K / K_traced.
  */
 #include <math.h>
 #include <stdio.h>
@@ -39,21 +49,29 @@
  * lists (recordfunction-costs.md: about 1-2 us, inferred, not measured
  * from outside): charged per thread and switch. */
 #define BURST_REBUILD_NS	2000.0
+/* Counting bursts per traced one (drawn, on average), one each until
+ * the price is known; the price's sums fade with this time constant (a
+ * job's mix of ops changes), and need this many bursts of each kind
+ * before they are used. Until then a traced burst is priced at
+ * BURST_PRIOR_COST: as if tracing took all of the job's CPU in it, a
+ * price no job measured here comes near (the MLP's is about 0.5). */
+#define BURST_COUNTING_SHARE	(1.0 / 3)
+#define BURST_PRIOR_COST	1.0
+#define BURST_PRICE_FADE_S	30.0
+#define BURST_PRICE_MIN_N	4.0
 
 /* How many bursts the budget pays for in an interval: a burst costs the
  * job the full trace's share f of its CPU for its on-time, plus two
  * switches (each thread's next op rebuilds its callback lists). */
-static size_t bursts_for(const struct budget_plan *plan, double budget,
-			 double interval_s)
+static size_t bursts_for(double f, double budget, double interval_s)
 {
 	double on_s = (BURST_MEASURED_NS + BURST_LEAD_NS) * 1e-9;
-	double f = plan->full_cost > 0.02 ? plan->full_cost : 0.02;
-	double k = floor(budget * interval_s / (f * on_s));
+	double k = floor(budget * interval_s / ((f > 0.02 ? f : 0.02) * on_s));
 	double most = (interval_s - BURST_TAIL_NS * 1e-9) /
 		      ((BURST_MEASURED_NS + BURST_LEAD_NS + BURST_GAP_NS) *
 		       1e-9);
 
-	if (k > most)
+	if (!(k <= most))	/* NaN and infinity too */
 		k = most;
 	if (k > JOB_MAX_BURSTS)
 		k = JOB_MAX_BURSTS;
@@ -66,8 +84,8 @@ static size_t bursts_for(const struct budget_plan *plan, double budget,
  * own CPU per op read), and two switches each, at the control thread's
  * measured CPU per switch plus every thread's rebuild.
  */
-static double plan_cost(struct job *j, const struct budget_plan *plan,
-			size_t k, double interval_s)
+static double plan_cost(struct job *j, double f, size_t traced, size_t k,
+			double interval_s)
 {
 	double on_s = (BURST_MEASURED_NS + BURST_LEAD_NS) * 1e-9;
 	double u = j->cpu_rate > 0 ? j->cpu_rate : 1;
@@ -77,7 +95,48 @@ static double plan_cost(struct job *j, const struct budget_plan *plan,
 
 	free(tids);
 	sw = 2 * (j->switch_ns + threads * BURST_REBUILD_NS) * 1e-9;
-	return k * (on_s * plan->full_cost + sw / u) / interval_s;
+	return (traced * on_s * f + k * sw / u) / interval_s;
+}
+
+/*
+ * f, the share of the job's CPU in a traced burst that tracing costs it:
+ * once enough bursts of both kinds were read, 1 - c_counted / c_traced
+ * (the job's CPU per op in each) plus rfbpf's own share; the plan's (the
+ * calibrated probe cost and rfbpf's own CPU per op) if higher, since
+ * that is what the probes alone cost; until then BURST_PRIOR_COST.
+ */
+static double burst_full_cost(struct job *j, const struct budget_plan *plan)
+{
+	double own = j->cpu_rate > 0 ?
+		     j->op_rate * j->loader_ns_per_op * 1e-9 / j->cpu_rate : 0;
+	double c_traced, c_counted;
+
+	j->measured_cost = NAN;
+	j->calls_scale = 1;
+	if (j->price_n[0] >= BURST_PRICE_MIN_N &&
+	    j->price_n[1] >= BURST_PRICE_MIN_N && j->price_ops[0] > 0 &&
+	    j->price_ops[1] > 0 && j->price_cpu[0] > 0 &&
+	    j->price_wall[0] > 0 && j->price_wall[1] > 0) {
+		c_traced = j->price_cpu[0] / j->price_ops[0];
+		c_counted = j->price_cpu[1] / j->price_ops[1];
+		j->measured_cost = 1 - c_counted / c_traced;
+		j->calls_scale = (j->price_ops[1] / j->price_wall[1]) /
+				 (j->price_ops[0] / j->price_wall[0]);
+	}
+	if (isnan(j->measured_cost))
+		return fmax(BURST_PRIOR_COST, plan->full_cost);
+	return fmax(j->measured_cost + own, plan->full_cost);
+}
+
+/* Which strata get a burst that only counts: n of k, every set of n
+ * alike (Knuth's selection sampling). */
+static void draw_counting(bool *counting, size_t k, size_t n)
+{
+	for (size_t i = 0; i < k; i++) {
+		counting[i] = drand48() * (k - i) < n;
+		if (counting[i])
+			n--;
+	}
 }
 
 void job_bursts_measure(struct job *j)
@@ -97,35 +156,72 @@ void job_bursts_measure(struct job *j)
 	j->ctl_switches_prev = sw;
 }
 
+
 void job_bursts_plan(struct job *j, const struct budget_plan *plan,
 		     double interval_s, double now)
 {
 	/* what tracing costs whatever is traced comes off the budget first
 	 * (rfbpf's own CPU beyond reading, --off-cpu's programs) */
 	double budget = j->opt.budget_pct / 100 - plan->fixed_share;
-	size_t k = bursts_for(plan, budget > 0 ? budget : 0, interval_s);
+	double f = burst_full_cost(j, plan);
+	size_t traced, counting, k;
+	bool is_counting[JOB_MAX_BURSTS];
 	uint64_t t0 = (uint64_t)(now * 1e9);
 	uint64_t span = (uint64_t)(interval_s * 1e9) - BURST_TAIL_NS;
-	uint64_t s = span / k;
-	uint64_t room = s - BURST_MEASURED_NS - BURST_LEAD_NS - BURST_GAP_NS;
+	uint64_t s, room;
 
+	for (int kind = 0; kind < 2; kind++) {	/* the price ages */
+		double keep = exp(-interval_s / BURST_PRICE_FADE_S);
+
+		j->price_cpu[kind] *= keep;
+		j->price_ops[kind] *= keep;
+		j->price_n[kind] *= keep;
+		j->price_wall[kind] *= keep;
+	}
+	j->burst_cost = f;
+	traced = bursts_for(f, budget > 0 ? budget : 0, interval_s);
+	/* the counting bursts come on top (they cost the job little), in
+	 * the strata left; at least one traced */
+	counting = (size_t)floor(traced * (isnan(j->measured_cost) ? 1 :
+					   BURST_COUNTING_SHARE) + drand48());
+	k = bursts_for(0, INFINITY, interval_s);	/* as many as fit */
+	if (traced + counting < k)
+		k = traced + counting;
+	if (counting > k - 1)
+		counting = k - 1;
+	traced = k - counting;
+	s = span / k;
+	room = s - BURST_MEASURED_NS - BURST_LEAD_NS - BURST_GAP_NS;
+	draw_counting(is_counting, k, counting);
 	j->nr_bursts = j->next_open = j->next_close = 0;
 	j->nr_periods = j->next_period = 0;
 	j->period_seq0 = j->s.control.written;
 	for (size_t i = 0; i < k; i++) {
-		struct job_burst *b = &j->burst[j->nr_bursts++];
+		uint64_t a = t0 + i * s + BURST_LEAD_NS +
+			     (uint64_t)(drand48() * room);
+		struct job_burst *b;
 
-		b->a = t0 + i * s + BURST_LEAD_NS +
-		       (uint64_t)(drand48() * room);
-		b->b = b->a + BURST_MEASURED_NS;
-		b->on = b->a - BURST_LEAD_NS;
-		b->opened = b->closed = false;
 		j->period[j->nr_periods++] = (struct control_burst){
-			b->on, b->b };
+			a - BURST_LEAD_NS, a + BURST_MEASURED_NS,
+			is_counting[i] };
+		if (is_counting[i])
+			continue;
+		b = &j->burst[j->nr_bursts++];
+		b->a = a;
+		b->b = a + BURST_MEASURED_NS;
+		b->on = a - BURST_LEAD_NS;
+		b->opened = b->closed = false;
 	}
-	j->burst_weight = (double)s / BURST_MEASURED_NS;
-	j->est_overhead = plan_cost(j, plan, k, interval_s) +
+	/* the traced strata, a random k_traced of the k, stand for all */
+	j->burst_weight = (double)s / BURST_MEASURED_NS * k / traced;
+	j->est_overhead = plan_cost(j, f, traced, k, interval_s) +
 			  plan->fixed_share;
+	if (j->opt.verbose)
+		fprintf(stderr, "rfbpf: pid %d: %zu bursts traced, %zu "
+			"counting; a traced burst costs the job %.1f%% of its "
+			"CPU (measured in it: %.1f%%), estimate %.2f%%\n",
+			j->proc.pid, traced, counting, 100 * f,
+			100 * j->measured_cost, 100 * j->est_overhead);
 	j->span_start = now;
 	j->span_s = interval_s;
 	j->whole_interval = false;
@@ -181,7 +277,7 @@ static void write_periods(struct job *j)
 		const struct control_burst *p = &j->period[j->next_period];
 
 		if (control_thread_add_burst(&j->s.control, p->on_ns,
-					     p->off_ns))
+					     p->off_ns, p->count_only))
 			break;
 		j->next_period++;
 	}
@@ -190,7 +286,8 @@ static void write_periods(struct job *j)
 /* What the thread did: bursts it skipped (the job's CPUs too busy to run
  * it before its end), and bursts it switched on after its measured part
  * began (a burst late by more than the lead: ops open then lose some of
- * their self time). Both are counted, not corrected. */
+ * their self time). Both are counted, not corrected. And the job's CPU
+ * and ops in each burst, for the price. */
 static void read_results(struct job *j)
 {
 	struct control_result r[CONTROL_BURSTS];
@@ -198,13 +295,23 @@ static void read_results(struct job *j)
 
 	for (int i = 0; i < n; i++) {
 		uint64_t k = r[i].seq - 1 - j->period_seq0;
+		int kind;
 
 		j->bursts_total++;
-		if (!r[i].on_ns)
+		if (!r[i].on_ns) {
 			j->bursts_skipped++;
-		else if (k < j->nr_periods &&
-			 r[i].on_ns > j->period[k].on_ns + BURST_LEAD_NS)
+			continue;
+		}
+		if (k >= j->nr_periods)	/* an earlier interval's */
+			continue;
+		if (r[i].on_ns > j->period[k].on_ns + BURST_LEAD_NS)
 			j->bursts_late++;
+		kind = j->period[k].count_only ? 1 : 0;
+		j->bursts_counting += kind;
+		j->price_cpu[kind] += r[i].cpu_ns;
+		j->price_ops[kind] += r[i].ops;
+		j->price_wall[kind] += r[i].off_ns - r[i].on_ns;
+		j->price_n[kind]++;
 	}
 }
 

@@ -47,11 +47,12 @@ const char *job_op_name(const struct job *j, size_t i)
 	       names_get(&j->s.trace.names, j->series_name[i]);
 }
 
-void job_op_count(struct job_op *r, double w, uint64_t dur_ns)
+void job_op_count(struct job_op *r, double w_calls, double w_time,
+		  uint64_t dur_ns)
 {
-	r->calls += w;
-	r->total_s += w * dur_ns * 1e-9;
-	r->latency[agg_latency_bucket(dur_ns)] += w;
+	r->calls += w_calls;
+	r->total_s += w_time * dur_ns * 1e-9;
+	r->latency[agg_latency_bucket(dur_ns)] += w_calls;
 }
 
 /* Var(sum of w y) over the ops kept, each with probability 1/w, is
@@ -62,7 +63,7 @@ void job_op_add(struct job_op *r, double w, uint64_t dur_ns)
 {
 	double s = dur_ns * 1e-9, v = w * (w - 1);
 
-	job_op_count(r, w, dur_ns);
+	job_op_count(r, w, w, dur_ns);
 	r->calls_var += v;
 	r->total_var += v * s * s;
 }
@@ -132,7 +133,8 @@ static double spread(double sum, double sum2, double k, double w)
 	return v > 0 ? k * w * w / (k - 1) * v : 0;
 }
 
-void job_ops_bursts_variance(struct job *j, double w_calls, double w_self)
+void job_ops_bursts_variance(struct job *j, double w_calls, double w_time,
+			     double w_self)
 {
 	double k = j->bursts_folded;
 
@@ -145,7 +147,7 @@ void job_ops_bursts_variance(struct job *j, double w_calls, double w_self)
 					       w_calls);
 			r->total_var += spread(r->burst_sum[BURST_TOTAL],
 					       r->burst_sum2[BURST_TOTAL], k,
-					       w_calls);
+					       w_time);
 			r->self_var += spread(r->burst_sum[BURST_SELF],
 					      r->burst_sum2[BURST_SELF], k,
 					      w_self);

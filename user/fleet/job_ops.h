@@ -14,8 +14,10 @@ struct job_op *job_op_row(struct job *j, uint32_t name);
  * with its share of the variance (independent sampling). */
 void job_op_add(struct job_op *r, double w, uint64_t dur_ns);
 /* The same without the variance (--bursts: ops come in clusters, whose
- * variance job_ops_bursts_variance estimates). */
-void job_op_count(struct job_op *r, double w, uint64_t dur_ns);
+ * variance job_ops_bursts_variance estimates), its calls and latency
+ * counts weighed w_calls, its time w_time. */
+void job_op_count(struct job_op *r, double w_calls, double w_time,
+		  uint64_t dur_ns);
 /* Standard errors of calls and total_s (total_s's in seconds). */
 double job_op_calls_se(const struct job_op *r);
 double job_op_seconds_se(const struct job_op *r);
@@ -28,10 +30,11 @@ void job_op_burst_add(struct job *j, struct job_op *r, int what,
 		      double v);
 /* A burst is read: its shares go into the interval's sums. */
 void job_ops_burst_fold(struct job *j);
-/* The interval's end: the variance of its estimates (calls and total
- * scaled by w_calls, self by w_self) from the spread between its
+/* The interval's end: the variance of its estimates (calls scaled by
+ * w_calls, total by w_time, self by w_self) from the spread between its
  * bursts, added to each op's. */
-void job_ops_bursts_variance(struct job *j, double w_calls, double w_self);
+void job_ops_bursts_variance(struct job *j, double w_calls, double w_time,
+			     double w_self);
 
 
 #endif

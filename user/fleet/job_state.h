@@ -131,6 +131,17 @@ struct job {
 	double burst_weight;	/* stratum / measured length: an op begun
 				 * in a measured part stands for this many */
 	uint64_t bursts_total, bursts_skipped, bursts_late;
+	uint64_t bursts_counting;	/* of them, counting only */
+	/* What a traced op costs the job, measured in it: its CPU and ops
+	 * in traced bursts [0] and in bursts that only count [1], decayed
+	 * each interval (job_bursts.c) */
+	double price_cpu[2], price_ops[2], price_n[2], price_wall[2];
+	double measured_cost;	/* 1 - (CPU per op counted) / (per op
+				 * traced); NAN until measured */
+	double calls_scale;	/* ops per second counted / traced: the
+				 * ops a traced burst's time stands for
+				 * (1 until measured) */
+	double burst_cost;	/* f as the last plan priced it */
 	uint32_t *touched;	/* series with something in this burst */
 	size_t nr_touched, cap_touched;
 	size_t bursts_folded;	/* bursts read this interval */
