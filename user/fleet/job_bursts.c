@@ -104,6 +104,8 @@ static double plan_cost(struct job *j, double f, size_t traced, size_t k,
  * (the job's CPU per op in each) plus rfbpf's own share; the plan's (the
  * calibrated probe cost and rfbpf's own CPU per op) if higher, since
  * that is what the probes alone cost; until then BURST_PRIOR_COST.
+ * Sets what the interval's weights use from the same sums: measured_cost
+ * and calls_scale.
  */
 static double burst_full_cost(struct job *j, const struct budget_plan *plan)
 {
@@ -156,7 +158,6 @@ void job_bursts_measure(struct job *j)
 	j->ctl_switches_prev = sw;
 }
 
-
 void job_bursts_plan(struct job *j, const struct budget_plan *plan,
 		     double interval_s, double now)
 {
@@ -169,10 +170,9 @@ void job_bursts_plan(struct job *j, const struct budget_plan *plan,
 	uint64_t t0 = (uint64_t)(now * 1e9);
 	uint64_t span = (uint64_t)(interval_s * 1e9) - BURST_TAIL_NS;
 	uint64_t s, room;
+	double keep = exp(-interval_s / BURST_PRICE_FADE_S);
 
 	for (int kind = 0; kind < 2; kind++) {	/* the price ages */
-		double keep = exp(-interval_s / BURST_PRICE_FADE_S);
-
 		j->price_cpu[kind] *= keep;
 		j->price_ops[kind] *= keep;
 		j->price_n[kind] *= keep;
