@@ -55,6 +55,20 @@ def windows_written(prom, pid):
                                     pid=pid) or 0
 
 
+# busy_ops.py --counter writes its count every 64 steps.
+COUNTER_STEP = 64
+
+
+def add_metric(text, name, pid):
+    return metric(text, name, pid=pid, op="aten::add") or 0
+
+
+def add_se(text, text0, pid):
+    """The standard error of aten::add's calls between two exports."""
+    return max(0, add_metric(text, "rfbpf_op_calls_stderr", pid) ** 2 -
+               add_metric(text0, "rfbpf_op_calls_stderr", pid) ** 2) ** 0.5
+
+
 def steps_at_next_export(prom, counter):
     """Waits for the daemon's next write of prom, and returns the job's
     steps then (its counter file) and the metrics written."""
@@ -70,11 +84,16 @@ def test_bursts_trace_through_the_control_thread_and_leave_nothing(
     """A job of one aten::add a step, which counts its steps, under
     bursts: the thread named as rfbpf's while the daemon runs; the price
     of a traced burst measured in the job; the calls of aten::add over 8
-    intervals estimated within 4 of the daemon's own standard errors, and
-    those small enough to see a weight 25% off (K/K_t left out, or the
-    ops a traced burst's time holds taken for the job's: 12 times fewer
-    on this loop); then the thread gone with the daemon, and its callback
-    with it."""
+    intervals or more estimated within 4 of the daemon's own standard
+    errors, and those small enough to see a weight 25% off (K/K_t left
+    out, or the ops a traced burst's time holds taken for the job's: 12
+    times fewer on this loop); then the thread gone with the daemon, and
+    its callback with it.
+
+    The error shrinks with the adds the traced bursts catch: on a host
+    where a step took 5 ms (one CI run; 0.12 ms here) 8 intervals left it
+    at 6.4%, so the test reads on, up to 24 intervals, until it is under
+    the 6.25% it needs."""
     counter = tmp_path / "steps"
     job = BusyJob("--seconds", "60", "--size", "262144", "--counter",
                   str(counter))
@@ -89,28 +108,29 @@ def test_bursts_trace_through_the_control_thread_and_leave_nothing(
         for _ in range(5):      # until the price is measured
             steps_at_next_export(prom, counter)
         first, text0 = steps_at_next_export(prom, counter)
-        for _ in range(7):
-            steps_at_next_export(prom, counter)
-        last, text = steps_at_next_export(prom, counter)
+        for n in range(1, 25):
+            last, text = steps_at_next_export(prom, counter)
+            if n >= 8 and add_se(text, text0, job.pid) < (last - first) / 16:
+                break
     finally:
         rc = d.finish()
     assert rc == 0, d.log()
 
-    def add(text, name):
-        return metric(text, name, pid=job.pid, op="aten::add") or 0
-    calls = add(text, "rfbpf_op_calls_total") - \
-        add(text0, "rfbpf_op_calls_total")
-    se = (add(text, "rfbpf_op_calls_stderr") ** 2 -
-          add(text0, "rfbpf_op_calls_stderr") ** 2) ** 0.5
+    calls = add_metric(text, "rfbpf_op_calls_total", job.pid) - \
+        add_metric(text0, "rfbpf_op_calls_total", job.pid)
+    se = add_se(text, text0, job.pid)
     truth = last - first
     counting = metric(text, "rfbpf_job_bursts_counting_total", pid=job.pid)
     cost = metric(text, "rfbpf_job_burst_cost_ratio", pid=job.pid)
-    print(f"aten::add: {truth} calls, estimated {calls:.0f} ± {se:.0f}; "
-          f"{counting:.0f} counting bursts; a traced burst priced "
-          f"{100 * cost:.0f}% of the job's CPU")
-    assert 0 < se < truth / 16, "4 errors must be under 25%"
-    assert abs(calls - truth) <= 4 * se
-    assert add(text, "rfbpf_op_self_seconds_total") > 0, text
+    print(f"aten::add: {truth} calls, estimated {calls:.0f} ± {se:.0f} "
+          f"over {n} intervals; {counting:.0f} counting bursts; a traced "
+          f"burst priced {100 * cost:.0f}% of the job's CPU")
+    assert 0 < se < truth / 16, \
+        f"4 errors must be under 25% (read {n} intervals)"
+    # The counter moves in steps of 64, so the truth is known to ±64.
+    assert abs(calls - truth) <= 4 * se + COUNTER_STEP
+    assert add_metric(text, "rfbpf_op_self_seconds_total", job.pid) > 0, \
+        text
     assert counting >= 4 and 0 < cost < 1, text
     # gone with the daemon, and its callback with it
     assert control_threads(job.pid) == 0
