@@ -1,15 +1,5 @@
-"""pytest's side of the end-to-end tests: fixtures and hooks only. What
+"""pytest's side of the end-to-end tests: its hooks. What
 the tests share is in harness.py."""
-import pytest
-
-from harness import KernelCounts
-
-
-@pytest.fixture
-def kernel_counts():
-    kc = KernelCounts()
-    yield kc
-    kc.close()
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -147,9 +147,29 @@ class KernelCounts:
         finally:
             os.close(fd)
 
-    def perf_args(self, out):
+    def perf_args(self, out, pid=None, every_cpu=False):
+        """perf stat counting the events in process pid, or in the command
+        after these arguments; either way in the threads and children they
+        start. every_cpu: on every CPU instead, for as long as the command
+        runs, for a job that is not perf's own child (rfbpf's launch mode:
+        perf, rfbpf, then the job).
+
+        Counting per task loses hits there. perf swaps the inherited
+        counters' contexts between the tasks of its tree at context
+        switches, so a task that exits (a thread of rfbpf's, say) can free
+        the counter that stood for a job thread still running; perf's own
+        counter, never freed, is rfbpf's. The uprobe's per-task filter
+        (trace_uprobe.c, __uprobe_perf_filter) then covers no task of the
+        job's memory, and the kernel takes the breakpoint out of it: 0 hits
+        of before() in one CI run, end() 44 against 4753 befores in
+        another. With --probes entry rfbpf's own consumer kept the
+        breakpoint in; with the callback nothing did. Counting on every
+        CPU has no filter; nothing else maps the library while a test
+        counts (the tests run one at a time)."""
         ev = ",".join(e for _, e in self.events)
-        return ["perf", "stat", "--no-big-num", "-x", ",", "-o", out, "-e", ev]
+        where = ["-p", str(pid)] if pid else ["-a"] if every_cpu else []
+        return ["perf", "stat", "--no-big-num", "-x", ",", "-o", out, "-e",
+                ev, *where]
 
     @staticmethod
     def parse(out_path, events):

@@ -76,7 +76,7 @@ def test_launch_mode_matches_kernel_counts_and_nests(tmp_path, probes):
     try:
         out = tmp_path / "t.json"
         perf_out = tmp_path / "perf.csv"
-        r = run(kc.perf_args(str(perf_out)) + [
+        r = run(kc.perf_args(str(perf_out), every_cpu=True) + [
             "--", RFBPF, "-q", "--no-table", "--probes", probes, "-o",
             str(out), "--",
             PYTHON, WORKLOAD, "--observer", "--steps", str(STEPS)])
@@ -98,8 +98,7 @@ def trace_attached(tmp_path, workload_args, rfbpf_args):
     kc = KernelCounts()
     w = Waiting(*workload_args)
     perf_out = tmp_path / "perf.csv"
-    perf = subprocess.Popen(kc.perf_args(str(perf_out)) +
-                            ["-p", str(w.pid)])
+    perf = subprocess.Popen(kc.perf_args(str(perf_out), pid=w.pid))
     try:
         p, _ = start_rfbpf(["-q", *rfbpf_args, "-p", str(w.pid)])
         w.go()

@@ -432,14 +432,15 @@ def test_gpu_folded_hangs_kernels_under_their_op_stacks(tmp_path):
 
 def probe_counts(tmp_path, cmd):
     """Kernel-side hit counts of the agent's three GPU probes (tracefs
-    uprobes counted by perf), while cmd runs."""
+    uprobes counted by perf on every CPU: cmd may be rfbpf's launch mode,
+    harness.KernelCounts.perf_args says why), while cmd runs."""
     syms = {"gpu_launch": "rfbpf_probe_gpu_launch",
             "gpu_sync": "rfbpf_probe_gpu_sync",
             "gpu_activity": "rfbpf_probe_gpu_activity"}
     kc = KernelCounts(AGENT, syms, {k: k for k in syms})
     try:
         out = tmp_path / "perf.txt"
-        r = run([*kc.perf_args(str(out)), *cmd])
+        r = run([*kc.perf_args(str(out), every_cpu=True), *cmd])
         return r, kc.parse(out, kc.events)
     finally:
         kc.close()

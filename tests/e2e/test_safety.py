@@ -436,8 +436,8 @@ def test_attach_while_another_tracer_probes_the_job(tmp_path):
     kc = KernelCounts()
     perf = None
     try:
-        perf = subprocess.Popen(kc.perf_args(str(tmp_path / "perf.csv")) +
-                                ["-p", str(p.pid)],
+        perf = subprocess.Popen(kc.perf_args(str(tmp_path / "perf.csv"),
+                                             pid=p.pid),
                                 stderr=subprocess.DEVNULL)
         time.sleep(1)
         for _ in range(20):

@@ -49,7 +49,7 @@ def test_torch_2_6(trixie_root, tmp_path, probes):
     try:
         perf_out = tmp_path / "perf.csv"
         out = tmp_path / "t.json"
-        r = run(kc.perf_args(str(perf_out)) + [
+        r = run(kc.perf_args(str(perf_out), every_cpu=True) + [
             "--", RFBPF, "-q", "--no-table", "--probes", probes, "-o",
             str(out), "--lib", lib, "--"] + workload(trixie_root))
         kernel = kc.parse(perf_out, kc.events)
