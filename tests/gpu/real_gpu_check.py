@@ -10,11 +10,14 @@ PASS / FAIL / SKIP with what was seen:
          streams, a peer copy and two devices (when there are two), and a
          torch.profiler session started during rfbpf's lease;
   run 2: torch.profiler run before rfbpf came (Kineto keeps CUPTI).
-Exit status 0 only if no row failed.
+Exit status 0 only if no row failed. --keep DIR: each run's trace and
+rfbpf's stderr kept in DIR (and Kineto's trace of run 1), to look into a
+row that failed.
 """
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,6 +28,7 @@ RFBPF = os.path.join(ROOT, "rfbpf")
 AGENT = os.path.join(ROOT, "build", "cupti", "librfbpf_cupti.so")
 JOB = os.path.join(ROOT, "tests", "gpu", "real_gpu_job.py")
 PYTHON = os.environ.get("PYTHON", sys.executable)
+KEEP = sys.argv[2] if sys.argv[1:2] == ["--keep"] else None
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 rows = []
@@ -68,6 +72,12 @@ def traced_run(tmp, job_args):
     job.stdin.write("end\n")
     job.stdin.flush()
     job.wait(timeout=60)
+    if KEEP:
+        tag = "_".join(a.lstrip("-") for a in job_args
+                       if a.startswith("--")) or "plain"
+        shutil.copy(out, os.path.join(KEEP, f"trace_{tag}.json"))
+        with open(os.path.join(KEEP, f"rfbpf_{tag}.err"), "w") as f:
+            f.write("".join(err))
     with open(out) as f:
         return json.load(f), lines, "".join(err), int(ready[1])
 
@@ -154,6 +164,8 @@ def main():
                      "cut" in k or "refused" in k or "dropped" in k)}
         row("nothing lost", not lost, json.dumps(lost) or "{}")
         kineto = os.path.join(tmp, "kineto.json")
+        if KEEP and os.path.exists(kineto):
+            shutil.copy(kineto, KEEP)
         kev = []
         if os.path.exists(kineto):
             with open(kineto) as f:
