@@ -108,6 +108,42 @@ int BPF_KPROBE(gpu_activity, const struct rf_gpu_activity *arg)
 	return 0;
 }
 
+/* The agent's handler for leaving CUPTI inside another tool's
+ * cuptiSubscribe (rf_gpu_control.yield_signal and yield_handler), set by
+ * rfbpf once the agent holds CUPTI; 0 for an agent without one. */
+volatile __u32 cupti_yield_signal = 0;
+volatile __u64 cupti_yield_handler = 0;
+
+/* RF_CUPTI_WATCHED's first two: cuptiSubscribe, cuptiSubscribe_v2. */
+#define RF_CUPTI_SUBSCRIBES 2
+
+/*
+ * Sends the agent's signal to this thread, which is at the entry of
+ * cuptiSubscribe: delivered as the probe returns, before the call's
+ * second instruction. Only while the thread's handler for it is still the
+ * agent's (the job may have taken the signal since) and the thread does
+ * not block it (it would come later, anywhere).
+ */
+static __always_inline void yield_in_call(void)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	__u32 sig = cupti_yield_signal;
+	__u64 at, handler = 0;
+
+	if (sig < 1 || sig > 64 || !cupti_yield_handler ||
+	    t->blocked.sig[0] & (1ull << (sig - 1)))
+		return;
+	at = (__u64)t->sighand +
+	     bpf_core_field_offset(struct sighand_struct, action) +
+	     ((sig - 1) & 63) * bpf_core_type_size(struct k_sigaction) +
+	     bpf_core_field_offset(struct k_sigaction, sa) +
+	     bpf_core_field_offset(struct sigaction, sa_handler);
+	if (bpf_probe_read_kernel(&handler, sizeof(handler), (void *)at) ||
+	    handler != cupti_yield_handler)
+		return;
+	bpf_send_signal_thread(sig);
+}
+
 /*
  * A CUPTI call the agent relies on (RF_CUPTI_WATCHED, bpf/rfbpf_gpu.h)
  * made by another thread than the agent's: another tool is starting to
@@ -134,6 +170,8 @@ int cupti_call(struct pt_regs *ctx)
 			ours = false;
 	if (ours)
 		return 0;
+	if (bpf_get_attach_cookie(ctx) < RF_CUPTI_SUBSCRIBES)
+		yield_in_call();
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(RF_CNT_DROPS);

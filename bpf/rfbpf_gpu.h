@@ -45,9 +45,10 @@
  * and the agent's under it. rfbpf puts uprobes on these functions of the
  * job's libcupti while the agent holds it; a call from any thread but the
  * agent's own (named RF_GPU_AGENT_THREAD) is another tool starting, and
- * rfbpf asks the agent to leave CUPTI to it (yield_request). The index in
- * this list is the uprobe's cookie. cuptiActivityFlushAll is not here:
- * it changes nothing.
+ * rfbpf asks the agent to leave CUPTI to it (yield_request). On the first
+ * two, the probe also makes the agent leave inside the call (see
+ * yield_signal below). The index in this list is the uprobe's cookie.
+ * cuptiActivityFlushAll is not here: it changes nothing.
  */
 #define RF_GPU_AGENT_THREAD	"rfbpf-cupti"
 #define RF_CUPTI_WATCHED {						\
@@ -255,6 +256,21 @@ struct rf_gpu_control {
 	 * registered then, the other tool's: their records never reach
 	 * rfbpf (counted, since how many records they held is unknown). */
 	__u64 buffers_left;		/* agent */
+	/* Appended: leaving CUPTI *inside* another tool's cuptiSubscribe.
+	 * Kineto gives up its CUDA activity for good when its subscribe
+	 * fails, so asking the agent's thread (yield_request) comes too
+	 * late. The agent handles yield_signal (a real-time signal the job
+	 * left at its default); rfbpf's probe on cuptiSubscribe sends it to
+	 * the calling thread when that thread's handler for it is still
+	 * yield_handler and the signal is not blocked, and the handler,
+	 * running before the call's second instruction, flushes the
+	 * agent's records, disables its kinds and unsubscribes, so the
+	 * call then succeeds. 0: no such handler (an older agent, or no
+	 * free signal). */
+	__u32 yield_signal;		/* agent */
+	__u32 yield_pad;
+	__u64 yield_handler;		/* agent: the handler's address */
+	__u64 yields_in_call;		/* agent: times it left that way */
 };
 
 /*

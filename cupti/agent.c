@@ -14,7 +14,10 @@
  *   - answers rfbpf's final flush request (flush, then acknowledge);
  *   - retries the RFBPF_SAMPLE activation until libtorch_cpu shows up.
  * The launching threads never wait for it: the only thing they share is
- * the control block, read with atomics.
+ * the control block, read with atomics. One thing runs on another
+ * thread: leaving CUPTI inside another tool's cuptiSubscribe, from a
+ * signal handler (yield_in_call); cupti_lock keeps it and the thread's
+ * CUPTI work apart.
  *
  * Failures are counted and described, never returned to the job:
  * InitializeInjection returns 1 and the agent stays loaded even when
@@ -40,6 +43,9 @@ static bool stopping;
 static bool thread_running;
 static pid_t agent_pid;
 static CUpti_SubscriberHandle subscriber;
+/* Held by the agent thread around its CUPTI work (rf_agent_tick, the exit)
+ * and by a yield inside another tool's call. Never by a launching thread. */
+static pthread_mutex_t cupti_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void read_flush_period(void)
 {
@@ -173,6 +179,105 @@ static void yield_cupti(void)
 		     "no more GPU activity from rfbpf in this process");
 }
 
+/*
+ * Leaving CUPTI inside another tool's cuptiSubscribe. Kineto gives up its
+ * CUDA activity for the whole process when its subscribe fails (seen on
+ * an H200 with torch 2.11: "CUPTI initialization failed - CUDA profiler
+ * activities will be missing"), so yield_cupti(), which runs at the
+ * agent thread's next tick after rfbpf saw the call, comes too late.
+ * rfbpf's probe on cuptiSubscribe therefore also sends yield_sig to the
+ * calling thread (bpf/gpu.bpf.c, cupti_call), and this handler runs on
+ * that thread before the call's second instruction: the other tool has
+ * set up nothing yet, so the agent can flush its own records, disable its
+ * own kinds and unsubscribe, and the call goes on to succeed.
+ *
+ * The handler only acts where that probe sent it: a signal from the
+ * kernel (SI_KERNEL: bpf_send_signal; a process cannot forge that code
+ * for another), on the first instructions of cuptiSubscribe or
+ * cuptiSubscribe_v2, in the process that loaded the agent. There the
+ * thread holds no lock of CUPTI's, of stdio's or of the agent's. A
+ * signal sent by anyone else gets what the job had for it, the default
+ * action (the agent takes only a signal left at its default), and one
+ * from the kernel found anywhere else is ignored.
+ */
+#define YIELD_IP_SLACK 16	/* the first instruction is at most 15 bytes */
+
+static bool at_subscribe(uintptr_t ip)
+{
+	uintptr_t fn[2] = { (uintptr_t)rf_cupti.Subscribe,
+			    (uintptr_t)rf_cupti.Subscribe_v2 };
+
+	for (int i = 0; i < 2; i++)
+		if (fn[i] && ip > fn[i] && ip <= fn[i] + YIELD_IP_SLACK)
+			return true;
+	return false;
+}
+
+bool rf_agent_yield_in_call(uintptr_t ip)
+{
+	bool left = false;
+
+	if (getpid() != agent_pid || !at_subscribe(ip))
+		return false;
+	pthread_mutex_lock(&cupti_lock);
+	if (!yielded && subscriber) {
+		/* Ours only: the other tool has enabled nothing yet. */
+		rf_activity_set_enabled(false);		/* flushes first */
+		/* Empty buffers CUPTI still holds go to the other tool's
+		 * completion callback once it registers one. */
+		rf_count(&rfbpf_gpu_control.buffers_left,
+			 rf_activity_buffers_out());
+		cupti_give_back();
+		yielded = true;
+		rf_count(&rfbpf_gpu_control.yields_in_call, 1);
+		__atomic_store_n(&rfbpf_gpu_control.yielded, 1,
+				 __ATOMIC_RELEASE);
+		left = true;
+	}
+	pthread_mutex_unlock(&cupti_lock);
+	return left;
+}
+
+static void yield_handler(int sig, siginfo_t *info, void *ucontext)
+{
+	const ucontext_t *uc = ucontext;
+	int saved = errno;
+
+	if (info->si_code == SI_KERNEL)
+		rf_agent_yield_in_call(
+			(uintptr_t)uc->uc_mcontext.gregs[REG_RIP]);
+	else {
+		/* Not rfbpf's: the default action, as without the agent
+		 * (the signal is blocked until this returns). */
+		signal(sig, SIG_DFL);
+		raise(sig);
+	}
+	errno = saved;
+}
+
+/* At load: the highest real-time signal the job leaves at its default,
+ * above the few the C library and threading tools take from the bottom. */
+static void install_yield_handler(void)
+{
+	struct sigaction sa = { .sa_sigaction = yield_handler,
+				.sa_flags = SA_SIGINFO | SA_RESTART };
+
+	sigfillset(&sa.sa_mask);
+	for (int sig = SIGRTMAX; sig >= SIGRTMIN + 4; sig--) {
+		struct sigaction old;
+
+		if (sigaction(sig, NULL, &old) || (old.sa_flags & SA_SIGINFO) ||
+		    old.sa_handler != SIG_DFL || sigaction(sig, &sa, NULL))
+			continue;
+		__atomic_store_n(&rfbpf_gpu_control.yield_handler,
+				 (uint64_t)(uintptr_t)yield_handler,
+				 __ATOMIC_RELAXED);
+		__atomic_store_n(&rfbpf_gpu_control.yield_signal,
+				 (uint32_t)sig, __ATOMIC_RELEASE);
+		return;
+	}
+}
+
 /* rfbpf is about to stop: hand over what CUPTI holds while its lease is
  * still valid, then say so (see rf_gpu_control.flush_request). */
 static void answer_flush_request(bool activity_on)
@@ -211,9 +316,25 @@ static void exit_before_cupti(void)
 	atexit(agent_exit);
 }
 
+static uint64_t tick(bool *activity_on, uint64_t *last_flush);
+
 /* One step of the thread's loop; returns how long to sleep. */
 uint64_t rf_agent_tick(bool *activity_on, uint64_t *last_flush,
 		       bool *torch_done)
+{
+	uint64_t sleep_ns;
+
+	pthread_mutex_lock(&cupti_lock);
+	sleep_ns = tick(activity_on, last_flush);
+	pthread_mutex_unlock(&cupti_lock);
+	/* Outside the lock: it may wait on torch's callback registry. */
+	if (!*torch_done)
+		*torch_done = rf_torch_activation_poll();
+	return sleep_ns;
+}
+
+/* The CUPTI part of a tick, under cupti_lock. */
+static uint64_t tick(bool *activity_on, uint64_t *last_flush)
 {
 	uint64_t now = rf_now_ns();
 	uint64_t period = __atomic_load_n(&rfbpf_gpu_control.flush_period_ns,
@@ -249,8 +370,6 @@ uint64_t rf_agent_tick(bool *activity_on, uint64_t *last_flush,
 	__atomic_store_n(&rfbpf_gpu_control.lease_seen, leased,
 			 __ATOMIC_RELEASE);
 	answer_flush_request(*activity_on);
-	if (!*torch_done)
-		*torch_done = rf_torch_activation_poll();
 	return period < TICK_NS ? period : TICK_NS;
 }
 
@@ -285,10 +404,12 @@ static void *agent_thread(void *arg)
 	pthread_mutex_unlock(&lock);
 	/* At exit, deliver what is in flight while a tracer may still be
 	 * listening, then leave CUPTI quiet. */
+	pthread_mutex_lock(&cupti_lock);
 	if (activity_on && subscriber) {
 		rf_activity_set_enabled(false);
 		cupti_give_back();
 	}
+	pthread_mutex_unlock(&cupti_lock);
 	return NULL;
 }
 
@@ -350,6 +471,7 @@ int InitializeInjection(void)
 	agent_pid = getpid();
 	read_flush_period();
 	rf_torch_activation_init();
+	install_yield_handler();
 	start_thread();
 	atexit(agent_exit);
 	return 1;

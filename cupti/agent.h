@@ -44,6 +44,13 @@ int InitializeInjection(void) RF_EXPORT;
  * drives it with control blocks of any content. */
 uint64_t rf_agent_tick(bool *activity_on, uint64_t *last_flush,
 		       bool *torch_done);
+/* Leaves CUPTI if ip is on the first instructions of cuptiSubscribe or
+ * cuptiSubscribe_v2 and the agent holds it: flushes its records,
+ * disables its kinds, unsubscribes. The body of the handler of
+ * rf_gpu_control.yield_signal, which rfbpf's probe on those calls
+ * sends; true if it left. Hidden; tests call it with an ip of their
+ * choosing. */
+bool rf_agent_yield_in_call(uintptr_t ip);
 /* Forgets the subscription and a yield, which otherwise last the
  * process's life: for the fuzzer, which plays many lives in one
  * process. Never called in a job. */

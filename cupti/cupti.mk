@@ -189,8 +189,10 @@ define cupti_run
 	$(Q)SIM_CUPTI_VERSION=22 SIM_CUPTI_DROPPED=7 $(1)/cupti_coexist
 	$(Q)RFBPF_CUPTI_CLOCK=callback $(1)/cupti_coexist
 	$(Q)$(1)/cupti_coexist --yield
+	$(Q)$(1)/cupti_coexist --yield-in-call
 	$(Q)SIM_CUPTI_DROPPED=3 $(1)/cupti_coexist12
 	$(Q)$(1)/cupti_coexist12 --yield
+	$(Q)$(1)/cupti_coexist12 --yield-in-call
 	$(Q)RFBPF_CUPTI_LIB=$(CURDIR)/$(1)/sim/libcupti.so.13 \
 		SIM_CUPTI_EXIT_CHECK=1 $(1)/cupti_exit_order
 	@echo "cupti: the agent gave CUPTI back at exit, before its teardown"

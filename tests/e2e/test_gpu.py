@@ -476,19 +476,21 @@ def test_cupti_held_by_another_tool_is_named_and_left_alone(tmp_path):
 
 
 def test_another_tool_starting_during_the_lease_gets_cupti(tmp_path):
-    """The agent holds the job's CUPTI (the stand-in); then "Kineto"
+    """The agent holds the job's CUPTI (the stand-in); then another tool
     starts in the job, as torch.profiler does when a profile begins during
-    rfbpf's run: its subscribe fails, it registers its buffers and enables
-    its kinds. rfbpf sees the first of those calls through its uprobes on
-    the job's libcupti, says so, and the agent leaves CUPTI to it: it
-    unsubscribes and disables nothing, so Kineto's buffers, kinds and
-    CUPTI's clock stay as Kineto set them, after rfbpf is gone too."""
+    rfbpf's run: it subscribes, registers its buffers and enables its
+    kinds. rfbpf's uprobe on the job's cuptiSubscribe sees the call, says
+    so, and signals the calling thread, whose handler (the agent's) leaves
+    CUPTI before the call goes on: the agent's kinds are off, and the
+    other tool's buffers, kinds and CUPTI's clock stay as it set them,
+    after rfbpf is gone too."""
     trace, expect, out, err, _ = traced_job(
         tmp_path, job_args=("--other-cupti-during",),
         env={"LD_LIBRARY_PATH": SIM_CUPTI})
     assert expect["agent"]["yielded"] == 1, (expect["agent"], err)
+    assert expect["agent"]["yields_in_call"] == 1, (expect["agent"], err)
     other = expect["other_cupti"]
-    assert other == {"kinds": OTHER_KINDS | OUR_ONLY_KINDS,
+    assert other == {"kinds": OTHER_KINDS,
                      "clock_replaced": False, "buffers_are_its_own": True,
                      "holder": ""}, other
     m = re.search(r"rfbpf: GPU: another tool started using CUPTI in the job "
@@ -500,6 +502,47 @@ def test_another_tool_starting_during_the_lease_gets_cupti(tmp_path):
     assert gpu["cupti_taken_by"] == "cuptiSubscribe"
     assert gpu["cupti_taken_tid"] == int(m.group(1))
     assert "then another tool started using it" in out, out
+
+
+def test_kineto_starting_during_the_lease_subscribes(tmp_path):
+    """Kineto as torch 2.11 has it on a real GPU: it starts with
+    cuptiSubscribe and gives up its CUDA activity for good if that fails
+    (an H200 showed a profile of 0 kernels while rfbpf held CUPTI). So the
+    agent leaves inside that call, in the calling thread (rfbpf's probe
+    sends it the agent's signal): Kineto's subscribe succeeds, it keeps
+    its subscription and sets up its buffers and kinds; none of the
+    agent's kinds is left on; the agent's launches before it all have
+    their records."""
+    trace, expect, out, err, _ = traced_job(
+        tmp_path, job_args=("--kineto-during",),
+        env={"LD_LIBRARY_PATH": SIM_CUPTI})
+    assert expect["agent"]["yields_in_call"] == 1, (expect["agent"], err)
+    other = expect["other_cupti"]
+    assert other == {"kinds": OTHER_KINDS, "clock_replaced": False,
+                     "buffers_are_its_own": True, "holder": "",
+                     "subscribed": True}, other
+    gpu = trace["otherData"]["gpu"]
+    assert gpu["cupti"] == "taken by another tool", gpu
+    assert gpu["cupti_taken_by"] == "cuptiSubscribe"
+    assert gpu["agent_left_cupti_inside_its_subscribe"] == 1, gpu
+    assert gpu.get("launches_without_record_at_detach", 0) == 0, gpu
+    assert "CUPTI left to it inside that call" in out, out
+
+
+def test_a_job_that_takes_the_agents_signal_is_never_sent_it(tmp_path):
+    """The job sets its own handler for the agent's signal after CUDA
+    started; rfbpf's probe reads the job's handlers in the kernel and
+    sends nothing, so the job's handler is never called. The agent leaves
+    at its next tick instead, too late for this Kineto, whose subscribe
+    fails."""
+    trace, expect, out, err, _ = traced_job(
+        tmp_path, job_args=("--kineto-during", "--take-yield-signal"),
+        env={"LD_LIBRARY_PATH": SIM_CUPTI})
+    other = expect["other_cupti"]
+    assert other["job_signals"] == 0, other
+    assert other["subscribed"] is False, other
+    assert expect["agent"]["yields_in_call"] == 0, expect["agent"]
+    assert expect["agent"]["yielded"] == 1, (expect["agent"], err)
 
 
 def test_launches_captured_into_a_graph_are_counted_apart(tmp_path):

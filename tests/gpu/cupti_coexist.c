@@ -25,11 +25,16 @@
  * The agent finds the stand-in as the job's own CUPTI: it is mapped
  * before the agent looks (this program links it first).
  */
+#include <dlfcn.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 #include <cupti.h>
 #include "check.h"
@@ -45,6 +50,7 @@ uint64_t sim_cupti_kinds(void);
 bool sim_cupti_clock_replaced(void);
 bool sim_cupti_buffers_are_other(void);
 int sim_cupti_other_starts(const char *name);
+int sim_cupti_kineto_starts(void);
 const char *sim_cupti_holder(void);
 unsigned sim_cupti_domains_enabled(void);
 unsigned sim_cupti_callbacks_enabled(void);
@@ -156,12 +162,125 @@ TEST(free_cupti_is_taken_for_the_lease_and_given_back)
 	CHECK_EQ_U64(rfbpf_gpu_control.buffers_left, 0);
 }
 
+/* The agent's handler for leaving CUPTI inside another tool's
+ * cuptiSubscribe: a real-time signal the job left at its default. */
+TEST(the_agent_handles_a_free_realtime_signal_to_leave_in_a_call)
+{
+	int sig = (int)rfbpf_gpu_control.yield_signal;
+	struct sigaction sa;
+
+	CHECK(sig >= SIGRTMIN + 4 && sig <= SIGRTMAX);
+	CHECK(sigaction(sig, NULL, &sa) == 0);
+	CHECK(sa.sa_flags & SA_SIGINFO);
+	CHECK_EQ_U64((uintptr_t)sa.sa_sigaction,
+		     rfbpf_gpu_control.yield_handler);
+}
+
+/* As the kernel would send it, but not where rfbpf's probe is (here: the
+ * return of a system call): nothing happens, and the job goes on. */
+TEST(the_signal_from_the_kernel_elsewhere_changes_nothing)
+{
+	int sig = (int)rfbpf_gpu_control.yield_signal;
+	siginfo_t si = { .si_signo = sig, .si_code = SI_KERNEL };
+
+	CHECK(lease(true));
+	CHECK_STR(sim_cupti_holder(), OUR_NAME);
+	CHECK(syscall(SYS_rt_tgsigqueueinfo, getpid(), gettid(), sig,
+		      &si) == 0);
+	CHECK_STR(sim_cupti_holder(), OUR_NAME);
+	CHECK_EQ_U64(sim_cupti_kinds(), OURS);
+	CHECK_EQ_U64(rfbpf_gpu_control.yielded, 0);
+	CHECK_EQ_U64(rfbpf_gpu_control.yields_in_call, 0);
+	CHECK(lease(false));
+}
+
+/* Sent by a process (kill): the default action, as without the agent. */
+TEST(the_signal_from_a_process_ends_the_job_as_without_the_agent)
+{
+	int sig = (int)rfbpf_gpu_control.yield_signal, status = 0;
+	pid_t child = fork();
+
+	if (!child) {
+		kill(getpid(), sig);
+		_exit(0);		/* not reached */
+	}
+	CHECK(waitpid(child, &status, 0) == child);
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == sig);
+}
+
+/* --yield-in-call (its own process: the agent leaves CUPTI for good).
+ * The handler as rfbpf's probe makes it run: from the kernel, on the
+ * first instructions of cuptiSubscribe. The agent flushes its records,
+ * disables its kinds and unsubscribes there, so Kineto's subscribe, which
+ * gives up Kineto's CUDA activity when it fails, succeeds; Kineto's
+ * kinds and buffers are then the only ones. */
+static int run_yield_in_call(void)
+{
+	void (*handler)(int, siginfo_t *, void *) =
+		(void (*)(int, siginfo_t *, void *))(uintptr_t)
+		rfbpf_gpu_control.yield_handler;
+	int sig = (int)rfbpf_gpu_control.yield_signal;
+	siginfo_t si = { .si_signo = sig, .si_code = SI_KERNEL };
+	void *subscribe = dlsym(RTLD_DEFAULT, "cuptiSubscribe");
+	ucontext_t uc;
+	int bad = 0;
+
+	memset(&uc, 0, sizeof(uc));
+	bad += !handler || !subscribe;
+	bad += !lease(true);
+	bad += sim_cupti_kinds() != OURS;
+	if (!bad) {
+		/* A forked child (a DataLoader worker) has the handler too,
+		 * and CUPTI is no child's to give up: nothing there. */
+		pid_t child = fork();
+		int status = 1;
+
+		if (!child) {
+			uc.uc_mcontext.gregs[REG_RIP] =
+				(greg_t)(uintptr_t)subscribe + 4;
+			handler(sig, &si, &uc);
+			_exit(rfbpf_gpu_control.yields_in_call != 0 ||
+			      sim_cupti_holder() == NULL);
+		}
+		bad += waitpid(child, &status, 0) != child ||
+		       !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+	}
+	if (!bad) {
+		/* Past the first instruction (endbr64), where the signal
+		 * comes after the probe. Off by far: nothing. */
+		uc.uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)subscribe
+						+ 4000;
+		handler(sig, &si, &uc);
+		bad += sim_cupti_holder() == NULL;
+		uc.uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)subscribe
+						+ 4;
+		handler(sig, &si, &uc);
+	}
+	bad += rfbpf_gpu_control.yields_in_call != 1;
+	bad += rfbpf_gpu_control.yielded != 1;
+	bad += sim_cupti_holder() != NULL;		/* unsubscribed */
+	bad += sim_cupti_kinds() != 0;			/* its kinds off */
+	/* Its one buffer came back in the flush: none left over. */
+	bad += rfbpf_gpu_control.buffers_left != 0;
+	bad += sim_cupti_kineto_starts() != 0;		/* Kineto subscribes */
+	bad += sim_cupti_kinds() != KINETO;
+	bad += !sim_cupti_buffers_are_other();
+	bad += !lease(false);
+	bad += sim_cupti_kinds() != KINETO;		/* left to Kineto */
+	bad += !sim_cupti_buffers_are_other();
+	printf("tests/gpu/cupti_coexist.c (left inside another tool's "
+	       "subscribe): %s\n", bad ? "FAILED" : "Kineto subscribed");
+	return bad ? 1 : 0;
+}
+
 /* --yield (its own process: the agent then leaves CUPTI for good). The
- * agent holds CUPTI; Kineto starts (its subscribe fails, it registers its
- * buffers and enables its kinds); rfbpf, which sees that through its
- * uprobes on libcupti, asks the agent to yield: the agent unsubscribes
- * and leaves every kind, the buffers and the clock as Kineto set them,
- * during the lease and after it, and takes CUPTI no more. */
+ * agent holds CUPTI; a tool starts that, its subscribe refused, registers
+ * its buffers and enables its kinds anyway; rfbpf, which sees that
+ * through its uprobes on libcupti, asks the agent to yield (the way left
+ * when the signal cannot be used: an agent without one, the signal
+ * blocked): the agent unsubscribes and leaves every kind, the buffers and
+ * the clock as that tool set them, during the lease and after it, and
+ * takes CUPTI no more. */
 static int run_yield(void)
 {
 	uint64_t end;
@@ -229,5 +348,7 @@ int main(int argc, char **argv)
 		return run_refused(version);
 	if (argc > 1 && !strcmp(argv[1], "--yield"))
 		return run_yield();
+	if (argc > 1 && !strcmp(argv[1], "--yield-in-call"))
+		return run_yield_in_call();
 	return check_run_all(__FILE__);
 }

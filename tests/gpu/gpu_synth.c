@@ -105,6 +105,8 @@ EXPORT unsigned long long synth_counter(const char *name)
 	FIELD(flush_done);
 	FIELD(launches_captured);
 	FIELD(yielded);
+	FIELD(yields_in_call);
+	FIELD(yield_signal);
 	FIELD(cupti_ok);
 #undef FIELD
 	return ~0ull;

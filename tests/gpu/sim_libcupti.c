@@ -339,9 +339,9 @@ EXPORT int sim_cupti_other_takes(const char *name)
 	return 0;
 }
 
-/* Kineto starting while another holds the subscription (as during
- * rfbpf's lease): its subscribe fails, and it sets up activity anyway
- * (CuptiActivityApi needs no subscription): its buffers, its kinds. */
+/* A tool that, when another holds the subscription (as during rfbpf's
+ * lease), sets up activity anyway (the activity API needs no
+ * subscription): its buffers, its kinds. Not what Kineto does (below). */
 EXPORT int sim_cupti_other_starts(const char *name)
 {
 	CUpti_SubscriberHandle none;
@@ -349,6 +349,21 @@ EXPORT int sim_cupti_other_starts(const char *name)
 	if (cuptiSubscribe(&none, NULL, NULL) == CUPTI_SUCCESS)
 		cuptiUnsubscribe(none);	/* not the case this plays */
 	(void)name;
+	set_up_activity();
+	return 0;
+}
+
+/* Kineto as it is (torch 2.11 on a real GPU): it starts with
+ * cuptiSubscribe, called through the library's exported entry (where
+ * rfbpf's probe is); if that fails it gives up its CUDA activity for the
+ * process and sets up nothing; else it sets up activity and keeps the
+ * subscription. 0 if it subscribed. */
+EXPORT int sim_cupti_kineto_starts(void)
+{
+	if (cuptiSubscribe(&other, NULL, NULL) != CUPTI_SUCCESS) {
+		other = NULL;
+		return -1;
+	}
 	set_up_activity();
 	return 0;
 }

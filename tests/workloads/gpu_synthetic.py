@@ -23,6 +23,7 @@ import argparse
 import ctypes
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -54,9 +55,14 @@ ap.add_argument("--other-cupti", metavar="NAME")
 # ...or another tool starts using CUPTI while the agent holds it, as
 # torch.profiler does when it starts during rfbpf's lease.
 ap.add_argument("--other-cupti-during", action="store_true")
+# ...or Kineto as it is starts then: it gives up if its subscribe fails.
+ap.add_argument("--kineto-during", action="store_true")
+# The job takes the agent's yield signal for itself first (counts it).
+ap.add_argument("--take-yield-signal", action="store_true")
 args = ap.parse_args()
 
 expected = {}
+expected_other = {}         # what the other tool saw of its own start
 lock = threading.Lock()
 synth = None
 cupti = None
@@ -72,7 +78,7 @@ def load_agent():
     synth.synth_counter.restype = ctypes.c_ulonglong
     synth.synth_counter.argtypes = [ctypes.c_char_p]
     synth.synth_init()
-    if args.other_cupti or args.other_cupti_during:
+    if args.other_cupti or args.other_cupti_during or args.kineto_during:
         global cupti
         cupti = ctypes.CDLL("libcupti.so.13")       # the stand-in, loaded
         cupti.sim_cupti_kinds.restype = ctypes.c_ulonglong
@@ -81,6 +87,13 @@ def load_agent():
         cupti.sim_cupti_holder.restype = ctypes.c_char_p
     if args.other_cupti:
         assert cupti.sim_cupti_other_takes(args.other_cupti.encode()) == 0
+    if args.take_yield_signal:
+        sig = synth.synth_counter(b"yield_signal")
+        expected_other["job_signals"] = 0
+
+        def count(signum, frame):
+            expected_other["job_signals"] += 1
+        signal.signal(sig, count)
 
 
 def other_tool_starts_during_the_lease():
@@ -93,7 +106,10 @@ def other_tool_starts_during_the_lease():
             sys.exit("the agent did not take CUPTI within 20 s")
         time.sleep(0.01)
     time.sleep(4)
-    cupti.sim_cupti_other_starts(b"Kineto")
+    if args.kineto_during:
+        expected_other["subscribed"] = cupti.sim_cupti_kineto_starts() == 0
+    else:
+        cupti.sim_cupti_other_starts(b"Kineto")
     deadline = time.time() + 10
     while not synth.synth_counter(b"yielded") and time.time() < deadline:
         time.sleep(0.01)
@@ -123,7 +139,7 @@ else:
     print("ready", flush=True)
     if args.wait_tracer:
         wait_tracer()
-    if args.other_cupti_during:
+    if args.other_cupti_during or args.kineto_during:
         other_tool_starts_during_the_lease()
 
 
@@ -196,14 +212,16 @@ for corr, call in expected.items():
 counters = {name: synth.synth_counter(name.encode()) for name in
             ("launches", "records", "records_untraced", "activity_starts",
              "activity_enabled", "torch_callback_handle",
-             "launches_captured", "yielded", "cupti_ok")}
+             "launches_captured", "yielded", "yields_in_call",
+             "cupti_ok")}
 other = None
 if cupti:
     # What the other tool finds of its CUPTI after rfbpf's lease.
     other = {"kinds": cupti.sim_cupti_kinds(),
              "clock_replaced": cupti.sim_cupti_clock_replaced(),
              "buffers_are_its_own": cupti.sim_cupti_buffers_are_other(),
-             "holder": (cupti.sim_cupti_holder() or b"").decode()}
+             "holder": (cupti.sim_cupti_holder() or b"").decode(),
+             **expected_other}
 with open(args.expect, "w") as f:
     json.dump({"launches": expected, "records": records,
                "agent": counters, "other_cupti": other}, f)

@@ -203,6 +203,12 @@ int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
 	return 0;
 }
 
+void probes_set_cupti_yield(struct probes *p, uint32_t sig, uint64_t handler)
+{
+	p->skel->bss->cupti_yield_handler = handler;
+	p->skel->bss->cupti_yield_signal = sig;
+}
+
 int probes_attach_cupti_watch(struct probes *p, pid_t pid, const char *path,
 			      const uint64_t *offs, int n, bool verbose)
 {

@@ -72,6 +72,10 @@ int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
 /* The job's libcupti at path: a uprobe on each function of
  * RF_CUPTI_WATCHED found (offs[i], 0 if absent), with i as its cookie,
  * for pid only. Returns how many were attached, or -errno. */
+/* The agent's signal and handler for leaving CUPTI inside another tool's
+ * cuptiSubscribe (rf_gpu_control.yield_signal), for the watch's probes
+ * on cuptiSubscribe to send; sig 0: none. */
+void probes_set_cupti_yield(struct probes *p, uint32_t sig, uint64_t handler);
 int probes_attach_cupti_watch(struct probes *p, pid_t pid, const char *path,
 			      const uint64_t *offs, int n, bool verbose);
 /* The safe-point probe (safe_point.h): a uprobe at off in lib, for pid,

@@ -343,6 +343,8 @@ static void write_gpu_counts(FILE *f, const struct trace *t)
 	COUNT("agent_launches_failed", g->agent_launches_failed);
 	COUNT("agent_launches_captured", g->agent_launches_captured);
 	COUNT("agent_buffers_left_to_another_tool", g->agent_buffers_left);
+	COUNT("agent_left_cupti_inside_its_subscribe",
+	      g->agent_yields_in_call);
 	fprintf(f, ",\"final_flush_missed\":%s,\"agent_counters_stale\":%s",
 		g->final_flush_missed ? "true" : "false",
 		g->agent_counters_stale ? "true" : "false");

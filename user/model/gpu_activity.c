@@ -535,8 +535,10 @@ void gpu_format_cupti(const struct gpu_counts *c, char *buf, size_t len)
 	if (c->cupti_taken)
 		snprintf(buf, len, "%s: subscribed, then another tool started "
 			 "using it (thread %d called %s; torch.profiler or "
-			 "Nsight): GPU activity stops there, CUPTI left to it",
-			 name, c->cupti_taken_tid, c->cupti_taken_by);
+			 "Nsight): GPU activity stops there, CUPTI left to it%s",
+			 name, c->cupti_taken_tid, c->cupti_taken_by,
+			 c->agent_yields_in_call ? " inside that call, the "
+			 "agent's records flushed first" : "");
 	else if (c->cupti_yielded)
 		snprintf(buf, len, "%s: left to another tool that started "
 			 "using it during an earlier rfbpf run: no GPU "

@@ -108,6 +108,8 @@ struct gpu_counts {
 					   * capture): ran nothing then */
 	uint64_t agent_buffers_left;	/* with CUPTI when another tool
 					 * took it: their records are lost */
+	uint64_t agent_yields_in_call;	/* left inside another tool's
+					 * cuptiSubscribe (it then succeeds) */
 	bool agent_seen;		/* the target had the agent loaded */
 	/* CUPTI as the agent found it when the lease came: subscribed, or
 	 * held by another tool (torch.profiler's Kineto, Nsight), which
