@@ -511,8 +511,10 @@ def test_kineto_starting_during_the_lease_subscribes(tmp_path):
     agent leaves inside that call, in the calling thread (rfbpf's probe
     sends it the agent's signal): Kineto's subscribe succeeds, it keeps
     its subscription and sets up its buffers and kinds; none of the
-    agent's kinds is left on; the agent's launches before it all have
-    their records."""
+    agent's kinds is left on, and its buffers all came back in its flush
+    (none left for Kineto to drop). The stand-in's launches go on calling
+    the agent after it left, which real CUPTI does not, so launches
+    without a record are not checked here: on the H200 there were none."""
     trace, expect, out, err, _ = traced_job(
         tmp_path, job_args=("--kineto-during",),
         env={"LD_LIBRARY_PATH": SIM_CUPTI})
@@ -525,7 +527,7 @@ def test_kineto_starting_during_the_lease_subscribes(tmp_path):
     assert gpu["cupti"] == "taken by another tool", gpu
     assert gpu["cupti_taken_by"] == "cuptiSubscribe"
     assert gpu["agent_left_cupti_inside_its_subscribe"] == 1, gpu
-    assert gpu.get("launches_without_record_at_detach", 0) == 0, gpu
+    assert gpu["agent_buffers_left_to_another_tool"] == 0, gpu
     assert "CUPTI left to it inside that call" in out, out
 
 
