@@ -154,6 +154,26 @@ static void cupti_give_back(void)
 static bool yielded;
 
 /*
+ * Leaving CUPTI for good in this process, either way below. ours_off: the
+ * other tool has set up nothing yet, so the agent's kinds go off (after a
+ * flush); otherwise the kinds are the process's, now the other tool's,
+ * and stay. Buffers of the agent's still with CUPTI then go to the other
+ * tool's completion callback: their records are lost to rfbpf (counted).
+ */
+static void leave_cupti(bool ours_off)
+{
+	yielded = true;
+	if (ours_off)
+		rf_activity_set_enabled(false);		/* flushes first */
+	else
+		__atomic_store_n(&rfbpf_gpu_control.activity_enabled, 0,
+				 __ATOMIC_RELEASE);
+	rf_count(&rfbpf_gpu_control.buffers_left, rf_activity_buffers_out());
+	cupti_give_back();
+	__atomic_store_n(&rfbpf_gpu_control.yielded, 1, __ATOMIC_RELEASE);
+}
+
+/*
  * rfbpf saw another tool start using CUPTI in the job (a call from
  * another thread to one of RF_CUPTI_WATCHED: torch.profiler, Nsight).
  * The subscription is the only thing that is the agent's alone, so it
@@ -167,14 +187,7 @@ static void yield_cupti(void)
 {
 	static int once;
 
-	yielded = true;
-	__atomic_store_n(&rfbpf_gpu_control.activity_enabled, 0,
-			 __ATOMIC_RELEASE);
-	/* Ours still with CUPTI go to the other tool's completion callback
-	 * now: their records are lost to rfbpf. */
-	rf_count(&rfbpf_gpu_control.buffers_left, rf_activity_buffers_out());
-	cupti_give_back();
-	__atomic_store_n(&rfbpf_gpu_control.yielded, 1, __ATOMIC_RELEASE);
+	leave_cupti(false);
 	rf_warn_once(&once, "another tool started using CUPTI: left to it, "
 		     "no more GPU activity from rfbpf in this process");
 }
@@ -185,7 +198,8 @@ static void yield_cupti(void)
  * an H200 with torch 2.11: "CUPTI initialization failed - CUDA profiler
  * activities will be missing"), so yield_cupti(), which runs at the
  * agent thread's next tick after rfbpf saw the call, comes too late.
- * rfbpf's probe on cuptiSubscribe therefore also sends yield_sig to the
+ * rfbpf's probe on cuptiSubscribe therefore also sends its signal
+ * (rf_gpu_control.yield_signal) to the
  * calling thread (bpf/gpu.bpf.c, cupti_call), and this handler runs on
  * that thread before the call's second instruction: the other tool has
  * set up nothing yet, so the agent can flush its own records, disable its
@@ -221,17 +235,8 @@ bool rf_agent_yield_in_call(uintptr_t ip)
 		return false;
 	pthread_mutex_lock(&cupti_lock);
 	if (!yielded && subscriber) {
-		/* Ours only: the other tool has enabled nothing yet. */
-		rf_activity_set_enabled(false);		/* flushes first */
-		/* Empty buffers CUPTI still holds go to the other tool's
-		 * completion callback once it registers one. */
-		rf_count(&rfbpf_gpu_control.buffers_left,
-			 rf_activity_buffers_out());
-		cupti_give_back();
-		yielded = true;
+		leave_cupti(true);
 		rf_count(&rfbpf_gpu_control.yields_in_call, 1);
-		__atomic_store_n(&rfbpf_gpu_control.yielded, 1,
-				 __ATOMIC_RELEASE);
 		left = true;
 	}
 	pthread_mutex_unlock(&cupti_lock);

@@ -66,18 +66,17 @@ static void note_cupti(struct gpu_session *gs, const struct rf_gpu_control *c)
  * cuptiSubscribe make the agent leave inside that call (the agent's
  * yield_signal). Tried once; failing is said and tracing goes on without
  * the watch. */
-static void watch_cupti(struct gpu_session *gs)
+static void watch_cupti(struct gpu_session *gs,
+			const struct rf_gpu_control *c)
 {
 	static const char *const names[] = RF_CUPTI_WATCHED;
 	uint64_t offs[RF_CUPTI_WATCHED_NR];
-	struct rf_gpu_control c;
 	char path[4096];
 	int ret;
 
 	gs->cupti_watched = true;
-	if (!gpu_agent_read_control(&gs->agent, &c))
-		probes_set_cupti_yield(gs->of.probes, c.yield_signal,
-				       c.yield_handler);
+	probes_set_cupti_yield(gs->of.probes, c->yield_signal,
+			       c->yield_handler);
 	ret = target_find_library(*gs->of.pid, is_cupti_library_name, path,
 				  sizeof(path));
 	if (!ret && elf_find_functions(path, names, RF_CUPTI_WATCHED_NR,
@@ -148,7 +147,7 @@ static void read_agent_counters(struct gpu_session *gs)
 	g->agent_yields_in_call = c.yields_in_call - gs->base.yields_in_call;
 	note_cupti(gs, &c);
 	if (c.cupti_ok && !gs->cupti_watched)
-		watch_cupti(gs);
+		watch_cupti(gs, &c);
 }
 
 static void attach_agent(struct gpu_session *gs)
