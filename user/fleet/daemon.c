@@ -555,7 +555,7 @@ static void end_interval(struct daemon *d, double now)
 		in.cpu_rate = j->cpu_rate;
 		/* Whatever is traced: --off-cpu costs every switch of the
 		 * job's threads, and rfbpf its own CPU. Only --bursts jobs
-		 * are charged the latter so far: in the default mode, at
+		 * are charged the latter so far: in the sampled mode, at
 		 * --interval 1, tests/e2e/test_fleet.py's call estimates
 		 * were then 25% off (within 4% without it), for a reason
 		 * not yet found. */
