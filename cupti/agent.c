@@ -198,10 +198,10 @@ static void yield_cupti(void)
  * an H200 with torch 2.11: "CUPTI initialization failed - CUDA profiler
  * activities will be missing"), so yield_cupti(), which runs at the
  * agent thread's next tick after rfbpf saw the call, comes too late.
- * rfbpf's probe on cuptiSubscribe therefore also sends its signal
- * (rf_gpu_control.yield_signal) to the
- * calling thread (bpf/gpu.bpf.c, cupti_call), and this handler runs on
- * that thread before the call's second instruction: the other tool has
+ * rfbpf's probe on cuptiSubscribe therefore also sends the agent's
+ * signal (rf_gpu_control.yield_signal) to the calling thread
+ * (bpf/gpu.bpf.c, cupti_call), and this handler runs on that thread
+ * before the call's second instruction: the other tool has
  * set up nothing yet, so the agent can flush its own records, disable its
  * own kinds and unsubscribe, and the call goes on to succeed.
  *
