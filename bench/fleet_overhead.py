@@ -36,6 +36,7 @@ the measured cost.
 
   sudo bench/fleet_overhead.py [--seconds 30] [--reps 3] [--markdown FILE]
   sudo bench/fleet_overhead.py --only-paired [--pairs 10] [--workloads mlp]
+      [--late S]   (each tracer measured again from S s after the swap)
 """
 import argparse
 import math
@@ -258,7 +259,7 @@ class Tracer:
             self.p = None
 
 
-def paired(workload, periods, drop, pairs, tracers):
+def paired(workload, periods, drop, pairs, tracers, late=0):
     """Two identical jobs at once, a tracer on one of them; the roles swap
     after each period (drawn from `periods`, seconds), the first `drop` s
     after each swap left out. In each period, the traced job's CPU per
@@ -269,30 +270,49 @@ def paired(workload, periods, drop, pairs, tracers):
     differs between the two processes (one may run a few % slower all
     along). The tracers take turns pair by pair on the same two jobs, so
     each meets the same host. Returns each tracer's pairs' costs, each a
-    ratio less 1, and its periods' own CPU over the traced job's."""
+    ratio less 1, and its periods' own CPU over the traced job's.
+    late > drop: each tracer also gets a row measured from `late` s after
+    the swap to the period's end (its name with " (late)"): a cost that
+    is gone by then is one of the first seconds after an attach."""
     jobs = [RateJob(workload), RateJob(workload)]
-    costs = {name: [] for name in tracers}
-    own = {name: [] for name in tracers}
+    names = list(tracers) + ([f"{n} (late)" for n in tracers] if late
+                             else [])
+    costs = {name: [] for name in names}
+    own = {name: [] for name in names}
     try:
         time.sleep(5)                           # warm-up
         for _ in range(pairs):
             for name, tracer in tracers.items():
-                ratios = []
+                ratios = {name: [], f"{name} (late)": []}
                 for k in (0, 1):
                     traced, other = jobs[k], jobs[1 - k]
+
+                    def reading():
+                        return (cpu_ns(traced.pid), traced.steps(),
+                                cpu_ns(other.pid), other.steps(),
+                                tracer.cpu())
                     tracer.start(traced)
                     time.sleep(drop)
-                    before = (cpu_ns(traced.pid), traced.steps(),
-                              cpu_ns(other.pid), other.steps(),
-                              tracer.cpu())
-                    time.sleep(random.uniform(*periods))
-                    after = (cpu_ns(traced.pid), traced.steps(),
-                             cpu_ns(other.pid), other.steps(), tracer.cpu())
+                    before, t0 = reading(), time.monotonic()
+                    length = random.uniform(*periods)
+                    if late:
+                        time.sleep(late - drop)
+                        mid = reading()
+                    time.sleep(max(0, t0 + length - time.monotonic()))
+                    after = reading()
                     tracer.stop(traced)
-                    d = [b - a for a, b in zip(before, after)]
-                    ratios.append((d[0] + d[4]) / d[1] / (d[2] / d[3]))
-                    own[name].append(d[4] / d[0])
-                costs[name].append(math.sqrt(ratios[0] * ratios[1]) - 1)
+                    for row, start in ((name, before),
+                                       (f"{name} (late)",
+                                        mid if late else None)):
+                        if start is None:
+                            continue
+                        d = [b - a for a, b in zip(start, after)]
+                        ratios[row].append((d[0] + d[4]) / d[1] /
+                                           (d[2] / d[3]))
+                        own[row].append(d[4] / d[0])
+                for row, r in ratios.items():
+                    if r:
+                        costs[row].append(math.sqrt(r[0] * r[1]) - 1)
     finally:
         for j in jobs:
             j.kill()
@@ -332,6 +352,11 @@ def main():
     ap.add_argument("--drop", type=float, default=2,
                     help="seconds left out after each swap")
     ap.add_argument("--pairs", type=int, default=10)
+    ap.add_argument("--late", type=float, default=0,
+                    help="also each tracer's cost from this many seconds "
+                    "after the swap (more than --drop, less than the "
+                    "shortest period plus --drop): is the cost in the "
+                    "first seconds after an attach?")
     ap.add_argument("--workloads", default="tiny,mlp")
     ap.add_argument("--scopes", default="",
                     help="also the daemon with these --scopes, e.g. "
@@ -441,6 +466,9 @@ def main():
         tracers[f"rfbpf -p --sample {p}"] = Tracer(
             ["-p", "{pid}", "--no-table", "--sample", p])
     periods = tuple(map(float, a.paired_periods.split(",")))
+    if a.late and not a.drop < a.late < a.drop + periods[0]:
+        ap.error("--late must be after --drop and before the shortest "
+                 "period's end")
     lines += ["", "Two identical jobs at once, the tracer on one; the roles "
               f"swap every {periods[0]:g}-{periods[1]:g} s (drawn), "
               f"{a.drop:g} s left out after each swap; the tracers take "
@@ -454,10 +482,11 @@ def main():
               "tracer's own CPU (median) | the daemon's estimate (median) "
               "|", "|---|---|---|---|---|---|---|"]
     for workload in a.workloads.split(","):
-        costs, own = paired(workload, periods, a.drop, a.pairs, tracers)
+        costs, own = paired(workload, periods, a.drop, a.pairs, tracers,
+                            a.late)
         for name, c in costs.items():
             med, lo, hi = bootstrap_median(c)
-            est = tracers[name].estimates
+            est = tracers[name].estimates if name in tracers else []
             lines.append(f"| {workload} | {name} | {100 * med:+.2f}% | "
                          f"{100 * lo:+.2f}% to {100 * hi:+.2f}% | "
                          f"{100 * min(c):+.2f}% to {100 * max(c):+.2f}% | "
