@@ -72,6 +72,8 @@ cat bench/doc/off_cpu.md >> "$out"
 	$([ $q = 1 ] && echo --reps 1 --switches 100000)
 /usr/bin/python3 bench/off_cpu_cost.py --markdown "$out" \
 	$([ $q = 1 ] && echo --reps 1 --switches 100000 --jobs 4 || echo --jobs 32)
+/usr/bin/python3 bench/task_event_switch.py --markdown "$out" \
+	$([ $q = 1 ] && echo --runs 3 --switches 100000)
 /usr/bin/python3 bench/fleet_churn.py --markdown "$out" \
 	$([ $q = 1 ] && echo --jobs 4 --minutes 2.5)
 cat bench/doc/op_times.md >> "$out"

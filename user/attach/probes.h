@@ -52,7 +52,8 @@ int probes_attach_lib(struct probes *p, pid_t pid, const char *path,
 		      const struct torch_symbols *s, bool verbose);
 /* Optimized path: uprobes on start/end callback stubs at these file
  * offsets of path (rfbpf's page, see stub_page.h, or the CUPTI
- * agent's own), for pid only. */
+ * agent's own), for pid only, or for every process mapping path (-1: no
+ * perf event bound to a thread of pid, for a file only it maps). */
 int probes_attach_callbacks(struct probes *p, pid_t pid, const char *path,
 			    uint64_t start_off, uint64_t end_off, bool verbose);
 /* --children with callback stubs: the children's side of the stubs

@@ -189,9 +189,17 @@ int session_open_ring(struct session *s)
 static int probe_stubs(struct session *s, uint64_t *start, uint64_t *end,
 		       char *err, size_t len)
 {
-	int ret = probes_attach_callbacks(&s->probes, s->pid,
-					  s->act.page.path, STUB_START_PROBE,
-					  STUB_END_PROBE, s->opt->verbose);
+	/* pid -1: the page is this job's own memfd, so no other process
+	 * maps it but the job's forked children, which never reach these
+	 * two (their `on` is wiped), and BPF filters by tgid. A uprobe for
+	 * one pid is a perf event bound to the job's main thread, which the
+	 * kernel switches out and in with it: about 1 us each time it
+	 * sleeps here (bench/task_event_switch.py), and the MLP job's main
+	 * thread sleeps 5,900 times a second (docs/BENCHMARKS.md, "A perf
+	 * event on the job's main thread"). */
+	int ret = probes_attach_callbacks(&s->probes, -1, s->act.page.path,
+					  STUB_START_PROBE, STUB_END_PROBE,
+					  s->opt->verbose);
 
 	if (!ret && s->opt->children && !s->child_stubs_probed) {
 		ret = probes_attach_child_callbacks(&s->probes,
