@@ -12,6 +12,7 @@
 #include "model/clocks.h"
 #include "control_thread.h"
 #include "elf_symbols.h"
+#include "safe_point.h"
 #include "target.h"
 
 _Static_assert(sizeof(struct control_block) <= STUB_CONTROL_MAX,
@@ -179,37 +180,6 @@ static int init_block(pid_t pid, uint64_t page,
 	return ret;
 }
 
-/* The held thread is traced with PTRACE_O_TRACECLONE (safe_point.c), so
- * the thread pthread_create made is traced by rfbpf too, stopped at its
- * start: let it go. Any thread of pid traced by rfbpf but the held one
- * was made by this call (the others were let go at the hold). */
-static void let_new_threads_go(struct held_thread *h)
-{
-	uint32_t *tids;
-	size_t n = target_threads(h->pid, &tids);
-	char val[32];
-
-	for (size_t i = 0; i < n; i++) {
-		pid_t tid = (pid_t)tids[i];
-		int st;
-
-		if (tid == h->tid ||
-		    !target_status(h->pid, tid, "TracerPid", val,
-				   sizeof(val)) || atoi(val) != getpid())
-			continue;
-		/* its start stop, reported once the clone is done */
-		for (int k = 0; k < 1000; k++) {
-			pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
-
-			if (r == tid || r < 0)
-				break;
-			usleep(1000);
-		}
-		ptrace(PTRACE_DETACH, tid, 0, 0);
-	}
-	free(tids);
-}
-
 int control_thread_start(struct control_thread *ct, struct held_thread *h,
 			 const struct stub_page *page,
 			 const struct rf_callback_abi *cb, uint64_t add_fn,
@@ -267,7 +237,7 @@ int control_thread_start(struct control_thread *ct, struct held_thread *h,
 			    block + FIELD(pthread), attr,
 			    code + STUB_CONTROL_MAIN, 0, err, len);
 	if (!ret)
-		let_new_threads_go(h);
+		safe_point_release_new_threads(h);
 	call0(h, fn[F_ATTR_DESTROY], "pthread_attr_destroy", attr, 0, 0, 0,
 	      err, len);
 	if (ret)

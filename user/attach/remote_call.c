@@ -385,6 +385,28 @@ int remote_syscall(struct held_thread *h, long nr, const uint64_t args[6],
 	return 0;
 }
 
+int remote_syscall_checked(struct held_thread *h, long nr,
+			   const uint64_t args[6], const void *mem,
+			   size_t mem_len, int64_t *ret, const char *what,
+			   char *err, size_t errlen)
+{
+	int e = remote_syscall(h, nr, args, mem, mem_len, mem ? 1 : 0, ret,
+			       err, errlen);
+
+	if (e)
+		return e;
+	if (*ret < 0 && *ret > -4096)
+		return remote_fail(err, errlen, (int)*ret, "system call %ld "
+				   "failed in the target while %s: %s", nr,
+				   what, strerror((int)-*ret));
+	return 0;
+}
+
+uint64_t remote_call_stack_arg(const struct held_thread *h)
+{
+	return (h->regs.rsp - RED_ZONE - FRAME_GAP) & ~0xfull;
+}
+
 int remote_call_function(struct held_thread *h, uint64_t fn,
 			 const uint64_t args[6],
 			 const void *stack_arg, size_t stack_len,
@@ -392,7 +414,7 @@ int remote_call_function(struct held_thread *h, uint64_t fn,
 			 size_t errlen)
 {
 	struct user_regs_struct r = h->regs;
-	uint64_t sp = (r.rsp - RED_ZONE - FRAME_GAP) & ~0xfull;
+	uint64_t sp = remote_call_stack_arg(h);
 	uint64_t back = h->page + STUB_RETURN_OFFSET;
 	struct __ptrace_syscall_info info;
 	int k, e;

@@ -49,6 +49,8 @@ struct held_thread {
 	uint64_t page;		/* rfbpf's page, once remote_protect ran */
 	int held_signal;	/* a signal that stopped it, to deliver */
 	const char *how;	/* for -v: how it was caught */
+	bool at_op;		/* caught at an op (safe_point.h's points 1
+				 * and 3), not waiting in a system call */
 };
 
 /* For this file and safe_point.c: CLOCK_MONOTONIC in ms, and a one-line
@@ -81,6 +83,18 @@ void remote_idle(void);
 int remote_syscall(struct held_thread *h, long nr, const uint64_t args[6],
 		   const void *mem, size_t mem_len, int mem_arg, int64_t *ret,
 		   char *err, size_t errlen);
+
+/* remote_syscall with a mem block (none: NULL) passed as the first
+ * argument, and a failure of the call itself in the target also returned
+ * as -errno, said in err as a failure "while <what>". */
+int remote_syscall_checked(struct held_thread *h, long nr,
+			   const uint64_t args[6], const void *mem,
+			   size_t mem_len, int64_t *ret, const char *what,
+			   char *err, size_t errlen);
+
+/* Where remote_call_function copies its stack_arg in h's stack: a call
+ * can be passed a pointer to it (a string). Valid during that call. */
+uint64_t remote_call_stack_arg(const struct held_thread *h);
 
 /* Calls fn(args...) on h, which remote_protect() must have protected: it
  * returns through rfbpf's page. stack_arg (a by-value struct of class

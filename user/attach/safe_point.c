@@ -433,6 +433,7 @@ static bool on_stop(pid_t pid, struct seized *t, int st, int sig,
 		 * the probe arrives later, elsewhere: swallowed.) */
 		if (saved && probe && stopped_at(pid, &h->regs, probe->addr)) {
 			h->how = probe->where ? probe->where : AT_OP_ENTRY;
+			h->at_op = true;
 			return true;
 		}
 		ptrace(PTRACE_CONT, t->tid, 0, 0);	/* swallowed */
@@ -445,6 +446,7 @@ static bool on_stop(pid_t pid, struct seized *t, int st, int sig,
 		saved = !remote_save(h);
 		if (saved && still_waiting(pid, h)) {
 			h->how = "blocked in a system call";
+			h->at_op = false;
 			return true;
 		}
 		ptrace(PTRACE_CONT, t->tid, 0, 0);	/* it left the wait */
@@ -624,6 +626,35 @@ void safe_point_release(struct held_thread *h)
 		reap_later = parking.probe;
 		parking.on = false;
 	}
+}
+
+/* Any thread of pid traced by rfbpf but the held one was made by a call
+ * on it (the others were let go at the hold). */
+void safe_point_release_new_threads(struct held_thread *h)
+{
+	uint32_t *tids;
+	size_t n = target_threads(h->pid, &tids);
+	char val[32];
+
+	for (size_t i = 0; i < n; i++) {
+		pid_t tid = (pid_t)tids[i];
+		int st;
+
+		if (tid == h->tid ||
+		    !target_status(h->pid, tid, "TracerPid", val,
+				   sizeof(val)) || atoi(val) != getpid())
+			continue;
+		/* its start stop, reported once the clone is done */
+		for (int k = 0; k < 1000; k++) {
+			pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
+
+			if (r == tid || r < 0)
+				break;
+			usleep(1000);
+		}
+		ptrace(PTRACE_DETACH, tid, 0, 0);
+	}
+	free(tids);
 }
 
 void safe_point_reap(void)

@@ -107,6 +107,10 @@ int safe_point_hold(pid_t pid, struct safe_point_opts *o,
 /* Lets the held thread go (after remote_restore), with any signal it
  * received meanwhile, and the threads parked with it. */
 void safe_point_release(struct held_thread *h);
+/* After a call on the held thread that started threads
+ * (pthread_create): they are traced by rfbpf too (PTRACE_O_TRACECLONE),
+ * stopped at their start; lets them go. */
+void safe_point_release_new_threads(struct held_thread *h);
 /* After the release: removes the uprobe the hold disarmed (the kernel
  * takes tens of ms, which the job no longer waits for). */
 void safe_point_reap(void);

@@ -85,17 +85,8 @@ static int run(struct held_thread *h, long nr, const uint64_t args[6],
 	       const char *mem, size_t mem_len, int64_t *r, char *err,
 	       size_t len)
 {
-	int e = remote_syscall(h, nr, args, mem, mem_len, mem ? 1 : 0, r, err,
-			       len);
-
-	if (e)
-		return e;
-	if (*r < 0 && *r > -4096) {
-		snprintf(err, len, "system call %ld failed in the target while "
-			 "mapping rfbpf's page: %s", nr, strerror((int)-*r));
-		return (int)*r;
-	}
-	return 0;
+	return remote_syscall_checked(h, nr, args, mem, mem_len, r,
+				      "mapping rfbpf's page", err, len);
 }
 
 int stub_page_create(struct held_thread *h, struct stub_page *p, char *err,
