@@ -52,7 +52,8 @@ LOADER_SRCS := $(LOGIC_SRCS) user/cli.c user/cli/help.c \
 	$(addprefix user/attach/,privileges.c probes.c launch.c remote_call.c \
 		safe_point.c sigframe.c stub_page.c activation.c \
 		control_thread.c off_cpu_hooks.c) \
-	user/gpu/agent.c user/gpu/gpu_session.c user/python/py_session.c \
+	user/gpu/agent.c user/gpu/gpu_session.c user/gpu/inject.c \
+	user/python/py_session.c \
 	$(addprefix user/session/,status.c outputs.c session.c setup.c \
 		children.c off_cpu.c) \
 	user/main.c

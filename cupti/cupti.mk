@@ -167,6 +167,14 @@ build/cupti/libgpu_synth.so: tests/gpu/gpu_synth.c tests/gpu/cupti_sim.h \
 	$(Q)$(CC) $(CUPTI_BASE_CFLAGS) -O2 -shared $< -Lbuild/cupti \
 		-lrfbpf_cupti -Wl,-rpath,'$$ORIGIN' $(CUPTI_LIBS) -o $@
 
+# A stand-in libcudart: a job that loads it is a CUDA job to rfbpf, which
+# loads its agent into it (tests/e2e/test_gpu_inject.py).
+build/cupti/sim/libcudart.so.12: tests/gpu/sim_libcudart.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CUPTI_BASE_CFLAGS) -O2 -fvisibility=hidden -shared \
+		-Wl,-soname,libcudart.so.12 $< -o $@
+
 # What the agent costs a job, with no tracer and traced by rfbpf's own
 # BPF programs (run by make bench): rfbpf's loading code comes along.
 build/cupti/agent_cost: bench/agent_cost.c bench/stats.h \
@@ -178,7 +186,7 @@ build/cupti/agent_cost: bench/agent_cost.c bench/stats.h \
 		-lrfbpf_cupti -Wl,-rpath,'$$ORIGIN' $(LDLIBS) -ldl -o $@
 
 cupti: $(call CUPTI_BINS,build/cupti) build/cupti/libgpu_synth.so \
-	build/cupti/agent_cost
+	build/cupti/agent_cost build/cupti/sim/libcudart.so.12
 
 # The driver's own checks make it exit non-zero on a wrong count.
 define cupti_run

@@ -66,7 +66,8 @@ enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_PPROF_DIR, OPT_PPROF_KEEP, OPT_PROM_FILE, OPT_LISTEN, OPT_MAX_OPS,
        OPT_CONFIG, OPT_RAW_TIMES, OPT_PYTHON_STACKS, OPT_PYTHON_DEPTH,
        OPT_GROUP_BY, OPT_SHAPES, OPT_OFF_CPU, OPT_TOP_WAKERS,
-       OPT_OFF_CPU_FOLDED, OPT_USAGE, OPT_MAN };
+       OPT_OFF_CPU_FOLDED, OPT_NO_GPU_INJECT, OPT_GPU_AGENT, OPT_USAGE,
+       OPT_MAN };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -87,6 +88,13 @@ static const struct argp_option options[] = {
 	{ "no-gpu", OPT_NO_GPU, NULL, 0,
 	  "Ignore the CUPTI agent (librfbpf_cupti.so) even if the target "
 	  "has it loaded", 0 },
+	{ "no-gpu-inject", OPT_NO_GPU_INJECT, NULL, 0,
+	  "Do not load the CUPTI agent into a CUDA job started without it "
+	  "(by default rfbpf loads it in the attach stop, and leaves it "
+	  "loaded and idle after)", 0 },
+	{ "gpu-agent", OPT_GPU_AGENT, "FILE", 0,
+	  "The librfbpf_cupti.so to load into CUDA jobs (default: the one "
+	  "beside rfbpf, build/cupti/ or ../lib/rfbpf/)", 0 },
 	{ "no-table", OPT_NO_TABLE, NULL, 0, "Do not print the summary table",
 	  0 },
 	{ "top", OPT_TOP, "N", 0, "Print the N heaviest rows (default 30, "
@@ -448,6 +456,8 @@ static bool parse_output_arg(int key, char *arg, struct options *opt)
 	case OPT_NO_TABLE: opt->table = false; break;
 	case OPT_GPU_FOLDED: opt->gpu_folded_path = arg; break;
 	case OPT_NO_GPU: opt->gpu = false; break;
+	case OPT_NO_GPU_INJECT: opt->gpu_inject = false; break;
+	case OPT_GPU_AGENT: opt->gpu_agent = arg; break;
 	case OPT_RAW_TIMES: opt->raw_times = true; break;
 	case OPT_TOP:
 		/* Any int: more rows than the table has shows them all. */
@@ -576,6 +586,12 @@ static void check_one_shot_options(const struct options *opt)
 	if (!opt->gpu && opt->gpu_folded_path)
 		bad("%s--gpu-folded needs GPU tracing (drop --no-gpu)",
 		    "");
+	if (opt->gpu_agent && (!opt->gpu || !opt->gpu_inject))
+		bad("%s--gpu-agent needs the agent loaded (drop --no-gpu and "
+		    "--no-gpu-inject)", "");
+	if (opt->gpu_agent && !opt->activate)
+		bad("%s--gpu-agent needs activation: the agent is loaded in "
+		    "the attach stop (drop --no-activate)", "");
 	if (!opt->gpu && (opt->sort == SORT_CUDA ||
 			  opt->sort == SORT_SELF_CUDA ||
 			  opt->sort == SORT_KERNELS))
@@ -648,6 +664,7 @@ static void set_defaults(struct options *opt)
 	opt->ringbuf_mb = 16;
 	opt->activate = true;
 	opt->gpu = true;
+	opt->gpu_inject = true;
 	opt->sample_prob = 1.0;
 	opt->tree_prob = 1.0;
 	opt->scopes = (1u << 10) - 1;

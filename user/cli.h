@@ -20,6 +20,9 @@ struct options {
 	const char *gpu_folded_path;	/* --gpu-folded */
 	const char *off_cpu_folded_path;	/* --off-cpu-folded */
 	bool gpu;		/* off with --no-gpu */
+	bool gpu_inject;	/* off with --no-gpu-inject: load the CUPTI
+				 * agent into a CUDA job without it */
+	const char *gpu_agent;	/* --gpu-agent FILE, the agent to load */
 	bool raw_times;		/* --raw-times: no probe-cost compensation */
 	const char *lib;	/* --lib */
 	bool table;		/* off with --no-table */

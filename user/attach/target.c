@@ -133,9 +133,12 @@ bool is_libtorch_cpu_name(const char *base)
 	return !strncmp(base, stem, n) && (!base[n] || base[n] == '.');
 }
 
+/* The file the driver injects, or the memfd rfbpf loads it from into a
+ * job started without it (gpu/inject.h). */
 bool is_cupti_agent_name(const char *base)
 {
-	return !strncmp(base, "librfbpf_cupti", 14);
+	return !strncmp(base, "librfbpf_cupti", 14) ||
+	       !strncmp(base, "memfd:librfbpf_cupti", 20);
 }
 
 bool is_cupti_library_name(const char *base)

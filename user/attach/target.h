@@ -106,7 +106,8 @@ int target_mapping_path(pid_t pid, const struct target_mapping *m,
 			char *buf, size_t len);
 /* Is base the file name of a libtorch_cpu build (libtorch_cpu.so[.*])? */
 bool is_libtorch_cpu_name(const char *base);
-/* Is base rfbpf's CUPTI agent (librfbpf_cupti*.so)? */
+/* Is base rfbpf's CUPTI agent (librfbpf_cupti*.so, or the memfd
+ * memfd:librfbpf_cupti.so rfbpf loads it from)? */
 bool is_cupti_agent_name(const char *base);
 /* libcupti.so, libcupti.so.13, libcupti.so.2025.3.1, ... */
 bool is_cupti_library_name(const char *base);

@@ -12,6 +12,7 @@
 #include "attach/elf_symbols.h"
 #include "attach/probes.h"
 #include "attach/target.h"
+#include "gpu/inject.h"
 
 /* Looking for the agent reads the job's maps (thousands of lines for a
  * torch process): it was most of a fleet daemon's CPU on a job without
@@ -200,6 +201,42 @@ void gpu_session_poll(struct gpu_session *gs, double now_s)
 	gs->look_s = !gs->look_s ? GPU_LOOK_FIRST_S :
 			fmin(2 * gs->look_s, GPU_LOOK_MAX_S);
 	attach_agent(gs);
+}
+
+void gpu_session_want_agent(struct gpu_session *gs)
+{
+	const struct options *opt = gs->of.opt;
+	char why[512];
+
+	gs->inject = opt->gpu && opt->gpu_inject &&
+		     gpu_inject_wanted(*gs->of.pid, why, sizeof(why));
+	if (opt->gpu && opt->gpu_inject && !gs->inject && opt->verbose)
+		fprintf(stderr, "rfbpf: GPU: no CUPTI agent loaded into process "
+			"%d: %s\n", *gs->of.pid, why);
+}
+
+void gpu_session_inject(struct gpu_session *gs, struct held_thread *h)
+{
+	const struct options *opt = gs->of.opt;
+	char why[512], agent[4096];
+	pid_t pid = *gs->of.pid;
+
+	if (!gs->inject)
+		return;
+	gs->inject = false;
+	if (gpu_inject_agent_file(opt->gpu_agent, agent, sizeof(agent), why,
+				  sizeof(why)) ||
+	    gpu_inject(h, agent, why, sizeof(why))) {
+		fprintf(stderr, "rfbpf: GPU: process %d uses CUDA, but its "
+			"CUPTI agent was not loaded (%s): GPU kernels are not "
+			"traced\n", pid, why);
+		return;
+	}
+	fprintf(stderr, "rfbpf: GPU: loaded the CUPTI agent into process %d "
+		"(%s); it stays there, idle, after rfbpf detaches\n", pid,
+		agent);
+	gs->checked_s = 0;	/* look for it at the next turn */
+	gs->look_s = 0;
 }
 
 void gpu_session_finish(struct gpu_session *gs)

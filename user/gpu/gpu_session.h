@@ -17,6 +17,7 @@
 #include <sys/types.h>
 #include "gpu/agent.h"
 
+struct held_thread;
 struct options;
 struct probes;
 struct ring_buffer;
@@ -32,6 +33,7 @@ struct gpu_session {
 	bool base_read;
 	bool cupti_watched;	/* the job's libcupti is probed (or could
 				 * not be: tried once) */
+	bool inject;		/* load the agent at the next attach stop */
 	struct {		/* the session's, as they are when used */
 		const pid_t *pid;
 		const struct options *opt;
@@ -51,6 +53,14 @@ void gpu_session_bind(struct gpu_session *gs, const pid_t *pid,
 /* Called on every loop turn: looks for the agent twice a second until
  * found, then renews the lease. */
 void gpu_session_poll(struct gpu_session *gs, double now_s);
+/* Before the attach stop (it reads the job's maps, which no held thread
+ * should wait for): does the job want the CUPTI agent loaded (it uses
+ * CUDA and has none running; not with --no-gpu or --no-gpu-inject)? */
+void gpu_session_want_agent(struct gpu_session *gs);
+/* Then, in the attach stop, on the thread rfbpf holds there: loads it
+ * (gpu/inject.h). A failure is said in one line and tracing goes on
+ * without GPU kernels. */
+void gpu_session_inject(struct gpu_session *gs, struct held_thread *h);
 /* Tracing stops: ends the lease, drains the agent's final flush (up to
  * a second), and reads the agent's counters into the trace. */
 void gpu_session_finish(struct gpu_session *gs);

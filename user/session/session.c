@@ -291,6 +291,8 @@ int session_activate(struct session *s, const char *lib, char *err,
 		probed = true;
 	}
 	if (!ret)
+		gpu_session_want_agent(&s->gpu);
+	if (!ret)
 		ret = activation_begin(&s->act, err, len);
 	if (ret)
 		return ret;
@@ -302,6 +304,8 @@ int session_activate(struct session *s, const char *lib, char *err,
 	else if (!ret)
 		ret = activation_register(&s->act, s->opt->sample_prob,
 					  s->opt->scopes, start, end, err, len);
+	if (!ret)	/* the same stop: a CUDA job started without it */
+		gpu_session_inject(&s->gpu, &s->act.held);
 	activation_finish(&s->act);
 	if (ret) {
 		stub_page_set_on(s->pid, &s->act.page, false);

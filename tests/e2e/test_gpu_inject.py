@@ -1,0 +1,220 @@
+"""rfbpf -p on a CUDA job started without rfbpf's CUPTI agent: rfbpf loads
+the agent in the attach stop (user/gpu/inject.h), leases it while it
+traces, and leaves it loaded and idle when it detaches.
+
+The job (tests/workloads/cuda_job.py) is real PyTorch training on the
+CPU that has loaded a stand-in libcudart (no GPU here); the agent it gets
+is the real librfbpf_cupti.so, and the CUPTI it takes under the lease is
+the stand-in libcupti (tests/gpu/sim_libcupti.c), which says who holds
+it. What these tests cannot show without a GPU and with no stand-in that
+launches anything: kernels recorded after the attach.
+"""
+import os
+import signal
+import time
+
+import pytest
+
+from harness import PYTHON, RFBPF, ROOT, Job, load_trace, ops_of, run, \
+    start_rfbpf, stop
+
+AGENT = os.path.join(ROOT, "build", "cupti", "librfbpf_cupti.so")
+CUDART = os.path.join(ROOT, "build", "cupti", "sim", "libcudart.so.12")
+SIM_CUPTI = os.path.join(ROOT, "build", "cupti", "sim")
+CUDA_JOB = os.path.join(ROOT, "tests", "workloads", "cuda_job.py")
+CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+LOADED = "loaded the CUPTI agent into process"
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(os.path.join(CUDA_HOME, "include", "cupti.h")),
+    reason=f"GPU tests skipped: CUDA toolkit not found in {CUDA_HOME} "
+           f"(set CUDA_HOME), so librfbpf_cupti.so is not built")
+
+
+@pytest.fixture(autouse=True)
+def built():
+    assert os.path.exists(AGENT) and os.path.exists(CUDART), \
+        "the CUDA toolkit is here but build/cupti was not built (make cupti)"
+
+
+class CudaJob(Job):
+    def __init__(self, *args):
+        super().__init__([PYTHON, CUDA_JOB, *args],
+                         env={**os.environ, "LD_LIBRARY_PATH": SIM_CUPTI})
+
+    def ask(self, cmd):
+        """Sends one command; its answer, without the command's word."""
+        self.send(cmd)
+        line = self.next_line(120)
+        word = cmd.split()[0]
+        word = {"steps": "loss", "fork": "child"}.get(word, word)
+        assert line.startswith(word + " "), (cmd, line)
+        return line.split(" ", 1)[1].strip()
+
+    def until(self, cmd, want, timeout=10):
+        """Asks cmd again until want(answer) holds; the last answer."""
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = self.ask(cmd)
+            if want(answer) or time.monotonic() > deadline:
+                return answer
+            time.sleep(0.1)
+
+
+def reference_losses(rounds, steps):
+    """The job's losses untraced, round by round."""
+    r = run([PYTHON, CUDA_JOB],
+            input="".join(f"steps {steps}\n" for _ in range(rounds)),
+            env={**os.environ, "LD_LIBRARY_PATH": SIM_CUPTI})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    assert lines[0] == "ready"
+    return [l.split(" ", 1)[1] for l in lines[1:] if l.startswith("loss")]
+
+
+def test_three_attaches_load_the_agent_once_and_leave_it_idle(tmp_path):
+    want = reference_losses(3, 20)
+    with CudaJob() as job:
+        assert job.ask("agents") == "0"
+        assert job.ask("holder") == "no-cupti"
+        losses = []
+        for i in range(3):
+            out = tmp_path / f"t{i}.json"
+            r, _ = start_rfbpf(["-q", "--no-table", "-p", str(job.pid),
+                                "-o", str(out)])
+            assert job.ask("agents") == "1"
+            assert "rfbpf-cupti" in job.ask("threads").split(",")
+            # Under the lease the agent takes CUPTI (it looks every
+            # 100 ms)...
+            assert job.until("holder", lambda h: h not in
+                             ("-", "no-cupti")) not in ("-", "no-cupti")
+            losses.append(job.ask("steps 20"))
+            rc, _, err = stop(r)
+            assert rc == 0, err
+            assert (LOADED in err) == (i == 0), err
+            assert ops_of(load_trace(out)), "no op traced"
+            # ...and gives it back once the lease is ended.
+            assert job.until("holder", lambda h: h == "-") == "-"
+            assert "rfbpf-cupti" in job.ask("threads").split(",")
+        rc, _ = job.finish()
+        assert rc == 0
+    assert losses == want
+
+
+def test_a_job_without_cuda_gets_no_agent(tmp_path):
+    with CudaJob("--no-cuda") as job:
+        r, _ = start_rfbpf(["-q", "--no-table", "-v", "-p", str(job.pid),
+                            "-o", str(tmp_path / "t.json")])
+        job.ask("steps 5")
+        assert job.ask("agents") == "0"
+        rc, _, err = stop(r)
+        assert rc == 0 and LOADED not in err, err
+        assert "maps no libcudart or libcuda" in err, err
+
+
+def test_a_job_held_only_in_a_wait_gets_no_agent(tmp_path):
+    """Its one thread waits on stdin at the attach: rfbpf holds it there,
+    in a system call that could as well be inside a CUDA call, and loads
+    nothing; the op trace goes on."""
+    with CudaJob("--idle") as job:
+        r, _ = start_rfbpf(["-q", "--no-table", "-p", str(job.pid), "-o",
+                            str(tmp_path / "t.json")])
+        job.ask("steps 5")
+        assert job.ask("agents") == "0"
+        rc, _, err = stop(r)
+        assert rc == 0, err
+        lines = [l for l in err.splitlines() if "CUPTI agent was not" in l]
+        assert len(lines) == 1 and "waiting in a system call" in \
+            lines[0], err
+        assert ops_of(load_trace(tmp_path / "t.json"))
+
+
+def test_no_gpu_inject_loads_nothing(tmp_path):
+    with CudaJob() as job:
+        r, _ = start_rfbpf(["-q", "--no-table", "--no-gpu-inject", "-p",
+                            str(job.pid), "-o", str(tmp_path / "t.json")])
+        job.ask("steps 5")
+        assert job.ask("agents") == "0"
+        rc, _, err = stop(r)
+        assert rc == 0 and LOADED not in err, err
+
+
+def test_an_agent_file_that_is_not_one_is_said_and_tracing_goes_on(
+        tmp_path):
+    fake = tmp_path / "librfbpf_cupti.so"
+    fake.write_bytes(b"not an ELF file")
+    with CudaJob() as job:
+        r, _ = start_rfbpf(["-q", "--no-table", "--gpu-agent", str(fake),
+                            "-p", str(job.pid), "-o",
+                            str(tmp_path / "t.json")])
+        job.ask("steps 5")
+        assert job.ask("agents") == "0"
+        rc, _, err = stop(r)
+        assert rc == 0, err
+        lines = [l for l in err.splitlines() if "CUPTI agent was not" in l]
+        assert len(lines) == 1 and "dlopen" in lines[0], err
+        assert ops_of(load_trace(tmp_path / "t.json"))
+
+
+def test_kill_9_right_after_the_dlopen_then_a_second_attach(tmp_path):
+    want = reference_losses(2, 20)
+    with CudaJob() as job:
+        r = start_killable(job, {"RFBPF_TEST_INJECT_DELAY_MS": "20000"})
+        r.send_signal(signal.SIGKILL)
+        r.wait(30)
+        # The held thread came back by itself through rfbpf's page; the
+        # agent is loaded, never started.
+        first = job.ask("steps 20")
+        assert job.ask("agents") == "1"
+        assert "rfbpf-cupti" not in job.ask("threads").split(",")
+        assert not [fd for fd in os.listdir(f"/proc/{job.pid}/fd")
+                    if "librfbpf_cupti" in
+                    os.readlink(f"/proc/{job.pid}/fd/{fd}")]
+        # The next rfbpf (replacing the callback the killed one left)
+        # starts the agent it finds.
+        r, _ = start_rfbpf(["-q", "--no-table", "-p", str(job.pid), "-o",
+                            str(tmp_path / "t.json")])
+        assert job.ask("agents") == "1"
+        assert "rfbpf-cupti" in job.ask("threads").split(",")
+        assert job.until("holder", lambda h: h not in ("-", "no-cupti")) \
+            not in ("-", "no-cupti")
+        second = job.ask("steps 20")
+        rc, _, err = stop(r)
+        assert rc == 0, err
+        assert job.until("holder", lambda h: h == "-") == "-"
+        rc, _ = job.finish()
+        assert rc == 0
+    assert [first, second] == want
+
+
+def start_killable(job, env):
+    """rfbpf -p job with env, returned once the agent is mapped in the
+    job (rfbpf is then inside its attach stop, in the test's delay)."""
+    import subprocess
+    r = subprocess.Popen([RFBPF, "-q", "--no-table", "-p", str(job.pid),
+                          "-o", os.devnull],
+                         stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL,
+                         env={**os.environ, **env})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with open(f"/proc/{job.pid}/maps") as f:
+            if "librfbpf_cupti" in f.read():
+                return r
+        time.sleep(0.05)
+    r.kill()
+    raise AssertionError("the agent was never mapped")
+
+
+def test_the_job_forks_with_the_agent_loaded(tmp_path):
+    with CudaJob() as job:
+        r, _ = start_rfbpf(["-q", "--no-table", "-p", str(job.pid), "-o",
+                            str(tmp_path / "t.json")])
+        job.until("holder", lambda h: h not in ("-", "no-cupti"))
+        assert job.ask("fork") == "0"
+        rc, _, err = stop(r)
+        assert rc == 0, err
+        assert job.ask("fork") == "0"
+        assert job.ask("agents") == "1"
+        rc, _ = job.finish()
+        assert rc == 0

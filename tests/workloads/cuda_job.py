@@ -1,0 +1,135 @@
+"""A CUDA job to rfbpf without a GPU: it loads a libcudart (the stand-in
+build/cupti/sim/libcudart.so.12 by default) and trains a small model on
+the CPU, step by step, as commands on stdin say. It was not started with
+rfbpf's CUPTI agent: tests/e2e/test_gpu_inject.py attaches rfbpf, which
+loads the agent into it.
+
+A second thread runs small ops all along, as a GPU job's threads do, so
+that rfbpf holds a thread at an op (where it loads the agent) rather
+than one waiting in a system call (maybe inside a CUDA call). It does not
+touch the model: the losses are those of an untraced run.
+
+Prints "ready" once torch and the runtime are loaded, then answers each
+line on stdin:
+  steps N   N training steps: "loss L" (repr of the last loss)
+  fork      a child runs 2 steps on its own copy and exits 0 if its
+            losses are finite: "child STATUS" (the raw wait status)
+  holder    the stand-in libcupti's subscriber: "holder NAME", "holder -"
+            when none, "holder no-cupti" when no libcupti is loaded
+  threads   "threads NAME,NAME,..." (comm of every thread, sorted)
+  agents    "agents N": how many mappings of the agent's file there are
+Exits at the end of its input.
+"""
+import argparse
+import ctypes
+import os
+import sys
+import threading
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def build():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(),
+                                torch.nn.Linear(64, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(256, 32)
+    y = x.sum(1, keepdim=True)
+    return model, opt, x, y
+
+
+def step(model, opt, x, y):
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+def holder():
+    try:
+        cupti = ctypes.CDLL("libcupti.so.13",
+                            mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except OSError:
+        return "no-cupti"
+    fn = cupti.sim_cupti_holder
+    fn.restype = ctypes.c_char_p
+    name = fn()
+    return "-" if name is None else (name.decode() or "(unnamed)")
+
+
+def threads():
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass
+    return ",".join(sorted(names))
+
+
+def agents():
+    """Files (device, inode) mapped under the agent's name: two loads
+    from two memfds of the same name are two."""
+    with open("/proc/self/maps") as f:
+        return len({tuple(l.split()[3:5]) for l in f
+                    if "librfbpf_cupti" in l})
+
+
+def keep_busy(stop):
+    t = torch.ones(16)
+    while not stop.is_set():
+        torch.relu(torch.add(t, 1.0))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cudart", default=os.path.join(
+        ROOT, "build", "cupti", "sim", "libcudart.so.12"))
+    ap.add_argument("--no-cuda", action="store_true",
+                    help="load no CUDA runtime (a CPU job)")
+    ap.add_argument("--idle", action="store_true",
+                    help="no second thread: between commands the job "
+                    "only waits on stdin")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    if not a.no_cuda:
+        ctypes.CDLL(a.cudart)
+    model, opt, x, y = build()
+    stop = threading.Event()
+    busy = threading.Thread(target=keep_busy, args=(stop,), name="busy")
+    if not a.idle:
+        busy.start()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd:
+            continue
+        if cmd[0] == "steps":
+            for _ in range(int(cmd[1])):
+                loss = step(model, opt, x, y)
+            print(f"loss {loss!r}", flush=True)
+        elif cmd[0] == "fork":
+            pid = os.fork()
+            if pid == 0:
+                losses = [step(model, opt, x, y) for _ in range(2)]
+                os._exit(0 if all(v == v and abs(v) < 1e30
+                                  for v in losses) else 1)
+            print(f"child {os.waitpid(pid, 0)[1]}", flush=True)
+        elif cmd[0] == "holder":
+            print(f"holder {holder()}", flush=True)
+        elif cmd[0] == "threads":
+            print(f"threads {threads()}", flush=True)
+        elif cmd[0] == "agents":
+            print(f"agents {agents()}", flush=True)
+    stop.set()
+    if not a.idle:
+        busy.join()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* Loading the CUPTI agent into a running job: inject.h. */
+#include "gpu/inject.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/memfd.h>
+#include "attach/activation.h"
+#include "attach/elf_symbols.h"
+#include "attach/remote_call.h"
+#include "attach/safe_point.h"
+#include "attach/target.h"
+
+/* The agent's name in the job: its memfd's, and its soname, by which a
+ * later rfbpf finds one already loaded. */
+#define AGENT_NAME "librfbpf_cupti.so"
+/* The name the agent gives its thread (cupti/agent.c). */
+#define AGENT_THREAD "rfbpf-cupti"
+/* A dlopen or an InitializeInjection slower than this is said (never
+ * abandoned: the thread must come back through rfbpf's page). */
+#define CALL_MS 2000
+
+static bool is_cuda_name(const char *base)
+{
+	return !strncmp(base, "libcudart.so", 12) ||
+	       !strncmp(base, "libcuda.so", 10);
+}
+
+static bool is_libc_name(const char *base)
+{
+	return !strcmp(base, "libc.so.6");
+}
+
+/* glibc before 2.34 has dlopen in libdl. */
+static bool is_libdl_name(const char *base)
+{
+	return !strcmp(base, "libdl.so.2");
+}
+
+static bool agent_thread_runs(pid_t pid)
+{
+	char dir[64], comm[32];
+	struct dirent *d;
+	bool found = false;
+	DIR *tasks;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/task", pid);
+	if (!(tasks = opendir(dir)))
+		return false;
+	while (!found && (d = readdir(tasks))) {
+		if (d->d_name[0] == '.')
+			continue;
+		target_thread_comm(pid, atoi(d->d_name), comm, sizeof(comm));
+		found = !strcmp(comm, AGENT_THREAD);
+	}
+	closedir(tasks);
+	return found;
+}
+
+/* Is NAME= in pid's environment (as it was at exec)? */
+static bool env_has(pid_t pid, const char *name)
+{
+	static char env[256 * 1024];
+	size_t n = strlen(name);
+	int got = target_read_file_at("/proc", pid, "environ", env,
+				      sizeof(env));
+
+	for (int i = 0; i < got; i += strlen(env + i) + 1)
+		if (!strncmp(env + i, name, n) && env[i + n] == '=')
+			return true;
+	return false;
+}
+
+bool gpu_inject_wanted(pid_t pid, char *why, size_t len)
+{
+	char path[PATH_MAX];
+
+	if (target_find_library(pid, is_cuda_name, path, sizeof(path)))
+		return snprintf(why, len, "it maps no libcudart or libcuda"),
+		       false;
+	if (agent_thread_runs(pid))
+		return snprintf(why, len, "its CUPTI agent runs already"),
+		       false;
+	if (env_has(pid, "CUDA_INJECTION64_PATH"))
+		return snprintf(why, len, "it names a CUDA injection library "
+				"of its own (CUDA_INJECTION64_PATH), which the "
+				"CUDA driver loads"), false;
+	return true;
+}
+
+static bool readable(const char *path)
+{
+	return !access(path, R_OK);
+}
+
+int gpu_inject_agent_file(const char *file, char *path, size_t len,
+			  char *err, size_t errlen)
+{
+	static const char *const beside[] = {
+		"build/cupti/" AGENT_NAME, "../lib/rfbpf/" AGENT_NAME,
+	};
+	char exe[PATH_MAX];
+	ssize_t n;
+
+	if (file) {
+		snprintf(path, len, "%s", file);
+		if (readable(path))
+			return 0;
+		return snprintf(err, errlen, "cannot read the CUPTI agent %s "
+				"(--gpu-agent): %s", file, strerror(errno)),
+		       -ENOENT;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = 0;
+		for (size_t i = 0; i < sizeof(beside) / sizeof(*beside); i++) {
+			snprintf(path, len, "%s/%s", dirname(exe), beside[i]);
+			if (readable(path))
+				return 0;
+			exe[n] = 0;	/* dirname() wrote into it */
+		}
+	}
+	return snprintf(err, errlen, "no CUPTI agent beside rfbpf (make "
+			"cupti builds build/cupti/%s; or give --gpu-agent "
+			"FILE)", AGENT_NAME), -ENOENT;
+}
+
+/* The job's dlopen, dlsym and dlerror. */
+struct dl_fns {
+	uint64_t open, sym, error;
+};
+
+static int find_dl(pid_t pid, struct dl_fns *f, char *err, size_t len)
+{
+	static const char *const names[] = { "dlopen", "dlsym", "dlerror" };
+	bool (*const libs[])(const char *) = { is_libc_name, is_libdl_name };
+	uint64_t off[3], *addr[3] = { &f->open, &f->sym, &f->error };
+	char path[PATH_MAX];
+
+	for (size_t l = 0; l < sizeof(libs) / sizeof(*libs); l++) {
+		if (target_find_library(pid, libs[l], path, sizeof(path)) ||
+		    elf_find_functions(path, names, 3, off) != 3)
+			continue;
+		for (int i = 0; i < 3; i++)
+			if (target_addr_of_offset(pid, path, off[i], addr[i]))
+				return snprintf(err, len, "%s is not mapped "
+						"in process %d", names[i], pid),
+				       -ENOENT;
+		return 0;
+	}
+	return snprintf(err, len, "process %d has no dlopen (no glibc "
+			"libc.so.6 or libdl.so.2 that has it)", pid), -ENOENT;
+}
+
+/* Calls fn(a, b) with the string s, copied onto the held thread's stack,
+ * in place of argument str_arg (0: a, 1: b). */
+static int call_with_string(struct held_thread *h, uint64_t fn, uint64_t a,
+			    uint64_t b, int str_arg, const char *s,
+			    uint64_t *ret, char *err, size_t len)
+{
+	uint64_t args[6] = { a, b };
+
+	args[str_arg] = remote_call_stack_arg(h);
+	return remote_call_function(h, fn, args, s, strlen(s) + 1, CALL_MS,
+				    ret, err, len);
+}
+
+/* What dlerror() says in the job, into err after what. */
+static void say_dlerror(struct held_thread *h, const struct dl_fns *dl,
+			const char *what, char *err, size_t len)
+{
+	uint64_t msg = 0, none[6] = { 0 };
+	char text[256] = "";
+	char ignored[128];
+
+	if (!remote_call_function(h, dl->error, none, NULL, 0, CALL_MS, &msg,
+				  ignored, sizeof(ignored)) && msg &&
+	    !target_read(h->pid, msg, text, sizeof(text) - 1))
+		text[sizeof(text) - 1] = 0;
+	snprintf(err, len, "%s: %s", what, text[0] ? text : "(no reason)");
+}
+
+/* A memfd in the job holding the agent's bytes: its number there. */
+static int agent_memfd(struct held_thread *h, const char *agent_file,
+		       int64_t *fd, char *err, size_t len)
+{
+	static const char name[] = AGENT_NAME;
+	char path[64];
+	struct stat st;
+	int in, out, e;
+	off_t at = 0;
+
+	e = remote_syscall_checked(h, SYS_memfd_create,
+				   (uint64_t[6]){ 0, MFD_CLOEXEC }, name,
+				   sizeof(name), fd, "loading the CUPTI agent",
+				   err, len);
+	if (e)
+		return e;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%lld", h->pid,
+		 (long long)*fd);
+	in = open(agent_file, O_RDONLY | O_CLOEXEC);
+	out = open(path, O_WRONLY | O_CLOEXEC);
+	e = in < 0 || out < 0 || fstat(in, &st) ? -errno : 0;
+	while (!e && at < st.st_size)
+		if (sendfile(out, in, &at, st.st_size - at) <= 0)
+			e = errno ? -errno : -EIO;
+	if (e)
+		snprintf(err, len, "cannot copy %s into the job: %s",
+			 agent_file, strerror(-e));
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	return e;
+}
+
+static void close_in_job(struct held_thread *h, int64_t fd)
+{
+	char ignored[128];
+	int64_t r;
+
+	remote_syscall_checked(h, SYS_close, (uint64_t[6]){ (uint64_t)fd },
+			       NULL, 0, &r, "closing", ignored,
+			       sizeof(ignored));
+}
+
+/* The agent's handle: the one loaded already (by soname), or a new one
+ * from a memfd. */
+static int load(struct held_thread *h, const struct dl_fns *dl,
+		const char *agent_file, uint64_t *handle, char *err,
+		size_t len)
+{
+	char path[64];
+	int64_t fd;
+	int e;
+
+	e = call_with_string(h, dl->open, 0, RTLD_NOW | RTLD_NOLOAD, 0,
+			     AGENT_NAME, handle, err, len);
+	if (e || *handle)
+		return e;
+	if ((e = agent_memfd(h, agent_file, &fd, err, len)))
+		return e;
+	snprintf(path, sizeof(path), "/proc/self/fd/%lld", (long long)fd);
+	e = call_with_string(h, dl->open, 0,
+			     RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE, 0, path,
+			     handle, err, len);
+	close_in_job(h, fd);
+	/* Tests only: rfbpf killed between the dlopen and the agent's
+	 * start. */
+	if (!e && getenv("RFBPF_TEST_INJECT_DELAY_MS"))
+		usleep(1000 * atoi(getenv("RFBPF_TEST_INJECT_DELAY_MS")));
+	if (!e && !*handle) {
+		say_dlerror(h, dl, "dlopen of the CUPTI agent failed in the "
+			    "job", err, len);
+		return -ENOEXEC;
+	}
+	return e;
+}
+
+int gpu_inject(struct held_thread *h, const char *agent_file, char *err,
+	       size_t len)
+{
+	uint64_t handle = 0, init = 0, ignored;
+	struct dl_fns dl;
+	int e;
+
+	if (!h->at_op)
+		return snprintf(err, len, "the thread rfbpf held was waiting "
+				"in a system call, maybe inside a CUDA call, "
+				"not running an op"), -EAGAIN;
+	if (activation_seccomp_mode(h->pid))
+		return snprintf(err, len, "process %d runs under a seccomp "
+				"filter, and loading the agent makes system "
+				"calls it may forbid (memfd_create, mmap, "
+				"clone)", h->pid), -EPERM;
+	if ((e = find_dl(h->pid, &dl, err, len)) ||
+	    (e = load(h, &dl, agent_file, &handle, err, len)))
+		return e;
+	e = call_with_string(h, dl.sym, handle, 0, 1, "InitializeInjection",
+			     &init, err, len);
+	if (!e && !init) {
+		say_dlerror(h, &dl, "the CUPTI agent has no "
+			    "InitializeInjection", err, len);
+		return -ENOEXEC;
+	}
+	if (e)
+		return e;
+	e = remote_call_function(h, init, (uint64_t[6]){ 0 }, NULL, 0,
+				 CALL_MS, &ignored, err, len);
+	/* The agent's thread, made on the held thread, starts traced by
+	 * rfbpf and stopped. */
+	safe_point_release_new_threads(h);
+	return e;
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Loading the CUPTI agent (cupti/agent.h) into a job that was started
+ * without it, in the attach stop, on the thread rfbpf holds there
+ * (safe_point.h: at an op's entry or inside rfbpf's callback, where it
+ * holds no allocator or dynamic-loader lock and is in no CUDA call):
+ *
+ *   1. memfd_create("librfbpf_cupti.so") on the held thread, filled with
+ *      rfbpf's copy of the agent through /proc/PID/fd/N. The job needs
+ *      nothing of rfbpf's file system (a container sees none of it), and
+ *      its maps show the agent as "/memfd:librfbpf_cupti.so (deleted)".
+ *   2. dlopen("/proc/self/fd/N", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)
+ *      with the job's own libc: every symbol of the agent is bound in the
+ *      stop (none later, in a launching thread), none of its symbols
+ *      joins the job's global scope, and it stays loaded for good.
+ *   3. close(N), and InitializeInjection(), as the CUDA driver calls it:
+ *      it starts the agent's thread, which takes CUPTI only while rfbpf
+ *      holds its lease (so after a detach it is loaded and inert, and a
+ *      later attach uses it again).
+ *
+ * The agent loads the job's own CUPTI (CUDA 12 or 13) when a lease
+ * first comes, as it does when the driver injects it.
+ */
+#ifndef RFBPF_GPU_INJECT_H
+#define RFBPF_GPU_INJECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct held_thread;
+
+/* Does pid use CUDA (libcudart or libcuda mapped) with no agent thread
+ * running? When not, why into why (for -v). */
+bool gpu_inject_wanted(pid_t pid, char *why, size_t len);
+/* rfbpf's own copy of the agent into path: file if given (--gpu-agent),
+ * else beside the rfbpf binary (build/cupti/ in a built tree,
+ * ../lib/rfbpf/ once installed). 0 or -ENOENT with a reason in err. */
+int gpu_inject_agent_file(const char *file, char *path, size_t len,
+			  char *err, size_t errlen);
+/* Loads the agent at agent_file into h's process and initializes it, or
+ * initializes one an earlier rfbpf loaded (killed before it could).
+ * Refuses, untouched, a job whose thread was not held at an op (it may be
+ * in a CUDA call), under a seccomp filter, or whose libc has no dlopen.
+ * 0 or -errno with a one-line reason in err. */
+int gpu_inject(struct held_thread *h, const char *agent_file, char *err,
+	       size_t len);
+
+#endif
