@@ -57,6 +57,9 @@ def windows_written(prom, pid):
 
 # busy_ops.py --counter writes its count every 64 steps.
 COUNTER_STEP = 64
+# How low the calls of the first test may read beyond their errors
+# (docs/fleet.md, "What r leaves").
+CALLBACK_PATH_BIAS = 0.05
 
 
 def add_metric(text, name, pid):
@@ -128,7 +131,11 @@ def test_bursts_trace_through_the_control_thread_and_leave_nothing(
     assert 0 < se < truth / 16, \
         f"4 errors must be under 25% (read {n} intervals)"
     # The counter moves in steps of 64, so the truth is known to ±64.
-    assert abs(calls - truth) <= 4 * se + COUNTER_STEP
+    # Below it, also the bias docs/fleet.md states: the counting bursts
+    # pay PyTorch's own callback path, so the calls read a few percent low
+    # on these ops (1 to 3% in runs here, with standard errors of 0.6%).
+    assert -(4 * se + CALLBACK_PATH_BIAS * truth + COUNTER_STEP) <= \
+        calls - truth <= 4 * se + COUNTER_STEP
     assert add_metric(text, "rfbpf_op_self_seconds_total", job.pid) > 0, \
         text
     assert counting >= 4 and 0 < cost < 1, text

@@ -5,7 +5,8 @@
  * no callback registered in between, so that between bursts the job pays
  * nothing (docs/fleet.md, "Bursts").
  *
- * The interval is cut into K strata of length S; each gets one burst whose
+ * The interval, less its first BURST_START_NS and its last BURST_TAIL_NS,
+ * is cut into K strata of length S; each gets one burst whose
  * measured part [a, b) (BURST_MEASURED_NS) starts at a uniformly random
  * moment of its stratum, leaving BURST_GAP_NS before the next stratum.
  * The callback goes on BURST_LEAD_NS before a: the thread wakes late by
@@ -14,7 +15,8 @@
  * of window_self.h). Self time inside [a, b) is counted by time
  * (window_self.h) and scaled by the interval over the measured time
  * (job.c), and an op that began in a measured part counts S / (b - a)
- * calls (job_bursts_weight).
+ * calls (job_bursts_weight), times the interval over the part the strata
+ * cover.
  *
  * What a traced op costs the job is measured in the job: about a quarter
  * of the strata, drawn at random, get a burst that only counts ops (the
@@ -45,6 +47,13 @@
 #define BURST_DRAIN_NS		5000000ull
 /* the interval's end is left free: its last burst is read before it */
 #define BURST_TAIL_NS		30000000ull
+/* ...and its start: the control thread, with no burst to run, looks for
+ * new ones every CONTROL_MAX_SLEEP_NS, so a burst planned sooner than
+ * that after the plan was often found after its end and skipped (about
+ * one an interval: the call estimates read 6% low at --interval 1). The
+ * bursts stand for the whole interval all the same: its bounds are the
+ * daemon's clock, which the job does not see. */
+#define BURST_START_NS		(CONTROL_MAX_SLEEP_NS + 20000000ull)
 /* A registration change makes each thread's next op rebuild its callback
  * lists (recordfunction-costs.md: about 1-2 us, inferred, not measured
  * from outside): charged per thread and switch. */
@@ -63,11 +72,17 @@
 /* How many bursts the budget pays for in an interval: a burst costs the
  * job the full trace's share f of its CPU for its on-time, plus two
  * switches (each thread's next op rebuilds its callback lists). */
+/* The part of an interval its strata cover. */
+static uint64_t strata_span(double interval_s)
+{
+	return (uint64_t)(interval_s * 1e9) - BURST_TAIL_NS - BURST_START_NS;
+}
+
 static size_t bursts_for(double f, double budget, double interval_s)
 {
 	double on_s = (BURST_MEASURED_NS + BURST_LEAD_NS) * 1e-9;
 	double k = floor(budget * interval_s / ((f > 0.02 ? f : 0.02) * on_s));
-	double most = (interval_s - BURST_TAIL_NS * 1e-9) /
+	double most = strata_span(interval_s) * 1e-9 /
 		      ((BURST_MEASURED_NS + BURST_LEAD_NS + BURST_GAP_NS) *
 		       1e-9);
 
@@ -158,6 +173,8 @@ void job_bursts_measure(struct job *j)
 	j->ctl_switches_prev = sw;
 }
 
+static void write_periods(struct job *j);
+
 void job_bursts_plan(struct job *j, const struct budget_plan *plan,
 		     double interval_s, double now)
 {
@@ -167,8 +184,8 @@ void job_bursts_plan(struct job *j, const struct budget_plan *plan,
 	double f = burst_full_cost(j, plan);
 	size_t traced, counting, k;
 	bool is_counting[JOB_MAX_BURSTS];
-	uint64_t t0 = (uint64_t)(now * 1e9);
-	uint64_t span = (uint64_t)(interval_s * 1e9) - BURST_TAIL_NS;
+	uint64_t t0 = (uint64_t)(now * 1e9) + BURST_START_NS;
+	uint64_t span = strata_span(interval_s);
 	uint64_t s, room;
 	double keep = exp(-interval_s / BURST_PRICE_FADE_S);
 
@@ -212,8 +229,10 @@ void job_bursts_plan(struct job *j, const struct budget_plan *plan,
 		b->on = a - BURST_LEAD_NS;
 		b->opened = b->closed = false;
 	}
-	/* the traced strata, a random k_traced of the k, stand for all */
-	j->burst_weight = (double)s / BURST_MEASURED_NS * k / traced;
+	/* the traced strata, a random k_traced of the k, stand for all,
+	 * and the span for the whole interval */
+	j->burst_weight = interval_s * 1e9 / span * s / BURST_MEASURED_NS *
+			  k / traced;
 	j->est_overhead = plan_cost(j, f, traced, k, interval_s) +
 			  plan->fixed_share;
 	if (j->opt.verbose)
@@ -225,6 +244,7 @@ void job_bursts_plan(struct job *j, const struct budget_plan *plan,
 	j->span_start = now;
 	j->span_s = interval_s;
 	j->whole_interval = false;
+	write_periods(j);	/* now: the next turn may be tens of ms away */
 }
 
 /* Called for every op closed, so a binary search: the bursts are in
