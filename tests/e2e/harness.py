@@ -79,6 +79,13 @@ def torch_root_with(suite, *files):
 # rfbpf's state directory, as rfbpf itself chooses it: RFBPF_STATE_DIR
 # lets a test run keep off the host's /run/rfbpf (other runs' files).
 STATE_DIR = os.environ.get("RFBPF_STATE_DIR") or "/run/rfbpf"
+CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+# The GPU tests' mark: without a toolkit there is no agent to test; with
+# one, a missing agent is a build failure, not a reason to skip.
+NEEDS_CUDA_TOOLKIT = pytest.mark.skipif(
+    not os.path.exists(os.path.join(CUDA_HOME, "include", "cupti.h")),
+    reason=f"GPU tests skipped: CUDA toolkit not found in {CUDA_HOME} "
+           f"(set CUDA_HOME), so librfbpf_cupti.so is not built")
 
 
 def sid_root_with(*files):

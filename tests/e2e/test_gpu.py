@@ -20,8 +20,9 @@ import time
 
 import pytest
 
-from harness import (PYTHON, RFBPF, ROOT, STATE_DIR, Job, KernelCounts,
-                    load_trace, ns, ops_of, run, start_rfbpf, stop)
+from harness import (NEEDS_CUDA_TOOLKIT, PYTHON, RFBPF, ROOT, STATE_DIR, Job,
+                     KernelCounts, load_trace, ns, ops_of, run, start_rfbpf,
+                     stop)
 
 AGENT = os.path.join(ROOT, "build", "cupti", "librfbpf_cupti.so")
 SYNTH = os.path.join(ROOT, "build", "cupti", "libgpu_synth.so")
@@ -35,13 +36,7 @@ SYNC_WAIT_NS = 300000
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 API_CATS = {"cuda_runtime", "cuda_driver"}
 
-CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda")
-# Without a toolkit there is no agent to test; with one, a missing agent
-# is a build failure, not a reason to skip.
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(os.path.join(CUDA_HOME, "include", "cupti.h")),
-    reason=f"GPU tests skipped: CUDA toolkit not found in {CUDA_HOME} "
-           f"(set CUDA_HOME), so librfbpf_cupti.so is not built")
+pytestmark = NEEDS_CUDA_TOOLKIT
 
 
 @pytest.fixture(autouse=True)

@@ -11,24 +11,21 @@ launches anything: kernels recorded after the attach.
 """
 import os
 import signal
+import subprocess
 import time
 
 import pytest
 
-from harness import PYTHON, RFBPF, ROOT, Job, load_trace, ops_of, run, \
-    start_rfbpf, stop
+from harness import NEEDS_CUDA_TOOLKIT, PYTHON, RFBPF, ROOT, Job, \
+    load_trace, ops_of, run, start_rfbpf, stop
 
 AGENT = os.path.join(ROOT, "build", "cupti", "librfbpf_cupti.so")
 CUDART = os.path.join(ROOT, "build", "cupti", "sim", "libcudart.so.12")
 SIM_CUPTI = os.path.join(ROOT, "build", "cupti", "sim")
 CUDA_JOB = os.path.join(ROOT, "tests", "workloads", "cuda_job.py")
-CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda")
 LOADED = "loaded the CUPTI agent into process"
 
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(os.path.join(CUDA_HOME, "include", "cupti.h")),
-    reason=f"GPU tests skipped: CUDA toolkit not found in {CUDA_HOME} "
-           f"(set CUDA_HOME), so librfbpf_cupti.so is not built")
+pytestmark = NEEDS_CUDA_TOOLKIT
 
 
 @pytest.fixture(autouse=True)
@@ -112,21 +109,26 @@ def test_a_job_without_cuda_gets_no_agent(tmp_path):
         assert "maps no libcudart or libcuda" in err, err
 
 
-def test_a_job_held_only_in_a_wait_gets_no_agent(tmp_path):
-    """Its one thread waits on stdin at the attach: rfbpf holds it there,
-    in a system call that could as well be inside a CUDA call, and loads
-    nothing; the op trace goes on."""
-    with CudaJob("--idle") as job:
-        r, _ = start_rfbpf(["-q", "--no-table", "-p", str(job.pid), "-o",
-                            str(tmp_path / "t.json")])
+def not_loaded(tmp_path, job_args, rfbpf_args, why):
+    """rfbpf -p on a CUDA job loads no agent, says so in one line that
+    holds why, and traces the job's ops all the same."""
+    with CudaJob(*job_args) as job:
+        r, _ = start_rfbpf(["-q", "--no-table", *rfbpf_args, "-p",
+                            str(job.pid), "-o", str(tmp_path / "t.json")])
         job.ask("steps 5")
         assert job.ask("agents") == "0"
         rc, _, err = stop(r)
         assert rc == 0, err
         lines = [l for l in err.splitlines() if "CUPTI agent was not" in l]
-        assert len(lines) == 1 and "waiting in a system call" in \
-            lines[0], err
+        assert len(lines) == 1 and why in lines[0], err
         assert ops_of(load_trace(tmp_path / "t.json"))
+
+
+def test_a_job_held_only_in_a_wait_gets_no_agent(tmp_path):
+    """Its one thread waits on stdin at the attach: rfbpf holds it there,
+    in a system call that could as well be inside a CUDA call, and loads
+    nothing; the op trace goes on."""
+    not_loaded(tmp_path, ["--idle"], [], "waiting in a system call")
 
 
 def test_no_gpu_inject_loads_nothing(tmp_path):
@@ -143,17 +145,7 @@ def test_an_agent_file_that_is_not_one_is_said_and_tracing_goes_on(
         tmp_path):
     fake = tmp_path / "librfbpf_cupti.so"
     fake.write_bytes(b"not an ELF file")
-    with CudaJob() as job:
-        r, _ = start_rfbpf(["-q", "--no-table", "--gpu-agent", str(fake),
-                            "-p", str(job.pid), "-o",
-                            str(tmp_path / "t.json")])
-        job.ask("steps 5")
-        assert job.ask("agents") == "0"
-        rc, _, err = stop(r)
-        assert rc == 0, err
-        lines = [l for l in err.splitlines() if "CUPTI agent was not" in l]
-        assert len(lines) == 1 and "dlopen" in lines[0], err
-        assert ops_of(load_trace(tmp_path / "t.json"))
+    not_loaded(tmp_path, [], ["--gpu-agent", str(fake)], "dlopen")
 
 
 def test_kill_9_right_after_the_dlopen_then_a_second_attach(tmp_path):
@@ -190,7 +182,6 @@ def test_kill_9_right_after_the_dlopen_then_a_second_attach(tmp_path):
 def start_killable(job, env):
     """rfbpf -p job with env, returned once the agent is mapped in the
     job (rfbpf is then inside its attach stop, in the test's delay)."""
-    import subprocess
     r = subprocess.Popen([RFBPF, "-q", "--no-table", "-p", str(job.pid),
                           "-o", os.devnull],
                          stdout=subprocess.DEVNULL,
