@@ -44,7 +44,8 @@ class CudaJob(Job):
         self.send(cmd)
         line = self.next_line(120)
         word = cmd.split()[0]
-        word = {"steps": "loss", "fork": "child"}.get(word, word)
+        word = {"steps": "loss", "fork": "child", "fill-fds": "fds",
+                "unfill-fds": "fds"}.get(word, word)
         assert line.startswith(word + " "), (cmd, line)
         return line.split(" ", 1)[1].strip()
 
@@ -93,9 +94,11 @@ def test_three_attaches_load_the_agent_once_and_leave_it_idle(tmp_path):
             # ...and gives it back once the lease is ended.
             assert job.until("holder", lambda h: h == "-") == "-"
             assert "rfbpf-cupti" in job.ask("threads").split(",")
-        rc, _ = job.finish()
+        rc, out = job.finish()
         assert rc == 0
     assert losses == want
+    # The thread rfbpf held keeps no error of rfbpf's dlopen calls.
+    assert "dlerror -" in out, out
 
 
 def test_a_job_without_cuda_gets_no_agent(tmp_path):
@@ -146,6 +149,30 @@ def test_an_agent_file_that_is_not_one_is_said_and_tracing_goes_on(
     fake = tmp_path / "librfbpf_cupti.so"
     fake.write_bytes(b"not an ELF file")
     not_loaded(tmp_path, [], ["--gpu-agent", str(fake)], "dlopen")
+
+
+def test_a_failure_in_the_job_leaves_its_thread_as_it_was(tmp_path):
+    """The job has no descriptor left when rfbpf (its page made by an
+    attach before) makes the agent's memfd: the load fails after the
+    dlopen that looked for an agent already there, said in one line, and
+    the thread rfbpf held keeps no dlerror() of rfbpf's."""
+    with CudaJob() as job:
+        r, _ = start_rfbpf(["-q", "--no-table", "--no-gpu-inject", "-p",
+                            str(job.pid), "-o", os.devnull])
+        assert stop(r)[0] == 0
+        assert job.ask("fill-fds").isdigit()
+        r, _ = start_rfbpf(["-q", "--no-table", "-p", str(job.pid), "-o",
+                            str(tmp_path / "t.json")])
+        rc, _, err = stop(r)
+        assert rc == 0, err
+        lines = [l for l in err.splitlines() if "CUPTI agent was not" in l]
+        assert len(lines) == 1 and "Too many open files" in lines[0], err
+        assert job.ask("unfill-fds") == "restored"
+        assert job.ask("agents") == "0"
+        job.ask("steps 2")
+        rc, out = job.finish()
+        assert rc == 0
+    assert "dlerror -" in out, out
 
 
 def test_kill_9_right_after_the_dlopen_then_a_second_attach(tmp_path):

@@ -18,17 +18,23 @@ line on stdin:
             when none, "holder no-cupti" when no libcupti is loaded
   threads   "threads NAME,NAME,..." (comm of every thread, sorted)
   agents    "agents N": how many mappings of the agent's file there are
-Exits at the end of its input.
+  fill-fds  no descriptor left to open: the soft RLIMIT_NOFILE set to the
+            number open now ("fds N"); unfill-fds puts it back
+At the end of its input it prints "dlerror -" if the second thread's
+dlerror() has nothing to say (see keep_busy), and exits.
 """
 import argparse
 import ctypes
 import os
+import resource
 import sys
 import threading
 
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DLERROR = ctypes.CDLL(None).dlerror
+DLERROR.restype = ctypes.c_char_p
 
 
 def build():
@@ -80,10 +86,14 @@ def agents():
                     if "librfbpf_cupti" in l})
 
 
-def keep_busy(stop):
+def keep_busy(stop, seen):
+    """Small ops until stop; then what dlerror() says on this thread (the
+    one rfbpf holds at its ops): None unless a dl call of its own failed,
+    and it made none."""
     t = torch.ones(16)
     while not stop.is_set():
         torch.relu(torch.add(t, 1.0))
+    seen.append(DLERROR())
 
 
 def main():
@@ -101,7 +111,9 @@ def main():
         ctypes.CDLL(a.cudart)
     model, opt, x, y = build()
     stop = threading.Event()
-    busy = threading.Thread(target=keep_busy, args=(stop,), name="busy")
+    seen = []
+    busy = threading.Thread(target=keep_busy, args=(stop, seen),
+                            name="busy")
     if not a.idle:
         busy.start()
     print("ready", flush=True)
@@ -126,9 +138,19 @@ def main():
             print(f"threads {threads()}", flush=True)
         elif cmd[0] == "agents":
             print(f"agents {agents()}", flush=True)
+        elif cmd[0] == "fill-fds":
+            limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+            n = len(os.listdir("/proc/self/fd")) - 1   # less listdir's
+            resource.setrlimit(resource.RLIMIT_NOFILE, (n, limits[1]))
+            print(f"fds {n}", flush=True)
+        elif cmd[0] == "unfill-fds":
+            resource.setrlimit(resource.RLIMIT_NOFILE, limits)
+            print("fds restored", flush=True)
     stop.set()
     if not a.idle:
         busy.join()
+        print(f"dlerror {seen[0].decode() if seen[0] else '-'}",
+              flush=True)
 
 
 if __name__ == "__main__":

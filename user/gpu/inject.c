@@ -177,17 +177,26 @@ static int call_with_string(struct held_thread *h, uint64_t fn, uint64_t a,
 				    ret, err, len);
 }
 
+/* dlerror() on h: the thread's last error, read and cleared (0: none). */
+static uint64_t clear_dlerror(struct held_thread *h, const struct dl_fns *dl)
+{
+	uint64_t msg = 0, none[6] = { 0 };
+	char ignored[128];
+
+	if (remote_call_function(h, dl->error, none, NULL, 0, CALL_MS, &msg,
+				 ignored, sizeof(ignored)))
+		return 0;
+	return msg;
+}
+
 /* What dlerror() says in the job, into err after what. */
 static void say_dlerror(struct held_thread *h, const struct dl_fns *dl,
 			const char *what, char *err, size_t len)
 {
-	uint64_t msg = 0, none[6] = { 0 };
+	uint64_t msg = clear_dlerror(h, dl);
 	char text[256] = "";
-	char ignored[128];
 
-	if (!remote_call_function(h, dl->error, none, NULL, 0, CALL_MS, &msg,
-				  ignored, sizeof(ignored)) && msg &&
-	    !target_read(h->pid, msg, text, sizeof(text) - 1))
+	if (msg && !target_read(h->pid, msg, text, sizeof(text) - 1))
 		text[sizeof(text) - 1] = 0;
 	snprintf(err, len, "%s: %s", what, text[0] ? text : "(no reason)");
 }
@@ -250,6 +259,9 @@ static int load(struct held_thread *h, const struct dl_fns *dl,
 			     AGENT_NAME, handle, err, len);
 	if (e || *handle)
 		return e;
+	/* That failure is now the thread's dlerror(): the job's next call
+	 * of it would read rfbpf's. */
+	clear_dlerror(h, dl);
 	if ((e = agent_memfd(h, agent_file, &fd, err, len)))
 		return e;
 	snprintf(path, sizeof(path), "/proc/self/fd/%lld", (long long)fd);
