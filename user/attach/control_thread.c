@@ -11,7 +11,6 @@
 #include <unistd.h>
 #include "model/clocks.h"
 #include "control_thread.h"
-#include "elf_symbols.h"
 #include "safe_point.h"
 #include "target.h"
 
@@ -79,18 +78,6 @@ int control_thread_reap(pid_t pid, const struct stub_page *page,
 	return ret ? ret : 1;
 }
 
-static bool is_libc_name(const char *base)
-{
-	return !strncmp(base, "libc.so.", 8) ||
-	       !strncmp(base, "libc-2.", 7);
-}
-
-static bool is_libpthread_name(const char *base)
-{
-	return !strncmp(base, "libpthread.so.", 14) ||
-	       !strncmp(base, "libpthread-", 11);
-}
-
 enum {
 	F_ATTR_INIT, F_ATTR_STACK, F_ATTR_DETACH, F_CREATE, F_ATTR_DESTROY,
 	F_ATFORK, F_ATEXIT, F_NR
@@ -101,33 +88,6 @@ static const char *const libc_fns[F_NR] = {
 	"pthread_attr_setdetachstate", "pthread_create",
 	"pthread_attr_destroy", "__register_atfork", "__cxa_atexit",
 };
-
-/* The libc functions the start calls, in pid: from libc, and from
- * libpthread where an older glibc keeps pthread_create there. */
-static int resolve_libc(pid_t pid, uint64_t addr[F_NR], char *err,
-			size_t len)
-{
-	bool (*libs[2])(const char *) = { is_libc_name, is_libpthread_name };
-	char path[4096];
-
-	memset(addr, 0, sizeof(uint64_t) * F_NR);
-	for (int l = 0; l < 2; l++) {
-		uint64_t off[F_NR];
-
-		if (target_find_library(pid, libs[l], path, sizeof(path)) ||
-		    elf_find_functions(path, libc_fns, F_NR, off) < 0)
-			continue;
-		for (int i = 0; i < F_NR; i++)
-			if (!addr[i] && off[i] &&
-			    target_addr_of_offset(pid, path, off[i], &addr[i]))
-				addr[i] = 0;
-	}
-	for (int i = 0; i < F_NR; i++)
-		if (!addr[i])
-			return snprintf(err, len, "%s is not in process %d's "
-					"C library", libc_fns[i], pid), -ENOENT;
-	return 0;
-}
 
 /* fn(args) on the held thread; its int result must be 0. */
 static int call0(struct held_thread *h, uint64_t fn, const char *name,
@@ -199,7 +159,8 @@ int control_thread_start(struct control_thread *ct, struct held_thread *h,
 	if (gate & GATE_CLOSED)
 		return snprintf(err, len, "process %d is exiting", h->pid),
 		       -ESRCH;
-	if ((ret = resolve_libc(h->pid, fn, err, len)))
+	if ((ret = target_libc_functions(h->pid, libc_fns, F_NR, fn, err,
+					 len)))
 		return ret;
 	ct->lease_ns = monotonic_ns() + CONTROL_LEASE_NS;
 	if ((ret = init_block(h->pid, page->addr, cb, add_fn, remove_fn,

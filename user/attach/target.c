@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 #include <linux/kcmp.h>
+#include "elf_symbols.h"
 #include "target.h"
 
 static int read_small_file(const char *path, char *buf, size_t len)
@@ -471,4 +472,49 @@ int target_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 	if (got == (ssize_t)len)
 		return 0;
 	return got < 0 ? -errno : -EFAULT;
+}
+
+/* glibc's C library, and the libraries an older glibc kept some of its
+ * functions in (pthread_create in libpthread, dlopen in libdl, before
+ * 2.34). */
+static bool is_c_library_name(const char *base)
+{
+	return !strncmp(base, "libc.so.", 8) || !strncmp(base, "libc-2.", 7);
+}
+
+static bool is_libpthread_name(const char *base)
+{
+	return !strncmp(base, "libpthread.so.", 14) ||
+	       !strncmp(base, "libpthread-", 11);
+}
+
+static bool is_libdl_name(const char *base)
+{
+	return !strncmp(base, "libdl.so.", 9) || !strncmp(base, "libdl-", 6);
+}
+
+int target_libc_functions(pid_t pid, const char *const *names, size_t n,
+			  uint64_t *addr, char *err, size_t len)
+{
+	bool (*const libs[])(const char *) = {
+		is_c_library_name, is_libpthread_name, is_libdl_name,
+	};
+	uint64_t off[n];
+	char path[PATH_MAX];
+
+	memset(addr, 0, sizeof(*addr) * n);
+	for (size_t l = 0; l < sizeof(libs) / sizeof(*libs); l++) {
+		if (target_find_library(pid, libs[l], path, sizeof(path)) ||
+		    elf_find_functions(path, names, n, off) < 0)
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (!addr[i] && off[i] &&
+			    target_addr_of_offset(pid, path, off[i], &addr[i]))
+				addr[i] = 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!addr[i])
+			return snprintf(err, len, "%s is not in process %d's "
+					"C library", names[i], pid), -ENOENT;
+	return 0;
 }

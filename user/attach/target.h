@@ -104,6 +104,11 @@ int target_find_mapping_at(const char *proc_root, pid_t pid,
  */
 int target_mapping_path(pid_t pid, const struct target_mapping *m,
 			char *buf, size_t len);
+/* The addresses in pid of the C library's functions names[0..n-1]: from
+ * libc, or from libpthread or libdl where an older glibc kept them. 0, or
+ * -ENOENT with the first one missing named in err. */
+int target_libc_functions(pid_t pid, const char *const *names, size_t n,
+			  uint64_t *addr, char *err, size_t len);
 /* Is base the file name of a libtorch_cpu build (libtorch_cpu.so[.*])? */
 bool is_libtorch_cpu_name(const char *base);
 /* Is base rfbpf's CUPTI agent (librfbpf_cupti*.so, or the memfd

@@ -69,15 +69,15 @@
 #define BURST_PRICE_FADE_S	30.0
 #define BURST_PRICE_MIN_N	4.0
 
-/* How many bursts the budget pays for in an interval: a burst costs the
- * job the full trace's share f of its CPU for its on-time, plus two
- * switches (each thread's next op rebuilds its callback lists). */
 /* The part of an interval its strata cover. */
 static uint64_t strata_span(double interval_s)
 {
 	return (uint64_t)(interval_s * 1e9) - BURST_TAIL_NS - BURST_START_NS;
 }
 
+/* How many bursts the budget pays for in an interval: a burst costs the
+ * job the full trace's share f of its CPU for its on-time, plus two
+ * switches (each thread's next op rebuilds its callback lists). */
 static size_t bursts_for(double f, double budget, double interval_s)
 {
 	double on_s = (BURST_MEASURED_NS + BURST_LEAD_NS) * 1e-9;

@@ -203,38 +203,48 @@ void gpu_session_poll(struct gpu_session *gs, double now_s)
 	attach_agent(gs);
 }
 
+static void say_not_loaded(pid_t pid, const char *why)
+{
+	fprintf(stderr, "rfbpf: GPU: process %d uses CUDA, but its CUPTI "
+		"agent was not loaded (%s): GPU kernels are not traced\n",
+		pid, why);
+}
+
 void gpu_session_want_agent(struct gpu_session *gs)
 {
 	const struct options *opt = gs->of.opt;
+	pid_t pid = *gs->of.pid;
 	char why[512];
+	int ret;
 
-	gs->inject = opt->gpu && opt->gpu_inject &&
-		     gpu_inject_wanted(*gs->of.pid, why, sizeof(why));
-	if (opt->gpu && opt->gpu_inject && !gs->inject && opt->verbose)
+	gs->inject = false;
+	if (!opt->gpu || !opt->gpu_inject)
+		return;
+	ret = gpu_inject_prepare(pid, opt->gpu_agent, &gs->inject_how, why,
+				 sizeof(why));
+	gs->inject = ret > 0;
+	if (ret < 0)
+		say_not_loaded(pid, why);
+	else if (!ret && opt->verbose)
 		fprintf(stderr, "rfbpf: GPU: no CUPTI agent loaded into process "
-			"%d: %s\n", *gs->of.pid, why);
+			"%d: %s\n", pid, why);
 }
 
 void gpu_session_inject(struct gpu_session *gs, struct held_thread *h)
 {
-	const struct options *opt = gs->of.opt;
-	char why[512], agent[4096];
 	pid_t pid = *gs->of.pid;
+	char why[512];
 
 	if (!gs->inject)
 		return;
 	gs->inject = false;
-	if (gpu_inject_agent_file(opt->gpu_agent, agent, sizeof(agent), why,
-				  sizeof(why)) ||
-	    gpu_inject(h, agent, why, sizeof(why))) {
-		fprintf(stderr, "rfbpf: GPU: process %d uses CUDA, but its "
-			"CUPTI agent was not loaded (%s): GPU kernels are not "
-			"traced\n", pid, why);
+	if (gpu_inject(h, &gs->inject_how, why, sizeof(why))) {
+		say_not_loaded(pid, why);
 		return;
 	}
 	fprintf(stderr, "rfbpf: GPU: loaded the CUPTI agent into process %d "
 		"(%s); it stays there, idle, after rfbpf detaches\n", pid,
-		agent);
+		gs->inject_how.agent);
 	gs->checked_s = 0;	/* look for it at the next turn */
 	gs->look_s = 0;
 }

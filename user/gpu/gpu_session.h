@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "gpu/agent.h"
+#include "gpu/inject.h"
 
 struct held_thread;
 struct options;
@@ -33,7 +34,8 @@ struct gpu_session {
 	bool base_read;
 	bool cupti_watched;	/* the job's libcupti is probed (or could
 				 * not be: tried once) */
-	bool inject;		/* load the agent at the next attach stop */
+	bool inject;		/* load the agent at the next attach stop, */
+	struct gpu_inject inject_how;	/* ...this way */
 	struct {		/* the session's, as they are when used */
 		const pid_t *pid;
 		const struct options *opt;
@@ -54,8 +56,9 @@ void gpu_session_bind(struct gpu_session *gs, const pid_t *pid,
  * found, then renews the lease. */
 void gpu_session_poll(struct gpu_session *gs, double now_s);
 /* Before the attach stop (it reads the job's maps, which no held thread
- * should wait for): does the job want the CUPTI agent loaded (it uses
- * CUDA and has none running; not with --no-gpu or --no-gpu-inject)? */
+ * should wait for): should the job get the CUPTI agent (gpu/inject.h;
+ * not with --no-gpu or --no-gpu-inject)? One that should but cannot is
+ * said in one line. */
 void gpu_session_want_agent(struct gpu_session *gs);
 /* Then, in the attach stop, on the thread rfbpf holds there: loads it
  * (gpu/inject.h). A failure is said in one line and tracing goes on

@@ -2,7 +2,6 @@
 /* Loading the CUPTI agent into a running job: inject.h. */
 #include "gpu/inject.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +17,6 @@
 #include <unistd.h>
 #include <linux/memfd.h>
 #include "attach/activation.h"
-#include "attach/elf_symbols.h"
 #include "attach/remote_call.h"
 #include "attach/safe_point.h"
 #include "attach/target.h"
@@ -38,34 +36,18 @@ static bool is_cuda_name(const char *base)
 	       !strncmp(base, "libcuda.so", 10);
 }
 
-static bool is_libc_name(const char *base)
-{
-	return !strcmp(base, "libc.so.6");
-}
-
-/* glibc before 2.34 has dlopen in libdl. */
-static bool is_libdl_name(const char *base)
-{
-	return !strcmp(base, "libdl.so.2");
-}
-
 static bool agent_thread_runs(pid_t pid)
 {
-	char dir[64], comm[32];
-	struct dirent *d;
+	uint32_t *tids;
+	size_t n = target_threads(pid, &tids);
 	bool found = false;
-	DIR *tasks;
+	char comm[32];
 
-	snprintf(dir, sizeof(dir), "/proc/%d/task", pid);
-	if (!(tasks = opendir(dir)))
-		return false;
-	while (!found && (d = readdir(tasks))) {
-		if (d->d_name[0] == '.')
-			continue;
-		target_thread_comm(pid, atoi(d->d_name), comm, sizeof(comm));
+	for (size_t i = 0; !found && i < n; i++) {
+		target_thread_comm(pid, (pid_t)tids[i], comm, sizeof(comm));
 		found = !strcmp(comm, AGENT_THREAD);
 	}
-	closedir(tasks);
+	free(tids);
 	return found;
 }
 
@@ -83,7 +65,7 @@ static bool env_has(pid_t pid, const char *name)
 	return false;
 }
 
-bool gpu_inject_wanted(pid_t pid, char *why, size_t len)
+static bool wanted(pid_t pid, char *why, size_t len)
 {
 	char path[PATH_MAX];
 
@@ -100,13 +82,10 @@ bool gpu_inject_wanted(pid_t pid, char *why, size_t len)
 	return true;
 }
 
-static bool readable(const char *path)
-{
-	return !access(path, R_OK);
-}
-
-int gpu_inject_agent_file(const char *file, char *path, size_t len,
-			  char *err, size_t errlen)
+/* rfbpf's own copy of the agent into path: file if given (--gpu-agent),
+ * else beside the rfbpf binary. */
+static int agent_file(const char *file, char *path, size_t len, char *err,
+		      size_t errlen)
 {
 	static const char *const beside[] = {
 		"build/cupti/" AGENT_NAME, "../lib/rfbpf/" AGENT_NAME,
@@ -116,7 +95,7 @@ int gpu_inject_agent_file(const char *file, char *path, size_t len,
 
 	if (file) {
 		snprintf(path, len, "%s", file);
-		if (readable(path))
+		if (!access(path, R_OK))
 			return 0;
 		return snprintf(err, errlen, "cannot read the CUPTI agent %s "
 				"(--gpu-agent): %s", file, strerror(errno)),
@@ -127,7 +106,7 @@ int gpu_inject_agent_file(const char *file, char *path, size_t len,
 		exe[n] = 0;
 		for (size_t i = 0; i < sizeof(beside) / sizeof(*beside); i++) {
 			snprintf(path, len, "%s/%s", dirname(exe), beside[i]);
-			if (readable(path))
+			if (!access(path, R_OK))
 				return 0;
 			exe[n] = 0;	/* dirname() wrote into it */
 		}
@@ -137,31 +116,27 @@ int gpu_inject_agent_file(const char *file, char *path, size_t len,
 			"FILE)", AGENT_NAME), -ENOENT;
 }
 
-/* The job's dlopen, dlsym and dlerror. */
-struct dl_fns {
-	uint64_t open, sym, error;
-};
-
-static int find_dl(pid_t pid, struct dl_fns *f, char *err, size_t len)
+int gpu_inject_prepare(pid_t pid, const char *file, struct gpu_inject *g,
+		       char *why, size_t len)
 {
 	static const char *const names[] = { "dlopen", "dlsym", "dlerror" };
-	bool (*const libs[])(const char *) = { is_libc_name, is_libdl_name };
-	uint64_t off[3], *addr[3] = { &f->open, &f->sym, &f->error };
-	char path[PATH_MAX];
+	uint64_t addr[3];
+	int e;
 
-	for (size_t l = 0; l < sizeof(libs) / sizeof(*libs); l++) {
-		if (target_find_library(pid, libs[l], path, sizeof(path)) ||
-		    elf_find_functions(path, names, 3, off) != 3)
-			continue;
-		for (int i = 0; i < 3; i++)
-			if (target_addr_of_offset(pid, path, off[i], addr[i]))
-				return snprintf(err, len, "%s is not mapped "
-						"in process %d", names[i], pid),
-				       -ENOENT;
+	if (!wanted(pid, why, len))
 		return 0;
-	}
-	return snprintf(err, len, "process %d has no dlopen (no glibc "
-			"libc.so.6 or libdl.so.2 that has it)", pid), -ENOENT;
+	if (activation_seccomp_mode(pid))
+		return snprintf(why, len, "process %d runs under a seccomp "
+				"filter, and loading the agent makes system "
+				"calls it may forbid (memfd_create, mmap, "
+				"clone)", pid), -EPERM;
+	if ((e = agent_file(file, g->agent, sizeof(g->agent), why, len)) ||
+	    (e = target_libc_functions(pid, names, 3, addr, why, len)))
+		return e;
+	g->dlopen = addr[0];
+	g->dlsym = addr[1];
+	g->dlerror = addr[2];
+	return 1;
 }
 
 /* Calls fn(a, b) with the string s, copied onto the held thread's stack,
@@ -178,22 +153,23 @@ static int call_with_string(struct held_thread *h, uint64_t fn, uint64_t a,
 }
 
 /* dlerror() on h: the thread's last error, read and cleared (0: none). */
-static uint64_t clear_dlerror(struct held_thread *h, const struct dl_fns *dl)
+static uint64_t clear_dlerror(struct held_thread *h,
+			      const struct gpu_inject *g)
 {
 	uint64_t msg = 0, none[6] = { 0 };
 	char ignored[128];
 
-	if (remote_call_function(h, dl->error, none, NULL, 0, CALL_MS, &msg,
+	if (remote_call_function(h, g->dlerror, none, NULL, 0, CALL_MS, &msg,
 				 ignored, sizeof(ignored)))
 		return 0;
 	return msg;
 }
 
 /* What dlerror() says in the job, into err after what. */
-static void say_dlerror(struct held_thread *h, const struct dl_fns *dl,
+static void say_dlerror(struct held_thread *h, const struct gpu_inject *g,
 			const char *what, char *err, size_t len)
 {
-	uint64_t msg = clear_dlerror(h, dl);
+	uint64_t msg = clear_dlerror(h, g);
 	char text[256] = "";
 
 	if (msg && !target_read(h->pid, msg, text, sizeof(text) - 1))
@@ -202,7 +178,7 @@ static void say_dlerror(struct held_thread *h, const struct dl_fns *dl,
 }
 
 /* A memfd in the job holding the agent's bytes: its number there. */
-static int agent_memfd(struct held_thread *h, const char *agent_file,
+static int agent_memfd(struct held_thread *h, const char *agent,
 		       int64_t *fd, char *err, size_t len)
 {
 	static const char name[] = AGENT_NAME;
@@ -219,7 +195,7 @@ static int agent_memfd(struct held_thread *h, const char *agent_file,
 		return e;
 	snprintf(path, sizeof(path), "/proc/%d/fd/%lld", h->pid,
 		 (long long)*fd);
-	in = open(agent_file, O_RDONLY | O_CLOEXEC);
+	in = open(agent, O_RDONLY | O_CLOEXEC);
 	out = open(path, O_WRONLY | O_CLOEXEC);
 	e = in < 0 || out < 0 || fstat(in, &st) ? -errno : 0;
 	while (!e && at < st.st_size)
@@ -227,7 +203,7 @@ static int agent_memfd(struct held_thread *h, const char *agent_file,
 			e = errno ? -errno : -EIO;
 	if (e)
 		snprintf(err, len, "cannot copy %s into the job: %s",
-			 agent_file, strerror(-e));
+			 agent, strerror(-e));
 	if (in >= 0)
 		close(in);
 	if (out >= 0)
@@ -247,25 +223,24 @@ static void close_in_job(struct held_thread *h, int64_t fd)
 
 /* The agent's handle: the one loaded already (by soname), or a new one
  * from a memfd. */
-static int load(struct held_thread *h, const struct dl_fns *dl,
-		const char *agent_file, uint64_t *handle, char *err,
-		size_t len)
+static int load(struct held_thread *h, const struct gpu_inject *g,
+		uint64_t *handle, char *err, size_t len)
 {
 	char path[64];
 	int64_t fd;
 	int e;
 
-	e = call_with_string(h, dl->open, 0, RTLD_NOW | RTLD_NOLOAD, 0,
+	e = call_with_string(h, g->dlopen, 0, RTLD_NOW | RTLD_NOLOAD, 0,
 			     AGENT_NAME, handle, err, len);
 	if (e || *handle)
 		return e;
 	/* That failure is now the thread's dlerror(): the job's next call
 	 * of it would read rfbpf's. */
-	clear_dlerror(h, dl);
-	if ((e = agent_memfd(h, agent_file, &fd, err, len)))
+	clear_dlerror(h, g);
+	if ((e = agent_memfd(h, g->agent, &fd, err, len)))
 		return e;
 	snprintf(path, sizeof(path), "/proc/self/fd/%lld", (long long)fd);
-	e = call_with_string(h, dl->open, 0,
+	e = call_with_string(h, g->dlopen, 0,
 			     RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE, 0, path,
 			     handle, err, len);
 	close_in_job(h, fd);
@@ -274,36 +249,29 @@ static int load(struct held_thread *h, const struct dl_fns *dl,
 	if (!e && getenv("RFBPF_TEST_INJECT_DELAY_MS"))
 		usleep(1000 * atoi(getenv("RFBPF_TEST_INJECT_DELAY_MS")));
 	if (!e && !*handle) {
-		say_dlerror(h, dl, "dlopen of the CUPTI agent failed in the "
+		say_dlerror(h, g, "dlopen of the CUPTI agent failed in the "
 			    "job", err, len);
 		return -ENOEXEC;
 	}
 	return e;
 }
 
-int gpu_inject(struct held_thread *h, const char *agent_file, char *err,
+int gpu_inject(struct held_thread *h, const struct gpu_inject *g, char *err,
 	       size_t len)
 {
 	uint64_t handle = 0, init = 0, ignored;
-	struct dl_fns dl;
 	int e;
 
 	if (!h->at_op)
 		return snprintf(err, len, "the thread rfbpf held was waiting "
 				"in a system call, maybe inside a CUDA call, "
 				"not running an op"), -EAGAIN;
-	if (activation_seccomp_mode(h->pid))
-		return snprintf(err, len, "process %d runs under a seccomp "
-				"filter, and loading the agent makes system "
-				"calls it may forbid (memfd_create, mmap, "
-				"clone)", h->pid), -EPERM;
-	if ((e = find_dl(h->pid, &dl, err, len)) ||
-	    (e = load(h, &dl, agent_file, &handle, err, len)))
+	if ((e = load(h, g, &handle, err, len)))
 		return e;
-	e = call_with_string(h, dl.sym, handle, 0, 1, "InitializeInjection",
+	e = call_with_string(h, g->dlsym, handle, 0, 1, "InitializeInjection",
 			     &init, err, len);
 	if (!e && !init) {
-		say_dlerror(h, &dl, "the CUPTI agent has no "
+		say_dlerror(h, g, "the CUPTI agent has no "
 			    "InitializeInjection", err, len);
 		return -ENOEXEC;
 	}

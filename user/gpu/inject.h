@@ -24,26 +24,33 @@
 #ifndef RFBPF_GPU_INJECT_H
 #define RFBPF_GPU_INJECT_H
 
-#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct held_thread;
 
-/* Does pid use CUDA (libcudart or libcuda mapped) with no agent thread
- * running? When not, why into why (for -v). */
-bool gpu_inject_wanted(pid_t pid, char *why, size_t len);
-/* rfbpf's own copy of the agent into path: file if given (--gpu-agent),
- * else beside the rfbpf binary (build/cupti/ in a built tree,
- * ../lib/rfbpf/ once installed). 0 or -ENOENT with a reason in err. */
-int gpu_inject_agent_file(const char *file, char *path, size_t len,
-			  char *err, size_t errlen);
-/* Loads the agent at agent_file into h's process and initializes it, or
- * initializes one an earlier rfbpf loaded (killed before it could).
- * Refuses, untouched, a job whose thread was not held at an op (it may be
- * in a CUDA call), under a seccomp filter, or whose libc has no dlopen.
- * 0 or -errno with a one-line reason in err. */
-int gpu_inject(struct held_thread *h, const char *agent_file, char *err,
+/* What loading the agent into a job takes, found before the attach stop
+ * (it reads the job's maps, which no held thread should wait for). */
+struct gpu_inject {
+	char agent[4096];	/* rfbpf's own copy of the agent */
+	uint64_t dlopen, dlsym, dlerror;	/* the job's */
+};
+
+/* Should pid get the agent: it uses CUDA (libcudart or libcuda mapped),
+ * runs no agent thread and names no CUDA_INJECTION64_PATH of its own?
+ * 1: yes, and g says how; 0: no, why in why; -errno: yes, but it cannot
+ * be done (no agent file, no dlopen in the job, a seccomp filter), why in
+ * why. The agent file is file if given (--gpu-agent), else the one beside
+ * the rfbpf binary (build/cupti/ in a built tree, ../lib/rfbpf/ once
+ * installed). */
+int gpu_inject_prepare(pid_t pid, const char *file, struct gpu_inject *g,
+		       char *why, size_t len);
+/* Loads the agent into h's process and initializes it, or initializes
+ * one an earlier rfbpf loaded (killed before it could). Refuses, with
+ * nothing done, a thread that was not held at an op (it may be in a CUDA
+ * call). 0 or -errno with a one-line reason in err. */
+int gpu_inject(struct held_thread *h, const struct gpu_inject *g, char *err,
 	       size_t len);
 
 #endif
