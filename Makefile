@@ -3,7 +3,7 @@
 #   bpf/*.bpf.c --clang -target bpf--> build/bpf/*.bpf.o
 #   build/bpf/*.bpf.o --bpftool gen object--> build/rfbpf.bpf.o
 #   build/rfbpf.bpf.o --bpftool gen skeleton--> build/rfbpf.skel.h
-#   build/bpf/off_cpu.bpf.o --bpftool gen skeleton--> build/off_cpu.skel.h
+#   build/bpf/{off_cpu,thread_exits}.bpf.o --bpftool gen skeleton--> build/{off_cpu,thread_exits}.skel.h
 #   user/**/*.c (+ skeleton) --cc--> build/**/*.o (+ build/**/*.d)
 #   the pure logic's objects --ar--> build/liblogic.a (unit tests, benches)
 #   build/**/*.o --link libbpf libelf z--> rfbpf
@@ -48,8 +48,11 @@ LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 		folded.c json_writer.c utf8.c atomic_file.c text_cell.c \
 		table_sort.c out_file.c) \
 	user/python/line_table.c user/python/py_stack.c user/python/py_threads.c
-LOADER_SRCS := $(LOGIC_SRCS) user/cli.c user/cli/help.c \
-	$(addprefix user/attach/,privileges.c probes.c launch.c remote_call.c \
+# rfbpf's BPF object and the thread-exit program every object shares: what
+# the benches and the agent's cost bench load rfbpf's programs with.
+PROBES_SRCS := $(addprefix user/attach/,probes.c exit_hooks.c)
+LOADER_SRCS := $(LOGIC_SRCS) user/cli.c user/cli/help.c $(PROBES_SRCS) \
+	$(addprefix user/attach/,privileges.c launch.c remote_call.c \
 		safe_point.c sigframe.c stub_page.c activation.c \
 		control_thread.c off_cpu_hooks.c) \
 	user/gpu/agent.c user/gpu/gpu_session.c user/gpu/inject.c \
@@ -135,14 +138,15 @@ $(VMLINUX):
 # rfbpf.bpf.c, which defines the shared maps, goes first: bpftool 7.1's
 # linker fails a map relocation of a file linked before the map's
 # definition ("map relo failed to find map").
-# --off-cpu's scheduler programs are an object of their own, loaded once
-# per rfbpf process for every process it traces (bpf/off_cpu.bpf.c).
-BPF_OWN_OBJECTS := bpf/off_cpu.bpf.c
+# --off-cpu's scheduler programs and the thread-exit program are objects
+# of their own, loaded once per rfbpf process for every process it traces
+# (bpf/off_cpu.bpf.c, bpf/thread_exits.bpf.c).
+BPF_OWN_OBJECTS := bpf/off_cpu.bpf.c bpf/thread_exits.bpf.c
 BPF_SRCS := bpf/rfbpf.bpf.c $(filter-out bpf/rfbpf.bpf.c $(BPF_OWN_OBJECTS),\
 	$(wildcard bpf/*.bpf.c))
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
 
-$(OUT)/bpf/%.bpf.o: bpf/%.bpf.c bpf/common.bpf.h bpf/rfbpf.h bpf/rfbpf_gpu.h $(VMLINUX) | $(OUT)
+$(OUT)/bpf/%.bpf.o: bpf/%.bpf.c bpf/common.bpf.h bpf/ids.bpf.h bpf/rfbpf.h bpf/rfbpf_gpu.h $(VMLINUX) | $(OUT)
 	$(call msg,BPF,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
@@ -159,6 +163,11 @@ $(OUT)/rfbpf.skel.h: $(OUT)/rfbpf.bpf.o
 $(OUT)/off_cpu.skel.h: $(OUT)/bpf/off_cpu.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name off_cpu_bpf > $@.tmp
+	$(Q)mv $@.tmp $@
+
+$(OUT)/thread_exits.skel.h: $(OUT)/bpf/thread_exits.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name thread_exits_bpf > $@.tmp
 	$(Q)mv $@.tmp $@
 
 # -MMD -MP: each object's .d names the headers it included (make reads
@@ -221,7 +230,8 @@ rfbpf build-asan/rfbpf-asan: $(GEN_OBJS)
 # The loader's own objects include the skeleton: it must exist before
 # their first build (afterwards their .d files name it).
 $(patsubst user/%.c,$(OUT)/%.o,$(filter-out $(LOGIC_SRCS),\
-	$(filter %.c,$(LOADER_SRCS)))): | $(OUT)/rfbpf.skel.h $(OUT)/off_cpu.skel.h
+	$(filter %.c,$(LOADER_SRCS)))): | $(OUT)/rfbpf.skel.h $(OUT)/off_cpu.skel.h \
+	$(OUT)/thread_exits.skel.h
 
 # The pure logic, compiled once into an archive that the unit tests,
 # benches and calibrate_check link (the linker takes only what each
@@ -356,7 +366,8 @@ $(OUT)/bench/ring_rate: bench/ring_rate.c $(OUT)/liblogic.a \
 		$(LDLIBS) -lpthread -o $@
 
 BENCH_PROBE_SRCS := bench/producer.c bench/bench_probes.c \
-	bench/probe_target.S $(OUT)/attach/probes.o $(OUT)/liblogic.a
+	bench/probe_target.S $(patsubst user/%.c,$(OUT)/%.o,$(PROBES_SRCS)) \
+	$(OUT)/liblogic.a
 $(OUT)/bench/uprobe_cost $(OUT)/bench/uprobe_fanout \
 		$(OUT)/bench/ring_throughput: $(OUT)/bench/%: \
 		bench/%.c $(BENCH_PROBE_SRCS) $(wildcard bench/*.h) \

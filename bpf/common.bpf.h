@@ -18,6 +18,7 @@
 #include <bpf/bpf_core_read.h>
 #include "rfbpf.h"
 #include "rfbpf_gpu.h"
+#include "ids.bpf.h"
 
 /* Set by the loader before load. 0 means "any process" (never used by the
  * loader, which always attaches for one pid, but harmless). The pid is as
@@ -96,18 +97,11 @@ static __always_inline void count(__u32 slot)
  * to the target (or a child it traces), else 0. */
 static __always_inline __u64 target_thread(void)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid;
+	__u64 id = current_ids(pidns_dev, pidns_ino);
+	__u32 tgid = id >> 32;
 
-	if (pidns_ino) {
-		struct bpf_pidns_info ns;
-
-		if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns,
-						sizeof(ns)))
-			return 0;	/* not visible from rfbpf's namespace */
-		id = (__u64)ns.tgid << 32 | ns.pid;
-	}
-	tgid = id >> 32;
+	if (!id)
+		return 0;	/* not visible from rfbpf's namespace */
 	if (targ_tgid && tgid != targ_tgid &&
 	    !(follow_children && bpf_map_lookup_elem(&traced_children, &tgid)))
 		return 0;
@@ -149,20 +143,6 @@ static __always_inline struct rf_thread_state *thread_state(bool create)
 		st->ready = 1;
 	}
 	return st;
-}
-
-static __always_inline void fill_hdr(struct rf_event_hdr *h, __u64 id,
-				     __u8 kind, __u8 variant, __u64 rf_addr)
-{
-	h->ts_ns = bpf_ktime_get_ns();
-	h->rf_addr = rf_addr;
-	h->pid = id >> 32;
-	h->tid = (__u32)id;
-	h->kind = kind;
-	h->variant = variant;
-	h->scope = 0;
-	h->flags = 0;
-	h->name_len = 0;
 }
 
 static __always_inline __u64 read_u64(__u64 addr)

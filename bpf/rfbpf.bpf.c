@@ -667,43 +667,19 @@ int BPF_KPROBE(end, void *rf)
 	return emit_end(rf, false);
 }
 
-/* Each traced thread's comm as it exited, by thread id. The loader names
- * a thread from /proc when it reads the thread's first record; a thread
- * already gone by then (a short job's records are read as it exits, since
- * wakeups are batched) is named from here. sched_process_exit runs before
- * the task leaves /proc, so whenever /proc has no name this map has it. */
+/* Thread exits are traced by one object for the whole rfbpf process
+ * (thread_exits.bpf.c), whose routes map the loader shares with this
+ * object: a child forked here is routed to this session (exit_job, its
+ * slot there) before it runs. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, RF_EXIT_MAX_PROCS);
 	__type(key, __u32);
-	__type(value, char[16]);
-} exited_comms SEC(".maps");
+	__type(value, struct rf_exit_route);
+} exit_routes SEC(".maps");
 
-/* A thread of the target exits: the loader closes whatever it left open.
- * The tracepoint runs in the exiting task, so the current ids are its own.
- * A raw tracepoint attaches by name, without tracefs (not mounted here). */
-SEC("raw_tp/sched_process_exit")
-int thread_exit(void *ctx)
-{
-	struct rf_thread_exit_event *e;
-	__u64 id = target_thread();
-	char comm[16] = {};
-	__u32 tid = (__u32)id;
-
-	if (!id || !targ_tgid)
-		return 0;
-	bpf_get_current_comm(comm, sizeof(comm));
-	bpf_map_update_elem(&exited_comms, &tid, comm, BPF_ANY);
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(RF_CNT_DROPS);
-		return 0;
-	}
-	fill_hdr(&e->hdr, id, RF_EV_THREAD_EXIT, 0, 0);
-	__builtin_memcpy(e->comm, comm, sizeof(e->comm));
-	submit(e);
-	return 0;
-}
+const volatile __u32 exit_job = 0;
 
 /* --children: a traced process forked a new process. The loader is woken
  * at once to probe it, so that little of the child's work goes untraced. */
@@ -729,10 +705,14 @@ int BPF_PROG(process_fork, struct task_struct *parent,
 	 * first ops reach child_callback_*. In a PID namespace of rfbpf's
 	 * own the child's id there is not known here: the loader adds it. */
 	if (!pidns_ino) {
+		struct rf_exit_route route = {
+			.job = exit_job, .wakeup_bytes = wakeup_bytes,
+		};
 		__u32 tgid = child->tgid;
 		__u8 one = 1;
 
 		bpf_map_update_elem(&traced_children, &tgid, &one, BPF_ANY);
+		bpf_map_update_elem(&exit_routes, &tgid, &route, BPF_ANY);
 	}
 	return 0;
 }

@@ -408,4 +408,23 @@ struct rf_off_cpu_counts {	/* per CPU, per tgid */
 	__u64 drops;		/* as RF_CNT_DROPS */
 };
 
+/*
+ * Thread exits: one sched_process_exit program per rfbpf process
+ * (bpf/thread_exits.bpf.c), however many processes it traces, since every
+ * thread that exits on the machine runs it: with one per traced process a
+ * fleet daemon's 32 jobs ran 32. A traced process (as rfbpf sees its tgid)
+ * has a route: the slot of the session it belongs to, whose ring gets its
+ * exits (among its op events, in order) and whose drops they count. The
+ * loader routes the target and each child it adopts; a session's own fork
+ * program (--children) routes a new child before it runs.
+ */
+#define RF_EXIT_MAX_JOBS 4096
+#define RF_EXIT_MAX_PROCS 16384
+
+struct rf_exit_route {
+	__u32 job;		/* the session's slot */
+	__u32 pad;
+	__u64 wakeup_bytes;	/* its ring's wakeup threshold */
+};
+
 #endif /* RFBPF_H */

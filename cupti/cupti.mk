@@ -179,10 +179,11 @@ build/cupti/sim/libcudart.so.12: tests/gpu/sim_libcudart.c
 # BPF programs (run by make bench): rfbpf's loading code comes along.
 build/cupti/agent_cost: bench/agent_cost.c bench/stats.h \
 		tests/gpu/cupti_sim.h build/cupti/librfbpf_cupti.so $(CUPTI_HDRS) \
-		user/attach/probes.c $(LOGIC_SRCS) $(USER_HDRS) $(OUT)/rfbpf.skel.h
+		$(PROBES_SRCS) $(LOGIC_SRCS) $(USER_HDRS) $(OUT)/rfbpf.skel.h \
+		$(OUT)/thread_exits.skel.h
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -Icupti -Itests/gpu $< \
-		user/attach/probes.c $(LOGIC_SRCS) -Lbuild/cupti \
+		$(PROBES_SRCS) $(LOGIC_SRCS) -Lbuild/cupti \
 		-lrfbpf_cupti -Wl,-rpath,'$$ORIGIN' $(LDLIBS) -ldl -o $@
 
 cupti: $(call CUPTI_BINS,build/cupti) build/cupti/libgpu_synth.so \

@@ -9,6 +9,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "probes.h"
+#include "exit_hooks.h"
 #include "rfbpf_gpu.h"
 #include "rfbpf.skel.h"
 
@@ -56,6 +57,27 @@ static void set_pid_namespace(struct probes *p)
 	p->skel->rodata->pidns_ino = st.st_ino;
 }
 
+/* Thread exits are traced by the rfbpf process's one program
+ * (exit_hooks.h): this object gets a slot there and shares its routes. */
+static int share_exit_routes(struct probes *p, char *err, size_t errlen)
+{
+	uint32_t job;
+	int ret, fd;
+
+	ret = exit_hooks_new_job(p->skel->rodata->pidns_dev,
+				 p->skel->rodata->pidns_ino, &job, &fd, err,
+				 errlen);
+	if (ret)
+		return ret;
+	p->exit_slot = job + 1;
+	p->skel->rodata->exit_job = job;
+	ret = bpf_map__reuse_fd(p->skel->maps.exit_routes, fd);
+	if (ret)
+		snprintf(err, errlen, "cannot share the thread-exit routes: "
+			 "%s", strerror(-ret));
+	return ret;
+}
+
 int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
 		bool old_string_abi, double tree_prob, char *err,
 		size_t errlen)
@@ -72,6 +94,9 @@ int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
 	}
 	p->skel->rodata->targ_tgid = pid;
 	set_pid_namespace(p);
+	ret = share_exit_routes(p, err, errlen);
+	if (ret)
+		return ret;
 	p->skel->rodata->old_string_abi = old_string_abi;
 	p->skel->rodata->tree_sample = tree_prob < 1.0;
 	p->skel->rodata->wakeup_bytes = ((__u64)ringbuf_mb << 20) / 8;
@@ -90,16 +115,9 @@ int probes_load(struct probes *p, pid_t pid, unsigned ringbuf_mb,
 			 strerror(-ret));
 		return ret;
 	}
-	p->link_progs[p->nr_links] = p->skel->progs.thread_exit;
-	p->links[p->nr_links] = bpf_program__attach(p->skel->progs.thread_exit);
-	if (!p->links[p->nr_links]) {
-		ret = -errno;
-		snprintf(err, errlen, "cannot attach the sched_process_exit "
-			 "raw tracepoint: %s", strerror(-ret));
-		return ret;
-	}
-	p->nr_links++;
-	return 0;
+	return exit_hooks_start(p->exit_slot - 1, pid,
+				bpf_map__fd(p->skel->maps.events),
+				p->skel->rodata->wakeup_bytes, err, errlen);
 }
 
 static struct bpf_program *program_of(struct rfbpf_bpf *skel, unsigned v)
@@ -369,10 +387,11 @@ int probes_trace_child(struct probes *p, pid_t child, bool on)
 	__u32 key = child;
 	__u8 one = 1;
 
-	if (on)
-		return bpf_map_update_elem(fd, &key, &one, BPF_ANY) ? -errno : 0;
-	bpf_map_delete_elem(fd, &key);
-	return 0;
+	if (on && bpf_map_update_elem(fd, &key, &one, BPF_ANY))
+		return -errno;
+	if (!on)
+		bpf_map_delete_elem(fd, &key);
+	return exit_hooks_route(p->exit_slot - 1, child, on);
 }
 
 int probes_attach_child(struct probes *p, pid_t child, const char *path,
@@ -477,14 +496,7 @@ int probes_events_fd(const struct probes *p)
 bool probes_exited_comm(const struct probes *p, uint32_t tid, char *buf,
 			size_t len)
 {
-	char comm[17] = "";
-
-	if (!p->skel ||
-	    bpf_map_lookup_elem(bpf_map__fd(p->skel->maps.exited_comms), &tid,
-				comm) || !comm[0])
-		return false;
-	snprintf(buf, len, "%s", comm);
-	return true;
+	return p->exit_slot && exit_hooks_comm(tid, buf, len);
 }
 
 void probes_set_inputs(struct probes *p, const struct rf_inputs_config *cfg)
@@ -520,7 +532,8 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 		if (slot < RF_V_NR)
 			c->bpf_hits[slot] = sum;
 		else if (slot == RF_CNT_DROPS)
-			c->drops = sum;
+			c->drops = sum + (p->exit_slot ?
+				exit_hooks_drops(p->exit_slot - 1) : 0);
 		else if (slot == RF_CNT_TREES_SEEN)
 			c->trees_seen = sum;
 		else if (slot == RF_CNT_TREES_KEPT)
@@ -552,16 +565,15 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 }
 
 /* The programs kept while the loader drains: those that close ops (end()
- * and the end callbacks), and thread exits. A thread first read in the
- * drain (wakeups are batched: its records may wait there) and gone by
- * then is named by the comm its exit left (exited_comms); with the exit
- * probe gone first, it was named "thread". */
+ * and the end callbacks). Thread exits stay routed to this object's ring
+ * until it is destroyed: a thread first read in the drain (wakeups are
+ * batched: its records may wait there) and gone by then is named by the
+ * comm its exit left (exited_comms). */
 static bool ends_ops(const struct probes *p, const struct bpf_program *prog)
 {
 	return prog && (prog == p->skel->progs.end ||
 			prog == p->skel->progs.callback_end ||
-			prog == p->skel->progs.child_callback_end ||
-			prog == p->skel->progs.thread_exit);
+			prog == p->skel->progs.child_callback_end);
 }
 
 void probes_detach_starts(struct probes *p)
@@ -595,4 +607,7 @@ void probes_destroy(struct probes *p)
 	p->nr_links = 0;
 	rfbpf_bpf__destroy(p->skel);
 	p->skel = NULL;
+	if (p->exit_slot)
+		exit_hooks_remove(p->exit_slot - 1);
+	p->exit_slot = 0;
 }

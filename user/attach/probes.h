@@ -30,6 +30,7 @@ struct probes {
 	int nr_libs;
 	struct bpf_link *safe_point;	/* armed while looking for one */
 	struct bpf_link *safe_point_stale;	/* disarmed, to remove */
+	uint32_t exit_slot;	/* its exit_hooks.h slot + 1, 0: none */
 };
 
 /* Does this kernel turn uprobes on 5-byte NOPs into trampoline calls
