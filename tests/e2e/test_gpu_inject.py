@@ -6,8 +6,9 @@ The job (tests/workloads/cuda_job.py) is real PyTorch training on the
 CPU that has loaded a stand-in libcudart (no GPU here); the agent it gets
 is the real librfbpf_cupti.so, and the CUPTI it takes under the lease is
 the stand-in libcupti (tests/gpu/sim_libcupti.c), which says who holds
-it. What these tests cannot show without a GPU and with no stand-in that
-launches anything: kernels recorded after the attach.
+it. The stand-in libcudart's cudaLaunchKernel goes through the stand-in
+CUPTI's callbacks and records as CUDA's does, so kernels launched after
+the attach reach the trace through the agent rfbpf loaded.
 """
 import os
 import signal
@@ -45,7 +46,7 @@ class CudaJob(Job):
         line = self.next_line(120)
         word = cmd.split()[0]
         word = {"steps": "loss", "fork": "child", "fill-fds": "fds",
-                "unfill-fds": "fds"}.get(word, word)
+                "unfill-fds": "fds", "launch": "launched"}.get(word, word)
         assert line.startswith(word + " "), (cmd, line)
         return line.split(" ", 1)[1].strip()
 
@@ -70,6 +71,28 @@ def reference_losses(rounds, steps):
     return [l.split(" ", 1)[1] for l in lines[1:] if l.startswith("loss")]
 
 
+def kernels_joined_to_their_scope(trace, n):
+    """The trace has the n kernels launched in launch_scope after the
+    attach (the stand-in CUPTI's records, delivered by the agent rfbpf
+    loaded), each joined to the scope and to its launch's cuda_runtime
+    slice on the scope's thread."""
+    events = trace["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    calls = {e["args"]["correlation"]: e for e in events
+             if e.get("cat") == "cuda_runtime"}
+    (scope,) = [e for e in ops_of(trace) if e["name"] == "launch_scope"]
+    assert len(kernels) == n, kernels
+    for k in kernels:
+        assert k["name"] == "sim_kernel", k
+        assert k["args"].get("launched by") == "launch_scope", k
+        call = calls[k["args"]["correlation"]]
+        assert call["name"] == "cudaLaunchKernel", call
+        assert call["tid"] == scope["tid"]
+        assert scope["ts"] <= call["ts"] and \
+            call["ts"] + call["dur"] <= scope["ts"] + scope["dur"]
+        assert k["ts"] >= call["ts"], (k, call)
+
+
 def test_three_attaches_load_the_agent_once_and_leave_it_idle(tmp_path):
     want = reference_losses(3, 20)
     with CudaJob() as job:
@@ -87,13 +110,18 @@ def test_three_attaches_load_the_agent_once_and_leave_it_idle(tmp_path):
             assert job.until("holder", lambda h: h not in
                              ("-", "no-cupti")) not in ("-", "no-cupti")
             losses.append(job.ask("steps 20"))
+            assert job.ask("launch 5") == "5"
             rc, _, err = stop(r)
             assert rc == 0, err
             assert (LOADED in err) == (i == 0), err
-            assert ops_of(load_trace(out)), "no op traced"
-            # ...and gives it back once the lease is ended.
+            trace = load_trace(out)
+            assert ops_of(trace), "no op traced"
+            kernels_joined_to_their_scope(trace, 5)
+            # ...and gives it back once the lease is ended: launches then
+            # reach no one (the next trace has its own 5 only).
             assert job.until("holder", lambda h: h == "-") == "-"
             assert "rfbpf-cupti" in job.ask("threads").split(",")
+            assert job.ask("launch 3") == "3"
         rc, out = job.finish()
         assert rc == 0
     assert losses == want

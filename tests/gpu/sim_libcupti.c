@@ -22,7 +22,16 @@
  *     it to the completion callback registered *then* (another tool's,
  *     if it has re-registered since), as CUPTI's one set of callbacks
  *     does.
- * No GPU: no record is ever produced. The sim_cupti_* functions let a test
+ *   - launches: the stand-in libcudart's cudaLaunchKernel calls
+ *     sim_cupti_launch(), which does what CUPTI does for one: the
+ *     subscriber's runtime API callbacks (ENTER, EXIT) if it enabled
+ *     that cbid, and a CUpti_ActivityKernel10 record in the held buffer
+ *     if a kernel kind is on, stamped by the timestamp callback if one
+ *     is registered, else by cuptiGetTimestamp's clock. A flush hands
+ *     a buffer with records to the completion callback, and
+ *     cuptiActivityGetNextRecord walks it.
+ * No GPU: a kernel's record says it ran for the time the launch asked,
+ * starting as it was launched. The sim_cupti_* functions let a test
  * play another tool (Kineto) and read the process-wide state;
  * SIM_CUPTI_VERSION sets what cuptiGetVersion reports and
  * SIM_CUPTI_DROPPED how many records cuptiActivityGetNumDroppedRecords
@@ -32,6 +41,7 @@
  * otherwise, and no cuptiSubscribe_v2 (13.0 added it), so another
  * subscriber cannot be named.
  */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +56,8 @@
 struct CUpti_Subscriber_st {
 	char name[64];
 	bool live;
+	CUpti_CallbackFunc fn;
+	void *data;
 };
 
 static struct CUpti_Subscriber_st subscribers[4];
@@ -58,7 +70,12 @@ static unsigned domains_enabled;	/* cuptiEnableDomain calls, any */
 static unsigned callbacks_enabled;
 static bool torn_down;
 static uint8_t *held;			/* the buffer CUPTI fills, if any */
-static size_t held_size;
+static size_t held_size, held_used;
+/* held and held_used: launches fill on the job's threads, flushes take
+ * the buffer on the agent's. */
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool runtime_domain;		/* every runtime cbid enabled */
+static uint8_t runtime_cbids[1024 / 8];	/* or these, one bit each */
 
 static void dead_call(const char *fn)
 {
@@ -116,10 +133,13 @@ static CUptiResult subscribe(CUpti_SubscriberHandle *out, const char *name,
 EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *s,
 				  CUpti_CallbackFunc fn, void *data)
 {
+	CUptiResult r;
+
 	ALIVE();
-	(void)fn;
-	(void)data;
-	return subscribe(s, "", NULL, 0);
+	r = subscribe(s, "", NULL, 0);
+	if (r == CUPTI_SUCCESS)
+		(*s)->fn = fn, (*s)->data = data;
+	return r;
 }
 
 #ifndef SIM_CUDA12
@@ -127,12 +147,15 @@ EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *s,
 				     CUpti_CallbackFunc fn, void *data,
 				     CUpti_SubscriberParams *p)
 {
+	CUptiResult r;
+
 	ALIVE();
-	(void)fn;
-	(void)data;
-	return subscribe(s, p ? p->subscriberName : "",
-			 p ? p->oldSubscriberName : NULL,
-			 p ? p->oldSubscriberSize : 0);
+	r = subscribe(s, p ? p->subscriberName : "",
+		      p ? p->oldSubscriberName : NULL,
+		      p ? p->oldSubscriberSize : 0);
+	if (r == CUPTI_SUCCESS)
+		(*s)->fn = fn, (*s)->data = data;
+	return r;
 }
 #endif
 
@@ -142,7 +165,10 @@ EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle s)
 	if (!s || s != holder)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	s->live = false;
+	s->fn = NULL;
 	holder = NULL;
+	runtime_domain = false;
+	memset(runtime_cbids, 0, sizeof(runtime_cbids));
 	return CUPTI_SUCCESS;
 }
 
@@ -151,10 +177,11 @@ EXPORT CUptiResult cuptiEnableDomain(uint32_t enable,
 				     CUpti_CallbackDomain d)
 {
 	ALIVE();
-	(void)d;
 	if (!s || s != holder)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	domains_enabled += enable ? 1 : 0;
+	if (d == CUPTI_CB_DOMAIN_RUNTIME_API)
+		runtime_domain = enable;
 	return CUPTI_SUCCESS;
 }
 
@@ -175,6 +202,12 @@ EXPORT CUptiResult cuptiEnableCallback(uint32_t enable,
 	     (d == CUPTI_CB_DOMAIN_DRIVER_API && cbid >= 754)))
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	callbacks_enabled += enable ? 1 : 0;
+	if (d == CUPTI_CB_DOMAIN_RUNTIME_API && cbid < 1024) {
+		if (enable)
+			runtime_cbids[cbid / 8] |= 1u << cbid % 8;
+		else
+			runtime_cbids[cbid / 8] &= ~(1u << cbid % 8);
+	}
 	return CUPTI_SUCCESS;
 }
 
@@ -184,11 +217,14 @@ EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 	if ((unsigned)k >= 64)
 		return CUPTI_ERROR_INVALID_KIND;
 	kinds |= 1ull << k;
+	pthread_mutex_lock(&held_lock);
 	if (!held && requested_fn) {
 		size_t max;
 
 		requested_fn(&held, &held_size, &max);
+		held_used = 0;
 	}
+	pthread_mutex_unlock(&held_lock);
 	return CUPTI_SUCCESS;
 }
 
@@ -221,27 +257,41 @@ EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(
 	return CUPTI_SUCCESS;
 }
 
+/* A forced flush hands the buffer back, empty or not; a plain one only
+ * one with records in it (the completion callback runs on the flushing
+ * thread, with no lock held: it calls cuptiActivityGetNextRecord). */
 EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
-	uint8_t *b = held;
+	size_t size, used;
+	uint8_t *b;
 
 	ALIVE();
-	if (!(flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) || !b)
-		return CUPTI_SUCCESS;
-	held = NULL;
-	if (completed_fn)
-		completed_fn(NULL, 0, b, held_size, 0);	/* no records */
+	pthread_mutex_lock(&held_lock);
+	b = held;
+	size = held_size;
+	used = held_used;
+	if (b && (used || flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED))
+		held = NULL, held_used = 0;
+	else
+		b = NULL;
+	pthread_mutex_unlock(&held_lock);
+	if (b && completed_fn)
+		completed_fn(NULL, 0, b, size, used);
 	return CUPTI_SUCCESS;
 }
 
+/* Every record the stand-in makes is a CUpti_ActivityKernel10. */
 EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buf, size_t len,
 					      CUpti_Activity **rec)
 {
+	uint8_t *next;
+
 	ALIVE();
-	(void)buf;
-	(void)len;
-	(void)rec;
-	return CUPTI_ERROR_MAX_LIMIT_REACHED;
+	next = *rec ? (uint8_t *)*rec + sizeof(CUpti_ActivityKernel10) : buf;
+	if (!buf || next + sizeof(CUpti_ActivityKernel10) > buf + len)
+		return CUPTI_ERROR_MAX_LIMIT_REACHED;
+	*rec = (CUpti_Activity *)next;
+	return CUPTI_SUCCESS;
 }
 
 EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext c,
@@ -268,6 +318,94 @@ EXPORT CUptiResult cuptiGetTimestamp(uint64_t *ts)
 	clock_gettime(CLOCK_MONOTONIC_RAW, &t);
 	*ts = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 	return CUPTI_SUCCESS;
+}
+
+/* A CPU timestamp as CUPTI takes one for a record. */
+static uint64_t record_now(void)
+{
+	uint64_t ts;
+
+	if (timestamp_fn)
+		return timestamp_fn();
+	cuptiGetTimestamp(&ts);
+	return ts;
+}
+
+static bool runtime_callback_on(CUpti_CallbackId cbid)
+{
+	return holder && holder->fn && (runtime_domain ||
+		(cbid < 1024 && runtime_cbids[cbid / 8] >> cbid % 8 & 1));
+}
+
+/* A kernel's name, kept for the life of the process as CUPTI keeps the
+ * names its records point to. */
+static const char *kept_name(const char *name)
+{
+	static const char *names[64];
+	static int nr;
+
+	for (int i = 0; i < nr; i++)
+		if (!strcmp(names[i], name))
+			return names[i];
+	if (nr == 64)
+		return "sim_kernel_names_full";
+	return names[nr++] = strdup(name);
+}
+
+static void kernel_record(const char *name, uint32_t corr, uint64_t dur_ns)
+{
+	CUpti_ActivityKernel10 *k = NULL;
+	size_t max;
+
+	pthread_mutex_lock(&held_lock);
+	if (!held && requested_fn) {
+		requested_fn(&held, &held_size, &max);
+		held_used = 0;
+	}
+	if (held && held_used + sizeof(*k) <= held_size) {
+		k = (CUpti_ActivityKernel10 *)(held + held_used);
+		held_used += sizeof(*k);
+		memset(k, 0, sizeof(*k));
+		k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+		k->start = record_now();
+		k->end = k->start + dur_ns;
+		k->correlationId = corr;
+		k->contextId = 1;
+		k->streamId = 7;
+		k->gridX = 64, k->gridY = k->gridZ = 1;
+		k->blockX = 256, k->blockY = k->blockZ = 1;
+		k->registersPerThread = 32;
+		k->name = kept_name(name);
+	}
+	pthread_mutex_unlock(&held_lock);
+}
+
+/* What CUPTI does for one cudaLaunchKernel on the calling thread (see the
+ * top of this file). Returns its correlation id. */
+EXPORT uint32_t sim_cupti_launch(const char *kernel, uint64_t dur_ns)
+{
+	const CUpti_CallbackId cbid =
+		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+	static uint32_t last_corr;
+	uint32_t corr = __atomic_add_fetch(&last_corr, 1, __ATOMIC_RELAXED);
+	CUpti_SubscriberHandle s = holder;
+	bool call = runtime_callback_on(cbid);
+	CUpti_CallbackData cd = {
+		.callbackSite = CUPTI_API_ENTER,
+		.functionName = "cudaLaunchKernel", .symbolName = kernel,
+		.correlationId = corr,
+	};
+
+	ALIVE();
+	if (call)
+		s->fn(s->data, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cd);
+	if (kinds & (1ull << CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL |
+		     1ull << CUPTI_ACTIVITY_KIND_KERNEL))
+		kernel_record(kernel, corr, dur_ns);
+	cd.callbackSite = CUPTI_API_EXIT;
+	if (call)
+		s->fn(s->data, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cd);
+	return corr;
 }
 
 #ifdef SIM_CUDA12

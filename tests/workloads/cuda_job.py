@@ -20,6 +20,11 @@ line on stdin:
   agents    "agents N": how many mappings of the agent's file there are
   fill-fds  no descriptor left to open: the soft RLIMIT_NOFILE set to the
             number open now ("fds N"); unfill-fds puts it back
+  launch N  N cudaLaunchKernel("sim_kernel") calls inside a user scope
+            "launch_scope", made through the runtime the job loaded: with
+            the stand-in and a CUPTI loaded, each goes through CUPTI's
+            callbacks and records (tests/gpu/sim_libcupti.c).
+            "launched N"
 At the end of its input it prints "dlerror -" if the second thread's
 dlerror() has nothing to say (see keep_busy), and exits.
 """
@@ -67,6 +72,21 @@ def holder():
     return "-" if name is None else (name.decode() or "(unnamed)")
 
 
+class Dim3(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint),
+                ("z", ctypes.c_uint)]
+
+
+def launch(cudart, n):
+    fn = cudart.cudaLaunchKernel
+    fn.argtypes = [ctypes.c_char_p, Dim3, Dim3, ctypes.c_void_p,
+                   ctypes.c_size_t, ctypes.c_void_p]
+    with torch.autograd.profiler.record_function("launch_scope"):
+        for _ in range(n):
+            assert fn(b"sim_kernel", Dim3(64, 1, 1), Dim3(256, 1, 1), None,
+                      0, None) == 0
+
+
 def threads():
     names = []
     for tid in os.listdir("/proc/self/task"):
@@ -107,8 +127,7 @@ def main():
                     "only waits on stdin")
     a = ap.parse_args()
     torch.set_num_threads(1)
-    if not a.no_cuda:
-        ctypes.CDLL(a.cudart)
+    cudart = None if a.no_cuda else ctypes.CDLL(a.cudart)
     model, opt, x, y = build()
     stop = threading.Event()
     seen = []
@@ -143,6 +162,9 @@ def main():
             n = len(os.listdir("/proc/self/fd")) - 1   # less listdir's
             resource.setrlimit(resource.RLIMIT_NOFILE, (n, limits[1]))
             print(f"fds {n}", flush=True)
+        elif cmd[0] == "launch":
+            launch(cudart, int(cmd[1]))
+            print(f"launched {cmd[1]}", flush=True)
         elif cmd[0] == "unfill-fds":
             resource.setrlimit(resource.RLIMIT_NOFILE, limits)
             print("fds restored", flush=True)
