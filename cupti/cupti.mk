@@ -231,7 +231,9 @@ cupti-test: cupti-unit cupti-asan
 
 # For `make all`: a failed agent build is reported but does not fail the
 # loader's build.
-cupti-all:
+# After rfbpf: agent_cost needs rfbpf's skeletons, and a second make
+# writing them beside the first (make -j) crashed bpftool (SIGBUS).
+cupti-all: rfbpf
 	@$(MAKE) --no-print-directory cupti || \
 		echo "cupti: librfbpf_cupti.so failed to build (above); rfbpf is unaffected"
 

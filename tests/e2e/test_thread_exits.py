@@ -51,6 +51,24 @@ def test_a_thread_that_exits_mid_op_is_closed_there_and_named(tmp_path):
     assert len({s["tid"] for s in scopes}) == 3
 
 
+def test_a_forked_child_s_thread_exits_reach_the_trace(tmp_path):
+    """--children: the child's threads exit mid-op as well; their exits
+    are routed to the session that adopted the child (by its fork
+    program, before the child runs, or by the loader)."""
+    trace, r = capture(tmp_path, [PYTHON, WORKLOAD, "--threads", "3",
+                                  "--fork"], "--children")
+    assert "done 3" in r.stdout and "child 0" in r.stdout, r.stdout
+    other = trace["otherData"]
+    assert other["open_at_thread_exit"] == 3, other
+    scopes = [e for e in ops_of(trace) if e["name"] == "exiting_scope"]
+    assert len(scopes) == 3 and len({s["pid"] for s in scopes}) == 1
+    names = {(e["pid"], e["tid"]): e["args"]["name"]
+             for e in trace["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert all(names.get((s["pid"], s["tid"])) == "rf-exiter"
+               for s in scopes), (scopes, names)
+
+
 def test_one_thread_exit_program_for_every_job(tmp_path):
     """A daemon on three jobs whose threads keep exiting mid-op runs one
     program on sched_process_exit, not one per job; each job's exits

@@ -5,8 +5,9 @@ so its thread id is gone by the time the next starts. The handles are
 kept to the end, and the process leaves with os._exit: a RecordFunction
 freed ends then, on whatever thread frees it.
 
---threads N: that many, then prints "done N" and exits; 0 (the default
-with --forever) goes on until killed, one every 2 ms."""
+--threads N: that many, then prints "done N" and exits; --forever goes
+on until killed, one every 2 ms. --fork: a child does it, and the parent
+prints "child STATUS" once it has exited."""
 import argparse
 import ctypes
 import os
@@ -35,11 +36,19 @@ def main():
     ap.add_argument("--forever", action="store_true")
     ap.add_argument("--wait", action="store_true",
                     help="print ready and wait for a line on stdin")
+    ap.add_argument("--fork", action="store_true",
+                    help="the threads are started by a forked child")
     a = ap.parse_args()
     torch.ones(2).add(1)
     print("ready", flush=True)
     if a.wait:
         input()
+    if a.fork:
+        pid = os.fork()
+        if pid:
+            status = os.waitpid(pid, 0)[1]
+            print("child", status, flush=True)
+            os._exit(0)
     n = 0
     while a.forever or n < a.threads:
         t = threading.Thread(target=worker)

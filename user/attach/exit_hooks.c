@@ -11,13 +11,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "rfbpf.h"
 #include "thread_exits.skel.h"
 
+/* The kernel's PID_MAX_LIMIT on 64-bit machines: pid_max can be raised at
+ * run time, up to this, so the bitmap covers it (512 KiB). */
+#define TGID_LIMIT (4u * 1024 * 1024)
+
 static struct thread_exits_bpf *skel;
 static struct bpf_link *exit_link;
+static uint64_t *bits;		/* exit_bits, mapped */
 static bool used[RF_EXIT_MAX_JOBS];
 static uint64_t wakeups[RF_EXIT_MAX_JOBS];
 static int nr_used;
@@ -26,6 +32,9 @@ static void unload(void)
 {
 	bpf_link__destroy(exit_link);
 	exit_link = NULL;
+	if (bits)
+		munmap(bits, TGID_LIMIT / 8);
+	bits = NULL;
 	thread_exits_bpf__destroy(skel);
 	skel = NULL;
 }
@@ -44,6 +53,7 @@ static int load(uint64_t pidns_dev, uint64_t pidns_ino, char *err,
 	}
 	skel->rodata->pidns_dev = pidns_dev;
 	skel->rodata->pidns_ino = pidns_ino;
+	bpf_map__set_max_entries(skel->maps.exit_bits, TGID_LIMIT / 64);
 	/* The rings' template (libbpf 1.1 gives no handle on the one the
 	 * object declares before load). Since Linux 5.10 an inner ring may
 	 * differ from it in size, so sessions keep their own. */
@@ -56,6 +66,16 @@ static int load(uint64_t pidns_dev, uint64_t pidns_ino, char *err,
 	if (template >= 0)
 		close(template);
 	if (!ret) {
+		bits = mmap(NULL, TGID_LIMIT / 8, PROT_READ | PROT_WRITE,
+			    MAP_SHARED, bpf_map__fd(skel->maps.exit_bits), 0);
+		if (bits == MAP_FAILED) {
+			ret = -errno;
+			bits = NULL;
+			snprintf(err, errlen, "cannot map the thread-exit "
+				 "bitmap: %s", strerror(-ret));
+			unload();
+			return ret;
+		}
 		exit_link = bpf_program__attach(skel->progs.thread_exit);
 		if (!exit_link) {
 			ret = -errno;
@@ -75,8 +95,8 @@ static int load(uint64_t pidns_dev, uint64_t pidns_ino, char *err,
 }
 
 int exit_hooks_new_job(uint64_t pidns_dev, uint64_t pidns_ino,
-		       uint32_t *job, int *routes_fd, char *err,
-		       size_t errlen)
+		       uint32_t *job, int *routes_fd, int *bits_fd,
+		       char *err, size_t errlen)
 {
 	uint32_t j = 0;
 	int ret;
@@ -95,7 +115,20 @@ int exit_hooks_new_job(uint64_t pidns_dev, uint64_t pidns_ino,
 	nr_used++;
 	*job = j;
 	*routes_fd = bpf_map__fd(skel->maps.exit_routes);
+	*bits_fd = bpf_map__fd(skel->maps.exit_bits);
 	return 0;
+}
+
+/* The bit last on the way in, first on the way out: the program looks at
+ * nothing else of a tgid whose bit is clear. */
+static void set_bit(uint32_t tgid, bool on)
+{
+	uint64_t mask = 1ull << (tgid % 64);
+
+	if (on)
+		__atomic_fetch_or(&bits[tgid / 64], mask, __ATOMIC_RELEASE);
+	else
+		__atomic_fetch_and(&bits[tgid / 64], ~mask, __ATOMIC_RELEASE);
 }
 
 int exit_hooks_route(uint32_t job, pid_t tgid, bool on)
@@ -106,13 +139,19 @@ int exit_hooks_route(uint32_t job, pid_t tgid, bool on)
 
 	if (!skel || job >= RF_EXIT_MAX_JOBS || !used[job])
 		return -ENOENT;
+	if (tgid <= 0 || key >= TGID_LIMIT)
+		return -EINVAL;
 	fd = bpf_map__fd(skel->maps.exit_routes);
 	if (!on) {
+		set_bit(key, false);
 		bpf_map_delete_elem(fd, &key);
 		return 0;
 	}
 	route.wakeup_bytes = wakeups[job];
-	return bpf_map_update_elem(fd, &key, &route, BPF_ANY) ? -errno : 0;
+	if (bpf_map_update_elem(fd, &key, &route, BPF_ANY))
+		return -errno;
+	set_bit(key, true);
+	return 0;
 }
 
 /* Its count zeroed and its ring in place before any route leads there. */
@@ -199,8 +238,11 @@ static void unroute_all(uint32_t job)
 		if (!bpf_map_lookup_elem(fd, &key, &route) && route.job == job)
 			keys[n++] = key;
 	}
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
+		if (keys[i] < TGID_LIMIT)
+			set_bit(keys[i], false);
 		bpf_map_delete_elem(fd, &keys[i]);
+	}
 }
 
 void exit_hooks_remove(uint32_t job)

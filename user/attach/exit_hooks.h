@@ -22,12 +22,13 @@
 
 /* A new slot, loading the programs first if none are loaded: they see
  * ids in the PID namespace (pidns_dev, pidns_ino), or the kernel's if
- * pidns_ino is 0. *routes_fd is the routes map (owned here), which the
- * session's object shares before it loads (its fork program routes new
- * children). 0 or -errno, with one line in err. */
+ * pidns_ino is 0. *routes_fd and *bits_fd are the routes map and the
+ * bitmap of routed tgids (owned here), which the session's object shares
+ * before it loads (its fork program routes new children). 0 or -errno,
+ * with one line in err. */
 int exit_hooks_new_job(uint64_t pidns_dev, uint64_t pidns_ino,
-		       uint32_t *job, int *routes_fd, char *err,
-		       size_t errlen);
+		       uint32_t *job, int *routes_fd, int *bits_fd,
+		       char *err, size_t errlen);
 /* Slot job's exits go to ring_fd (its reader woken as the backlog crosses
  * wakeup_bytes), and tgid is routed there. 0 or -errno. */
 int exit_hooks_start(uint32_t job, pid_t tgid, int ring_fd,

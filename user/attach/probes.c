@@ -58,20 +58,23 @@ static void set_pid_namespace(struct probes *p)
 }
 
 /* Thread exits are traced by the rfbpf process's one program
- * (exit_hooks.h): this object gets a slot there and shares its routes. */
+ * (exit_hooks.h): this object gets a slot there and shares its routes and
+ * bitmap. */
 static int share_exit_routes(struct probes *p, char *err, size_t errlen)
 {
+	int ret, routes, bits;
 	uint32_t job;
-	int ret, fd;
 
 	ret = exit_hooks_new_job(p->skel->rodata->pidns_dev,
-				 p->skel->rodata->pidns_ino, &job, &fd, err,
-				 errlen);
+				 p->skel->rodata->pidns_ino, &job, &routes,
+				 &bits, err, errlen);
 	if (ret)
 		return ret;
 	p->exit_slot = job + 1;
 	p->skel->rodata->exit_job = job;
-	ret = bpf_map__reuse_fd(p->skel->maps.exit_routes, fd);
+	ret = bpf_map__reuse_fd(p->skel->maps.exit_routes, routes);
+	if (!ret)
+		ret = bpf_map__reuse_fd(p->skel->maps.exit_bits, bits);
 	if (ret)
 		snprintf(err, errlen, "cannot share the thread-exit routes: "
 			 "%s", strerror(-ret));
