@@ -11,6 +11,7 @@ CUPTI's callbacks and records as CUDA's does, so kernels launched after
 the attach reach the trace through the agent rfbpf loaded.
 """
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -264,3 +265,77 @@ def test_the_job_forks_with_the_agent_loaded(tmp_path):
         assert job.ask("agents") == "1"
         rc, _ = job.finish()
         assert rc == 0
+
+
+def test_the_fleet_daemon_loads_the_agent_and_profiles_the_kernels(tmp_path):
+    """rfbpf --continuous on a CUDA job started without the agent loads it
+    as rfbpf -p does: CUPTI is taken (rfbpf_job_cupti_info says
+    subscribed), the kernels launched in launch_scope reach pprof's gpu
+    sample type under that scope (go tool pprof reads it), and at the end
+    the agent gives CUPTI back and the job's losses are untouched."""
+    from test_fleet import Daemon, metric, pprof_files, promtool_check
+    want = reference_losses(1, 20)
+    prom = tmp_path / "rfbpf.prom"
+    with CudaJob() as job:
+        d = Daemon(["-p", str(job.pid), "--interval", "2", "--budget",
+                    "50", "--pprof-dir", str(tmp_path), "--prom-file",
+                    str(prom)])
+        try:
+            d.wait_for(LOADED)
+            deadline = time.monotonic() + 90
+            top = ""
+            while time.monotonic() < deadline:
+                job.ask("launch 200")
+                files = sorted(str(f) for f in tmp_path.glob(
+                    "profile-*.pb.gz"))
+                if len(files) >= 2:
+                    status, top = pprof_files(files, "-sample_index",
+                                              "gpu", "-top")
+                    if status == 0 and "launch_scope" in top:
+                        break
+            assert "launch_scope" in top, top + d.log()
+            text = prom.read_text()
+            promtool_check(text)
+            assert metric(text, "rfbpf_job_cupti_info", pid=job.pid,
+                          state="subscribed") == 1, text
+        finally:
+            assert d.finish() == 0, d.log()
+        assert job.until("holder", lambda h: h == "-") == "-"
+        assert job.ask("steps 20") == want[0]
+        rc, _ = job.finish()
+        assert rc == 0
+
+
+def test_a_job_in_another_mount_namespace_gets_the_agent_by_memfd(tmp_path):
+    """A container's view: in the job's mount namespace rfbpf's build of
+    the agent is hidden (a tmpfs over build/cupti), and its CUDA
+    libraries are copies elsewhere. rfbpf loads the agent all the same
+    (the job dlopens a memfd rfbpf filled), and its kernels are traced."""
+    sim = tmp_path / "sim"
+    sim.mkdir()
+    for f in (CUDART, os.path.join(SIM_CUPTI, "libcupti.so.13")):
+        shutil.copy(f, sim)
+    hidden = os.path.dirname(AGENT)
+    argv = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+            f'mount -t tmpfs none {hidden} && exec "$@"', "sh", PYTHON,
+            CUDA_JOB, "--cudart", str(sim / "libcudart.so.12")]
+    with Job(argv, env={**os.environ, "LD_LIBRARY_PATH": str(sim)}) as job:
+        assert not os.path.exists(f"/proc/{job.pid}/root{AGENT}")
+        out = tmp_path / "t.json"
+        r, _ = start_rfbpf(["-q", "--no-table", "-p", str(job.pid), "-o",
+                            str(out)])
+        job.send("agents")
+        assert job.next_line().strip() == "agents 1"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            job.send("holder")
+            if job.next_line().strip() not in ("holder -",
+                                               "holder no-cupti"):
+                break
+            time.sleep(0.1)
+        job.send("launch 4")
+        assert job.next_line().strip() == "launched 4"
+        rc, _, err = stop(r)
+        assert rc == 0, err
+        assert LOADED in err, err
+        kernels_joined_to_their_scope(load_trace(out), 4)
