@@ -47,7 +47,8 @@ class CudaJob(Job):
         line = self.next_line(120)
         word = cmd.split()[0]
         word = {"steps": "loss", "fork": "child", "fill-fds": "fds",
-                "unfill-fds": "fds", "launch": "launched"}.get(word, word)
+                "unfill-fds": "fds", "launch": "launched",
+                "profile": "profiled"}.get(word, word)
         assert line.startswith(word + " "), (cmd, line)
         return line.split(" ", 1)[1].strip()
 
@@ -339,3 +340,36 @@ def test_a_job_in_another_mount_namespace_gets_the_agent_by_memfd(tmp_path):
         assert rc == 0, err
         assert LOADED in err, err
         kernels_joined_to_their_scope(load_trace(out), 4)
+
+
+def test_torch_profiler_in_the_job_before_during_and_after(tmp_path):
+    """The job's own torch.profiler, before rfbpf attaches (and loads the
+    agent), while it traces and after it detaches: each run records the
+    same ops, rfbpf's trace has the ops and kernels of its own, and the
+    job's losses are those of an untraced run."""
+    r = run([PYTHON, CUDA_JOB], input="profile 5\nprofile 5\nlaunch 2\n"
+            "profile 5\nsteps 20\n",
+            env={**os.environ, "LD_LIBRARY_PATH": SIM_CUPTI})
+    assert r.returncode == 0, r.stderr
+    (want,) = [l.split(" ", 1)[1] for l in r.stdout.split("\n")
+               if l.startswith("loss")]
+    with CudaJob() as job:
+        before = job.ask("profile 5")
+        assert int(before) == 10        # two Linear layers a step
+        out = tmp_path / "t.json"
+        r, _ = start_rfbpf(["-q", "--no-table", "-p", str(job.pid), "-o",
+                            str(out)])
+        job.until("holder", lambda h: h not in ("-", "no-cupti"))
+        assert job.ask("profile 5") == before
+        assert job.ask("launch 2") == "2"
+        rc, _, err = stop(r)
+        assert rc == 0, err
+        assert LOADED in err, err
+        trace = load_trace(out)
+        assert [e for e in ops_of(trace) if e["name"] == "aten::addmm"]
+        kernels_joined_to_their_scope(trace, 2)
+        assert job.ask("profile 5") == before
+        assert job.until("holder", lambda h: h == "-") == "-"
+        assert job.ask("steps 20") == want
+        rc, _ = job.finish()
+        assert rc == 0

@@ -20,6 +20,8 @@ line on stdin:
   agents    "agents N": how many mappings of the agent's file there are
   fill-fds  no descriptor left to open: the soft RLIMIT_NOFILE set to the
             number open now ("fds N"); unfill-fds puts it back
+  profile N N training steps under torch.profiler: "profiled C", C the
+            calls of aten::addmm it recorded
   launch N  N cudaLaunchKernel("sim_kernel") calls inside a user scope
             "launch_scope", made through the runtime the job loaded: with
             the stand-in and a CUPTI loaded, each goes through CUPTI's
@@ -162,6 +164,13 @@ def main():
             n = len(os.listdir("/proc/self/fd")) - 1   # less listdir's
             resource.setrlimit(resource.RLIMIT_NOFILE, (n, limits[1]))
             print(f"fds {n}", flush=True)
+        elif cmd[0] == "profile":
+            with torch.profiler.profile() as prof:
+                for _ in range(int(cmd[1])):
+                    step(model, opt, x, y)
+            calls = sum(e.count for e in prof.key_averages()
+                        if e.key == "aten::addmm")
+            print(f"profiled {calls}", flush=True)
         elif cmd[0] == "launch":
             launch(cudart, int(cmd[1]))
             print(f"launched {cmd[1]}", flush=True)
