@@ -9,7 +9,10 @@ PASS / FAIL / SKIP with what was seen:
          captured launches counted apart), two
          streams, a peer copy and two devices (when there are two), and a
          torch.profiler session started during rfbpf's lease;
-  run 2: torch.profiler run before rfbpf came (Kineto keeps CUPTI).
+  run 2: torch.profiler run before rfbpf came (Kineto keeps CUPTI);
+  run 3: the job started without the agent: `rfbpf -p` loads it at
+         attach (user/gpu/inject.h), and the kernels launched after
+         are joined to their ops.
 Exit status 0 only if no row failed. --keep DIR: each run's trace and
 rfbpf's stderr kept in DIR (and Kineto's trace of run 1), to look into a
 row that failed.
@@ -39,9 +42,12 @@ def row(name, ok, seen):
                  seen))
 
 
-def traced_run(tmp, job_args):
-    """Runs the job under rfbpf; returns (trace, job lines, rfbpf err)."""
-    env = dict(os.environ, CUDA_INJECTION64_PATH=AGENT)
+def traced_run(tmp, job_args, injected=True):
+    """Runs the job under rfbpf; returns (trace, job lines, rfbpf err).
+    injected=False: the job starts without the agent (rfbpf loads it)."""
+    env = dict(os.environ, CUDA_INJECTION64_PATH=AGENT) if injected \
+        else {k: v for k, v in os.environ.items()
+              if k != "CUDA_INJECTION64_PATH"}
     job = subprocess.Popen([PYTHON, JOB, *job_args], env=env,
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            text=True)
@@ -185,6 +191,20 @@ def main():
         row("torch.profiler before rfbpf: CUPTI named as held",
             gpu.get("cupti") == "held by another tool",
             f"cupti={gpu.get('cupti')}, holder={gpu.get('cupti_holder')}")
+
+        trace, lines, err, _ = traced_run(tmp, ["--busy"], injected=False)
+        gpu = trace["otherData"].get("gpu", {})
+        row("attach loads the agent",
+            "loaded the CUPTI agent into process" in err and
+            re.search(r"GPU: CUPTI[^:]*: subscribed", err) is not None,
+            next((l.strip() for l in err.splitlines()
+                  if "agent" in l or "GPU" in l), "no GPU line"))
+        kernels = by_case(trace).get("kernels", [])
+        joined = [e for e in kernels if e["args"].get("launched by")]
+        row("attach: kernels after it joined to their ops",
+            len(joined) >= 1 and len(joined) == len(kernels),
+            f"{len(joined)} of {len(kernels)} kernels of case::kernels "
+            "with an op")
     width = max(len(r[0]) for r in rows)
     for name, verdict, seen in rows:
         print(f"{name:<{width}}  {verdict:<4}  {seen}")

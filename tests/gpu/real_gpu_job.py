@@ -6,10 +6,14 @@ stdin), so the checker can find each case's GPU work in rfbpf's trace.
 Kineto holds CUPTI when rfbpf comes (it keeps its subscription).
 --profiler-during DIR: run a torch.profiler session during the traced
 cases and export its trace to DIR/kineto.json.
+--busy: a second thread runs small CPU ops until the end, so that a
+tracer attaching without the agent catches a thread at an op (where
+`rfbpf -p` loads the agent) rather than only threads waiting on stdin.
 """
 import argparse
 import ctypes
 import sys
+import threading
 
 import torch
 from torch.autograd.profiler import record_function
@@ -17,6 +21,7 @@ from torch.autograd.profiler import record_function
 ap = argparse.ArgumentParser()
 ap.add_argument("--profiler-first", action="store_true")
 ap.add_argument("--profiler-during", metavar="DIR")
+ap.add_argument("--busy", action="store_true")
 args = ap.parse_args()
 
 dev = torch.device("cuda:0")
@@ -112,9 +117,18 @@ CASES = [case_kernels, case_copy_pageable, case_copy_pinned, case_memset,
 if ndev >= 2:
     CASES += [case_peer_copy, case_two_devices]
 
+def keep_busy(stop):
+    t = torch.ones(16)
+    while not stop.is_set():
+        torch.relu(torch.add(t, 1.0))
+
+
 case_kernels()                          # CUDA up, kernels loaded
 if args.profiler_first:
     profile()
+stop = threading.Event()
+if args.busy:
+    threading.Thread(target=keep_busy, args=(stop,), daemon=True).start()
 print("ready", ndev, flush=True)
 sys.stdin.readline()
 for case in CASES:
@@ -131,3 +145,4 @@ if args.profiler_during:
     print("ran profiler_during", flush=True)
 print("done", flush=True)
 sys.stdin.readline()
+stop.set()
