@@ -101,8 +101,9 @@ static const struct argp_option options[] = {
 	  "0 = all)", 0 },
 	{ "sort", OPT_SORT, "KEY", 0,
 	  "Sort the table by a column: self (default), total, calls, avg, "
-	  "min, max, cuda (CUDA total), self_cuda, kernels, or name (A to "
-	  "Z); a GPU column with no GPU activity sorts by self, and says so",
+	  "min, max, cuda (CUDA total), self_cuda, kernels, gpu_wait (time "
+	  "in CUDA synchronize calls), or name (A to Z); a GPU column with "
+	  "no GPU activity sorts by self, and says so",
 	  0 },
 	{ "lib", OPT_LIB, "PATH", 0,
 	  "The libtorch_cpu.so to probe (default: found in the target)", 0 },
@@ -394,7 +395,8 @@ static void parse_sort(const char *arg, struct options *opt)
 		{ "calls", SORT_CALLS }, { "avg", SORT_AVG },
 		{ "min", SORT_MIN }, { "max", SORT_MAX },
 		{ "cuda", SORT_CUDA }, { "self_cuda", SORT_SELF_CUDA },
-		{ "kernels", SORT_KERNELS }, { "name", SORT_NAME },
+		{ "kernels", SORT_KERNELS }, { "gpu_wait", SORT_GPU_WAIT },
+		{ "name", SORT_NAME },
 	};
 
 	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
@@ -403,7 +405,7 @@ static void parse_sort(const char *arg, struct options *opt)
 			return;
 		}
 	bad("invalid --sort '%s': expected self, total, calls, avg, min, "
-	    "max, cuda, self_cuda, kernels or name", arg);
+	    "max, cuda, self_cuda, kernels, gpu_wait or name", arg);
 }
 
 static void parse_probes(const char *arg, struct options *opt)
@@ -594,7 +596,8 @@ static void check_one_shot_options(const struct options *opt)
 		    "the attach stop (drop --no-activate)", "");
 	if (!opt->gpu && (opt->sort == SORT_CUDA ||
 			  opt->sort == SORT_SELF_CUDA ||
-			  opt->sort == SORT_KERNELS))
+			  opt->sort == SORT_KERNELS ||
+			  opt->sort == SORT_GPU_WAIT))
 		bad("%s--sort by a GPU column needs GPU tracing (drop "
 		    "--no-gpu, or sort by self, total, calls, avg, min, "
 		    "max or name)", "");

@@ -214,7 +214,19 @@ def test_every_kernel_is_joined_to_the_op_that_launched_it(tmp_path):
     row = next(l for l in out.splitlines()
                if l.startswith("gpu_test::graph_replay "))
     n_graph = len(graphs)
-    assert row.split()[-1] == str(4 * n_graph)
+    assert row.split()[-2] == str(4 * n_graph)
+    # GPU wait: every sync is in to_device, which runs no other op that
+    # syncs; its time is its syncs' calls, each within the bounds the job
+    # read around it and at least the time it waited.
+    syncs = [v for v in launches.values() if v["kind"] == SYNC]
+    assert {v["op"] for v in syncs} == {"gpu_test::to_device"}
+    (stats,) = [s for s in other["op_stats"]
+                if s["name"] == "gpu_test::to_device"]
+    assert len(syncs) * SYNC_WAIT_NS <= stats["gpu_wait_ns"] <= \
+        sum(v["after_ns"] - v["before_ns"] for v in syncs)
+    row = next(l for l in out.splitlines()
+               if l.startswith("gpu_test::to_device "))
+    assert row.split()[-1] == "%.3fms" % (stats["gpu_wait_ns"] / 1e6)
     assert "GPU: %d launches, %d records, %d syncs" % (
         len(launches) - n_syncs, len(records), n_syncs) in out
 

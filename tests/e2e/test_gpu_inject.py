@@ -48,7 +48,7 @@ class CudaJob(Job):
         word = cmd.split()[0]
         word = {"steps": "loss", "fork": "child", "fill-fds": "fds",
                 "unfill-fds": "fds", "launch": "launched",
-                "profile": "profiled"}.get(word, word)
+                "profile": "profiled", "sync": "synced"}.get(word, word)
         assert line.startswith(word + " "), (cmd, line)
         return line.split(" ", 1)[1].strip()
 
@@ -373,3 +373,39 @@ def test_torch_profiler_in_the_job_before_during_and_after(tmp_path):
         assert job.ask("steps 20") == want
         rc, _ = job.finish()
         assert rc == 0
+
+
+def test_syncs_after_the_attach_are_the_op_s_gpu_wait(tmp_path):
+    """Three cudaStreamSynchronize calls (2 ms each in the stand-in) in
+    sync_scope, after the attach that loads the agent: each is a
+    cuda_runtime slice inside the scope on its thread, and their time is
+    the scope's GPU wait, in the trace's op_stats and in the table."""
+    with CudaJob() as job:
+        out = tmp_path / "t.json"
+        r, _ = start_rfbpf(["-q", "-p", str(job.pid), "-o", str(out),
+                            "--sort", "gpu_wait"])
+        job.until("holder", lambda h: h not in ("-", "no-cupti"))
+        assert job.ask("sync 3") == "3"
+        rc, table, err = stop(r)
+        assert rc == 0, err
+    trace = load_trace(out)
+    (scope,) = [e for e in ops_of(trace) if e["name"] == "sync_scope"]
+    syncs = [e for e in trace["traceEvents"]
+             if e.get("cat") == "cuda_runtime" and
+             e["name"] == "cudaStreamSynchronize"]
+    assert len(syncs) == 3, syncs
+    for e in syncs:
+        assert e["tid"] == scope["tid"] and e["dur"] >= 2000
+        assert scope["ts"] <= e["ts"] and \
+            e["ts"] + e["dur"] <= scope["ts"] + scope["dur"]
+    (stats,) = [s for s in trace["otherData"]["op_stats"]
+                if s["name"] == "sync_scope"]
+    waited = sum(e["dur"] for e in syncs) * 1000
+    assert abs(stats["gpu_wait_ns"] - waited) <= 3, (stats, waited)
+    header = next(l for l in table.splitlines() if "GPU wait" in l)
+    assert header.rstrip().endswith("GPU wait"), header
+    lines = table.splitlines()
+    row = lines[lines.index(header) + 2]    # the first, by --sort gpu_wait
+    assert row.startswith("sync_scope"), table
+    cell = row.split()[-1]
+    assert cell.endswith("ms") and float(cell[:-2]) >= 6.0, row

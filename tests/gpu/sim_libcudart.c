@@ -8,11 +8,13 @@
  * cudaLaunchKernel does what CUDA does for CUPTI: if a CUPTI is loaded in
  * the process (the stand-in, tests/gpu/sim_libcupti.c), the launch goes
  * through its callbacks and activity (sim_cupti_launch). func is the
- * kernel's name here, not a host stub.
+ * kernel's name here, not a host stub. cudaStreamSynchronize waits 2 ms,
+ * inside CUPTI's callbacks if one is loaded (sim_cupti_stream_sync).
  */
 #include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -43,21 +45,44 @@ static void *loaded_cupti(void)
 	return h ? h : dlopen("libcupti.so.12", RTLD_LAZY | RTLD_NOLOAD);
 }
 
+/* The loaded CUPTI's function name, or NULL. */
+static void *cupti_function(const char *name)
+{
+	void *cupti = loaded_cupti(), *fn;
+
+	if (!cupti)
+		return NULL;
+	fn = dlsym(cupti, name);
+	dlclose(cupti);		/* the agent's reference keeps it */
+	return fn;
+}
+
+/* Waits 2 ms for the "GPU". 0: cudaSuccess. */
+EXPORT int cudaStreamSynchronize(void *stream)
+{
+	uint32_t (*sync)(uint64_t) =
+		(uint32_t (*)(uint64_t))cupti_function("sim_cupti_stream_sync");
+	struct timespec ts = { 0, 2000000 };
+
+	(void)stream;
+	if (sync)
+		sync(2000000);
+	else
+		nanosleep(&ts, NULL);
+	return 0;
+}
+
 /* A kernel that "runs" for 20 us. 0: cudaSuccess. */
 EXPORT int cudaLaunchKernel(const void *func, struct dim3 grid,
 			    struct dim3 block, void **args, size_t shmem,
 			    void *stream)
 {
-	uint32_t (*launch)(const char *, uint64_t);
-	void *cupti = loaded_cupti();
+	uint32_t (*launch)(const char *, uint64_t) =
+		(uint32_t (*)(const char *, uint64_t))cupti_function(
+			"sim_cupti_launch");
 
 	(void)grid, (void)block, (void)args, (void)shmem, (void)stream;
-	if (!cupti)
-		return 0;
-	launch = (uint32_t (*)(const char *, uint64_t))dlsym(cupti,
-		"sim_cupti_launch");
 	if (launch)
 		launch(func, 20000);
-	dlclose(cupti);
 	return 0;
 }

@@ -29,7 +29,9 @@
  *     if a kernel kind is on, stamped by the timestamp callback if one
  *     is registered, else by cuptiGetTimestamp's clock. A flush hands
  *     a buffer with records to the completion callback, and
- *     cuptiActivityGetNextRecord walks it.
+ *     cuptiActivityGetNextRecord walks it. Its cudaStreamSynchronize
+ *     calls sim_cupti_stream_sync(): the callbacks around a wait, no
+ *     record.
  * No GPU: a kernel's record says it ran for the time the launch asked,
  * starting as it was launched. The sim_cupti_* functions let a test
  * play another tool (Kineto) and read the process-wide state;
@@ -380,31 +382,64 @@ static void kernel_record(const char *name, uint32_t corr, uint64_t dur_ns)
 	pthread_mutex_unlock(&held_lock);
 }
 
+static uint32_t next_correlation(void)
+{
+	static uint32_t last;
+
+	return __atomic_add_fetch(&last, 1, __ATOMIC_RELAXED);
+}
+
+/* The subscriber's runtime API callback at one site of a call, if it
+ * enabled that cbid. */
+static void runtime_callback(CUpti_CallbackId cbid, const char *fn,
+			     const char *symbol, uint32_t corr,
+			     CUpti_ApiCallbackSite site)
+{
+	CUpti_SubscriberHandle s = holder;
+	CUpti_CallbackData cd = {
+		.callbackSite = site, .functionName = fn,
+		.symbolName = symbol, .correlationId = corr,
+	};
+
+	if (runtime_callback_on(cbid))
+		s->fn(s->data, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cd);
+}
+
 /* What CUPTI does for one cudaLaunchKernel on the calling thread (see the
  * top of this file). Returns its correlation id. */
 EXPORT uint32_t sim_cupti_launch(const char *kernel, uint64_t dur_ns)
 {
 	const CUpti_CallbackId cbid =
 		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
-	static uint32_t last_corr;
-	uint32_t corr = __atomic_add_fetch(&last_corr, 1, __ATOMIC_RELAXED);
-	CUpti_SubscriberHandle s = holder;
-	bool call = runtime_callback_on(cbid);
-	CUpti_CallbackData cd = {
-		.callbackSite = CUPTI_API_ENTER,
-		.functionName = "cudaLaunchKernel", .symbolName = kernel,
-		.correlationId = corr,
-	};
+	uint32_t corr = next_correlation();
 
 	ALIVE();
-	if (call)
-		s->fn(s->data, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cd);
+	runtime_callback(cbid, "cudaLaunchKernel", kernel, corr,
+			 CUPTI_API_ENTER);
 	if (kinds & (1ull << CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL |
 		     1ull << CUPTI_ACTIVITY_KIND_KERNEL))
 		kernel_record(kernel, corr, dur_ns);
-	cd.callbackSite = CUPTI_API_EXIT;
-	if (call)
-		s->fn(s->data, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cd);
+	runtime_callback(cbid, "cudaLaunchKernel", kernel, corr,
+			 CUPTI_API_EXIT);
+	return corr;
+}
+
+/* What CUPTI does around one cudaStreamSynchronize that waits wait_ns
+ * for the "GPU" (a sleep): its callbacks, and no record. */
+EXPORT uint32_t sim_cupti_stream_sync(uint64_t wait_ns)
+{
+	const CUpti_CallbackId cbid =
+		CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020;
+	struct timespec ts = { .tv_sec = (time_t)(wait_ns / 1000000000u),
+			       .tv_nsec = (long)(wait_ns % 1000000000u) };
+	uint32_t corr = next_correlation();
+
+	ALIVE();
+	runtime_callback(cbid, "cudaStreamSynchronize", NULL, corr,
+			 CUPTI_API_ENTER);
+	nanosleep(&ts, NULL);
+	runtime_callback(cbid, "cudaStreamSynchronize", NULL, corr,
+			 CUPTI_API_EXIT);
 	return corr;
 }
 

@@ -1338,6 +1338,8 @@ TEST(chrome_gpu_counters)
 			  !strcmp(name, "outer") ? "750" : "400");
 		CHECK_STR(jnum(st, "kernels"),
 			  !strcmp(name, "outer") ? "2" : "1");
+		/* The sync (3500 to 4500) in inner, so in outer too. */
+		CHECK_STR(jnum(st, "gpu_wait_ns"), "1000");
 	}
 	jv_free(&d.root);
 	fixture_free(&x);
@@ -1358,7 +1360,8 @@ TEST(table_gpu_columns_under_sampling)
 	print_table(f, &x.t, &x.agg, SORT_TOTAL, 0);
 	fclose(f);
 	const char *outer = strstr(text, "\nouter ");
-	CHECK(outer && strstr(outer, "       n/a         n/a      n/a\n"));
+	CHECK(outer && strstr(outer, "       n/a         n/a      n/a         "
+			      "n/a\n"));
 	CHECK(strstr(text, "GPU columns: not available under --sample"));
 	free(text);
 	x.t.sample_prob = 1.0;
@@ -1367,8 +1370,10 @@ TEST(table_gpu_columns_under_sampling)
 	print_table(f, &x.t, &x.agg, SORT_TOTAL, 0);
 	fclose(f);
 	outer = strstr(text, "\nouter ");
-	/* 350 ns and 750 ns of GPU time, 2 kernels: twice that. */
-	CHECK(outer && strstr(outer, "   0.700us     1.500us        4\n"));
+	/* 350 ns and 750 ns of GPU time, 2 kernels, 1000 ns waiting in a
+	 * sync: twice that. */
+	CHECK(outer && strstr(outer, "   0.700us     1.500us        4     "
+			      "2.000us\n"));
 	CHECK(strstr(text, "GPU columns: estimates, scaled by 1/p"));
 	free(text);
 	fixture_free(&x);

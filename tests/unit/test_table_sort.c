@@ -63,6 +63,7 @@ TEST(cpu_keys_are_kept_and_silent)
 TEST(names_are_the_option_words)
 {
 	CHECK_STR(sort_key_name(SORT_SELF_CUDA), "self_cuda");
+	CHECK_STR(sort_key_name(SORT_GPU_WAIT), "gpu_wait");
 	CHECK_STR(sort_key_name(SORT_NAME), "name");
 }
 

@@ -22,6 +22,8 @@ line on stdin:
             number open now ("fds N"); unfill-fds puts it back
   profile N N training steps under torch.profiler: "profiled C", C the
             calls of aten::addmm it recorded
+  sync N    N cudaStreamSynchronize calls (the stand-in waits 2 ms each)
+            inside a user scope "sync_scope": "synced N"
   launch N  N cudaLaunchKernel("sim_kernel") calls inside a user scope
             "launch_scope", made through the runtime the job loaded: with
             the stand-in and a CUPTI loaded, each goes through CUPTI's
@@ -171,6 +173,11 @@ def main():
             calls = sum(e.count for e in prof.key_averages()
                         if e.key == "aten::addmm")
             print(f"profiled {calls}", flush=True)
+        elif cmd[0] == "sync":
+            with torch.autograd.profiler.record_function("sync_scope"):
+                for _ in range(int(cmd[1])):
+                    assert cudart.cudaStreamSynchronize(None) == 0
+            print(f"synced {cmd[1]}", flush=True)
         elif cmd[0] == "launch":
             launch(cudart, int(cmd[1]))
             print(f"launched {cmd[1]}", flush=True)

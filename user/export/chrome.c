@@ -251,10 +251,11 @@ static void write_op_stats(FILE *f, const struct trace *t,
 		 * the table); kept trees hold all their launches. */
 		if (t->gpu.counts.agent_seen && self_known)
 			fprintf(f, ",\"self_cuda_ns\":%llu,\"cuda_total_ns\":"
-				"%llu,\"kernels\":%llu",
+				"%llu,\"kernels\":%llu,\"gpu_wait_ns\":%llu",
 				(unsigned long long)r->gpu_self_ns,
 				(unsigned long long)r->gpu_total_ns,
-				(unsigned long long)r->kernels);
+				(unsigned long long)r->kernels,
+				(unsigned long long)r->gpu_wait_ns);
 		/* Estimates divide by p, which --sample 1e-300 allows: an
 		 * infinite one is null (printf would write "inf"). */
 		if (t->gpu.counts.agent_seen && self_known && sampled) {
@@ -262,6 +263,8 @@ static void write_op_stats(FILE *f, const struct trace *t,
 				  r->gpu_self_ns / trace_keep_prob(t), 0);
 			est_field(f, "est_cuda_total_ns",
 				  r->gpu_total_ns / trace_keep_prob(t), 0);
+			est_field(f, "est_gpu_wait_ns",
+				  r->gpu_wait_ns / trace_keep_prob(t), 0);
 		}
 		if (sampled) {
 			estimate_op(r, trace_keep_prob(t), &e);

@@ -39,8 +39,10 @@ static const char *const sampled_cols[] = {
 	"Est. calls", "+- calls",
 };
 static const int sampled_w[] = { 7, 10, 10, 10, 10, 8, 10, 8 };
-static const char *const gpu_cols[] = { "Self CUDA", "CUDA total", "Kernels" };
-static const int gpu_w[] = { 10, 10, 7 };
+static const char *const gpu_cols[] = { "Self CUDA", "CUDA total", "Kernels",
+					 "GPU wait" };
+static const int gpu_w[] = { 10, 10, 7, 10 };
+#define GPU_COLS 4
 #define NR_COLS 8
 
 /* --group-by stack: the Source Location column's rule. */
@@ -62,7 +64,7 @@ static int source_column(bool sampled, bool gpu, bool off, bool shapes)
 
 	for (int c = 0; c < NR_COLS; c++)
 		x += 2 + w[c];
-	for (int c = 0; gpu && c < 3; c++)
+	for (int c = 0; gpu && c < GPU_COLS; c++)
 		x += 2 + gpu_w[c];
 	x += off ? 2 * (2 + OFF_W) : 0;
 	return x + (shapes ? 2 + SHAPES_W : 0);
@@ -87,7 +89,7 @@ static void rule(FILE *f, bool sampled, bool gpu, bool off, bool shapes,
 		for (int i = 0; i < w[c]; i++)
 			fputc('-', f);
 	}
-	for (int c = 0; gpu && c < 3; c++) {
+	for (int c = 0; gpu && c < GPU_COLS; c++) {
 		fputs("  ", f);
 		for (int i = 0; i < gpu_w[c]; i++)
 			fputc('-', f);
@@ -133,24 +135,28 @@ static void print_source(FILE *f, const struct trace *t,
 			names_get(&t->names, l[i]), i ? "\n" : "");
 }
 
-/* GPU columns, as torch.profiler's Self CUDA / CUDA total. Every GPU
- * record is seen whatever was sampled, but which op launched it is not
- * under --sample (a launch in an unsampled op goes to the nearest
- * sampled one), so then they are not available; kept trees hold all
- * their launches, so under --tree-sample they scale by 1/p. */
+/* GPU columns, as torch.profiler's Self CUDA / CUDA total, and the time
+ * the op waited in CUDA synchronize calls. Every GPU record is seen
+ * whatever was sampled, but which op launched it is not under --sample
+ * (a launch in an unsampled op goes to the nearest sampled one), so then
+ * they are not available; kept trees hold all their launches, so under
+ * --tree-sample they scale by 1/p. */
 static void print_gpu_cells(FILE *f, const struct trace *t,
 			    const struct op_stats *r)
 {
 	double p = trace_keep_prob(t);
-	char self[24], total[24];
+	char self[24], total[24], wait[24];
 
 	if (!trace_self_known(t)) {
-		fprintf(f, "  %10s  %10s  %7s", "n/a", "n/a", "n/a");
+		fprintf(f, "  %10s  %10s  %7s  %10s", "n/a", "n/a", "n/a",
+			"n/a");
 		return;
 	}
 	format_estimate(r->gpu_self_ns / p, self, sizeof(self));
 	format_estimate(r->gpu_total_ns / p, total, sizeof(total));
-	fprintf(f, "  %10s  %10s  %7.0f", self, total, r->kernels / p);
+	format_estimate(r->gpu_wait_ns / p, wait, sizeof(wait));
+	fprintf(f, "  %10s  %10s  %7.0f  %10s", self, total, r->kernels / p,
+		wait);
 }
 
 /* --off-cpu: the time the op's threads were off CPU in it, scaled like
@@ -230,7 +236,7 @@ static void print_header(FILE *f, bool sampled, bool gpu, bool off,
 	fprintf(f, "%-*s", NAME_W, "Name");
 	for (int c = 0; c < NR_COLS; c++)
 		fprintf(f, "  %*s", w[c], cols[c]);
-	for (int c = 0; gpu && c < 3; c++)
+	for (int c = 0; gpu && c < GPU_COLS; c++)
 		fprintf(f, "  %*s", gpu_w[c], gpu_cols[c]);
 	for (int c = 0; off && c < 2; c++)
 		fprintf(f, "  %*s", OFF_W, off_cols[c]);

@@ -298,6 +298,27 @@ static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 			r->gpu_total_ns += d;
 }
 
+/* A synchronize call's time (enter to exit, when the agent gave its
+ * enter) is waiting on the GPU for the op it ran in and every op around
+ * it. */
+static void on_gpu_api(void *ctx, struct trace *t,
+		       const struct gpu_launch *call)
+{
+	struct aggregate *a = ctx;
+	struct op_stats *r;
+	uint64_t d;
+
+	if (!(call->flags & RF_GPU_LAUNCH_F_SYNC) || !call->enter_ns)
+		return;
+	d = call->ts_ns - call->enter_ns;
+	for (uint32_t i = 0; i < call->depth; i++)
+		if (!py_frames_loc(&t->py, call->frames[i]) &&
+		    (r = row_of(a, call->frames[i], call->frames, i + 1,
+				call->frame_inputs ?
+				call->frame_inputs[i] : 0)))
+			r->gpu_wait_ns += d;
+}
+
 /* items (nr used of *cap, elements of size bytes) with room for one
  * more, moved if it had to grow (doubling from 16); NULL and a->oom set
  * when there is none, items then unchanged. */
@@ -391,6 +412,7 @@ static void on_off_cpu(void *ctx, struct trace *t,
 struct trace_sink aggregate_sink(struct aggregate *a)
 {
 	return (struct trace_sink){ .op = on_op, .gpu = on_gpu,
+				    .gpu_api = on_gpu_api,
 				    .off_cpu = on_off_cpu, .ctx = a };
 }
 
@@ -417,6 +439,7 @@ DESCENDING(by_calls, calls)
 DESCENDING(by_cuda, gpu_total_ns)
 DESCENDING(by_self_cuda, gpu_self_ns)
 DESCENDING(by_kernels, kernels)
+DESCENDING(by_gpu_wait, gpu_wait_ns)
 DESCENDING(by_min, min_ns)
 DESCENDING(by_max, max_ns)
 
@@ -452,7 +475,7 @@ struct op_stats *aggregate_sorted(const struct aggregate *a,
 		[SORT_CALLS] = by_calls, [SORT_CUDA] = by_cuda,
 		[SORT_AVG] = by_avg, [SORT_MIN] = by_min, [SORT_MAX] = by_max,
 		[SORT_SELF_CUDA] = by_self_cuda, [SORT_KERNELS] = by_kernels,
-		[SORT_NAME] = by_name,
+		[SORT_NAME] = by_name, [SORT_GPU_WAIT] = by_gpu_wait,
 	};
 	struct op_stats *rows = malloc((a->nr ? a->nr : 1) * sizeof(*rows));
 

@@ -13,7 +13,8 @@
 
 /* How the table is ordered (--sort): one key per column. */
 enum sort_key { SORT_SELF, SORT_TOTAL, SORT_CALLS, SORT_CUDA, SORT_AVG,
-		SORT_MIN, SORT_MAX, SORT_SELF_CUDA, SORT_KERNELS, SORT_NAME };
+		SORT_MIN, SORT_MAX, SORT_SELF_CUDA, SORT_KERNELS, SORT_NAME,
+		SORT_GPU_WAIT };
 
 /* Upper bounds of the latency histogram (seconds), as Prometheus's "le";
  * the last bucket is +Inf. */
@@ -49,6 +50,10 @@ struct op_stats {
 	/* GPU activity its calls launched: directly (self) or through any
 	 * op nested in them (total), and the kernels launched directly. */
 	uint64_t gpu_self_ns, gpu_total_ns, kernels;
+	/* Time its calls spent in CUDA synchronize calls (stream, event,
+	 * context, device), made in them or in any op nested in them: the
+	 * CPU waiting on the GPU. */
+	uint64_t gpu_wait_ns;
 };
 
 /*
