@@ -272,8 +272,9 @@ def test_the_fleet_daemon_loads_the_agent_and_profiles_the_kernels(tmp_path):
     """rfbpf --continuous on a CUDA job started without the agent loads it
     as rfbpf -p does: CUPTI is taken (rfbpf_job_cupti_info says
     subscribed), the kernels launched in launch_scope reach pprof's gpu
-    sample type under that scope (go tool pprof reads it), and at the end
-    the agent gives CUPTI back and the job's losses are untouched."""
+    sample type under that scope (go tool pprof reads it), the syncs in
+    sync_scope its rfbpf_op_gpu_wait_seconds_total, and at the end the
+    agent gives CUPTI back and the job's losses are untouched."""
     from test_fleet import Daemon, metric, pprof_files, promtool_check
     want = reference_losses(1, 20)
     prom = tmp_path / "rfbpf.prom"
@@ -285,16 +286,24 @@ def test_the_fleet_daemon_loads_the_agent_and_profiles_the_kernels(tmp_path):
             d.wait_for(LOADED)
             deadline = time.monotonic() + 90
             top = ""
+            waited = None
             while time.monotonic() < deadline:
                 job.ask("launch 200")
+                job.ask("sync 5")
                 files = sorted(str(f) for f in tmp_path.glob(
                     "profile-*.pb.gz"))
-                if len(files) >= 2:
+                text = prom.read_text() if prom.exists() else ""
+                waited = metric(text, "rfbpf_op_gpu_wait_seconds_total",
+                                pid=job.pid, op="sync_scope")
+                if len(files) >= 2 and waited:
                     status, top = pprof_files(files, "-sample_index",
                                               "gpu", "-top")
                     if status == 0 and "launch_scope" in top:
                         break
             assert "launch_scope" in top, top + d.log()
+            # The syncs' waits, estimated from the bursts that caught
+            # them (weighed, so not the 10 ms a round exactly).
+            assert waited and waited > 0, text
             text = prom.read_text()
             promtool_check(text)
             assert metric(text, "rfbpf_job_cupti_info", pid=job.pid,

@@ -322,12 +322,14 @@ struct op_family {
 	const char *name, *type, *help;
 	double (*value)(const struct job_op *r);
 	bool bursts_only;	/* only jobs traced with --bursts have it */
+	bool gpu_only;		/* only jobs with the CUPTI agent have it */
 };
 
 static double v_calls(const struct job_op *r) { return r->calls; }
 static double v_total(const struct job_op *r) { return r->total_s; }
 static double v_self(const struct job_op *r) { return r->self_s; }
 static double v_self_se(const struct job_op *r) { return sqrt(r->self_var); }
+static double v_gpu_wait(const struct job_op *r) { return r->gpu_wait_s; }
 
 static const struct op_family op_families[] = {
 	{ "rfbpf_op_calls_total", "counter",
@@ -335,7 +337,7 @@ static const struct op_family op_families[] = {
 	  "a traced burst's measured part scaled by (stratum/part) (K/K_t) "
 	  "(each interval has K strata, one burst at a random moment of "
 	  "each, a random K_t of them traced, the others only counting); "
-	  "with --sampled, sampled ops scaled by 1/p", v_calls, false },
+	  "with --sampled, sampled ops scaled by 1/p", v_calls, false, false },
 	{ "rfbpf_op_calls_stderr", "gauge",
 	  "Standard error of rfbpf_op_calls_total: in bursts, the square "
 	  "root of the sum over intervals of K_t w^2/(K_t-1) (sum y_k^2 - "
@@ -343,34 +345,40 @@ static const struct op_family op_families[] = {
 	  "burst k, w its weight (docs/fleet.md); with --sampled, from the "
 	  "sampled ops' 1/p "
 	  "weights (square root of the sum of w(w-1), w = 1/p)",
-	  job_op_calls_se, false },
+	  job_op_calls_se, false, false },
 	{ "rfbpf_op_seconds_total", "counter",
 	  "Estimated inclusive time of the op's calls, weighed as "
-	  "rfbpf_op_calls_total", v_total, false },
+	  "rfbpf_op_calls_total", v_total, false, false },
 	{ "rfbpf_op_seconds_stderr", "gauge",
 	  "Standard error of rfbpf_op_seconds_total: in bursts as "
 	  "rfbpf_op_calls_stderr, y_k in seconds; with --sampled, from the "
 	  "sampled ops' 1/p weights (square root of the sum of w(w-1)d^2, "
-	  "w = 1/p, d the duration in seconds)", job_op_seconds_se, false },
+	  "w = 1/p, d the duration in seconds)", job_op_seconds_se, false,
+	  false },
 	{ "rfbpf_op_self_seconds_total", "counter",
 	  "Estimated self time of the op: self time inside the bursts' "
 	  "measured parts (with --sampled, one full-trace window per span at "
 	  "a random moment), scaled by the span over the time measured; no "
 	  "standard error with --sampled: one window stands for each span, "
 	  "and a single cluster gives no variance estimate",
-	  v_self, false },
+	  v_self, false, false },
 	{ "rfbpf_op_self_seconds_stderr", "gauge",
 	  "Standard error of rfbpf_op_self_seconds_total, in bursts only "
 	  "(--sampled's one window per span gives no estimate): as "
 	  "rfbpf_op_calls_stderr, y_k the op's self seconds in burst k and w "
-	  "the scaling of the self time", v_self_se, true },
+	  "the scaling of the self time", v_self_se, true, false },
+	{ "rfbpf_op_gpu_wait_seconds_total", "counter",
+	  "Estimated time the op's calls spent in CUDA synchronize calls "
+	  "(stream, event, context, device; their own or in ops nested in "
+	  "them), weighed as rfbpf_op_seconds_total; jobs with rfbpf's CUPTI "
+	  "agent, in bursts only", v_gpu_wait, true, true },
 };
 
 /* Calls each job's op series with its labels (pid, process, container,
  * op), every series with calls. */
 static void each_op(struct prom_buf *b, struct job *const *jobs, size_t nr,
 		    const void *ctx,
-		    bool bursts_only,
+		    bool bursts_only, bool gpu_only,
 		    void (*fn)(struct prom_buf *b, const struct prom_label *l,
 			       const struct job_op *r, const void *ctx))
 {
@@ -379,7 +387,8 @@ static void each_op(struct prom_buf *b, struct job *const *jobs, size_t nr,
 		struct prom_label l[JOB_LABELS + 1];
 		char pid[16];
 
-		if (bursts_only && !j->bursts)
+		if ((bursts_only && !j->bursts) ||
+		    (gpu_only && !j->s.trace.gpu.counts.agent_seen))
 			continue;
 		job_labels(j, l, pid, sizeof(pid));
 		for (size_t o = 0; o < j->nr_ops; o++) {
@@ -423,13 +432,14 @@ static void per_op(struct prom_buf *b, struct job *const *jobs, size_t nr)
 		const struct op_family *of = &op_families[f];
 
 		prom_family(b, of->name, of->type, of->help);
-		each_op(b, jobs, nr, of, of->bursts_only, op_sample);
+		each_op(b, jobs, nr, of, of->bursts_only, of->gpu_only,
+			op_sample);
 	}
 	for (int k = 0; k < AGG_LATENCY_BUCKETS - 1; k++)
 		bounds[k] = agg_latency_bounds_s[k];
 	prom_family(b, "rfbpf_op_duration_seconds", "histogram", "Estimated "
 		    "durations of the op's calls (sampled ops scaled by 1/p)");
-	each_op(b, jobs, nr, bounds, false, op_histogram);
+	each_op(b, jobs, nr, bounds, false, false, op_histogram);
 }
 
 static void gauge(struct prom_buf *b, const char *name, const char *type,

@@ -102,6 +102,36 @@ static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 		profile_add_gpu(&j->window_stacks, t, g);
 }
 
+/* --bursts: a CUDA synchronize call's time (entry to return), weighed as
+ * the ops begun when it began, goes to every op on its stack (each name
+ * once), as the table's GPU wait column. --sampled leaves it out: which
+ * op made a call is not known outside the window. */
+static void on_gpu_api(void *ctx, struct trace *t,
+		       const struct gpu_launch *call)
+{
+	struct job *j = ctx;
+	double w, d;
+
+	if (!j->bursts || !(call->flags & RF_GPU_LAUNCH_F_SYNC) ||
+	    !call->enter_ns)
+		return;
+	w = job_bursts_weight(j, call->enter_ns);
+	if (!(w > 0))
+		return;
+	d = (double)(call->ts_ns - call->enter_ns) * 1e-9;
+	for (uint32_t i = 0; i < call->depth; i++) {
+		uint32_t name = call->frames[i], k = 0;
+		struct job_op *r;
+
+		while (k < i && call->frames[k] != name)
+			k++;
+		if (k < i || py_frames_loc(&t->py, name))
+			continue;	/* seen, or a Python frame */
+		if ((r = job_op_row(j, name)))
+			r->gpu_wait_s += w * d;
+	}
+}
+
 /* What a job holds, its session's included (after session_finish or
  * session_abort). */
 static void free_job(struct job *j)
@@ -123,7 +153,8 @@ int job_start(struct job *j, const struct torch_process *proc,
 	      const struct options *opt, double p, double now, char *err,
 	      size_t len)
 {
-	struct trace_sink sink = { .op = on_op, .gpu = on_gpu, .ctx = j };
+	struct trace_sink sink = { .op = on_op, .gpu = on_gpu,
+				   .gpu_api = on_gpu_api, .ctx = j };
 
 	memset(j, 0, sizeof(*j));
 	j->s.want_control = opt->bursts;

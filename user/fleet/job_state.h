@@ -66,6 +66,9 @@ struct job_op {
 	double in_burst[3], burst_sum[3], burst_sum2[3];
 	bool touched;
 	double self_var;
+	/* --bursts: estimated seconds its calls spent in CUDA synchronize
+	 * calls (its own or in ops nested in it), weighed as total_s. */
+	double gpu_wait_s;
 };
 enum { BURST_CALLS, BURST_TOTAL, BURST_SELF };
 
