@@ -146,7 +146,7 @@ BPF_SRCS := bpf/rfbpf.bpf.c $(filter-out bpf/rfbpf.bpf.c $(BPF_OWN_OBJECTS),\
 	$(wildcard bpf/*.bpf.c))
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
 
-$(OUT)/bpf/%.bpf.o: bpf/%.bpf.c bpf/common.bpf.h bpf/ids.bpf.h bpf/rfbpf.h bpf/rfbpf_gpu.h $(VMLINUX) | $(OUT)
+$(OUT)/bpf/%.bpf.o: bpf/%.bpf.c bpf/common.bpf.h bpf/ids.bpf.h bpf/exit_maps.bpf.h bpf/rfbpf.h bpf/rfbpf_gpu.h $(VMLINUX) | $(OUT)
 	$(call msg,BPF,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@

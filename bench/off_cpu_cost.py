@@ -17,6 +17,7 @@ under 100 ns per untraced switch.
                              [--markdown FILE]
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -103,6 +104,29 @@ def measure(args, jobs, switches, stats):
             rf.wait(timeout=120)
 
 
+@contextlib.contextmanager
+def traced_jobs_and_bpf_stats(n, source):
+    """n PyTorch jobs running source (each past its ready line), with the
+    kernel's BPF statistics on; the jobs killed and the statistics set
+    back as they were on the way out."""
+    jobs = [subprocess.Popen([PYTHON, "-c", source], stdout=subprocess.PIPE,
+                             text=True) for _ in range(n)]
+    for j in jobs:
+        j.stdout.readline()
+    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
+        was = f.read().strip()
+    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+        f.write("1")
+    try:
+        yield jobs
+    finally:
+        for j in jobs:
+            j.kill()
+            j.wait()
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write(was)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
@@ -111,31 +135,15 @@ def main():
     ap.add_argument("--markdown")
     a = ap.parse_args()
     vs = variants(a.jobs)
-    jobs = []
-    for _ in range(a.jobs):
-        jobs.append(subprocess.Popen(
-            [PYTHON, "-c", JOB if a.jobs == 1 else MANY_JOBS],
-            stdout=subprocess.PIPE, text=True))
-    for j in jobs:
-        j.stdout.readline()
     times = {name: [] for name, _ in vs}
     stats = {}
-    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
-        was = f.read().strip()
-    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-        f.write("1")
-    try:
+    with traced_jobs_and_bpf_stats(
+            a.jobs, JOB if a.jobs == 1 else MANY_JOBS) as jobs:
         for rep in range(a.reps):
             for name, args in vs:
                 times[name].append(measure(args, jobs, a.switches, stats))
             print(f"off-cpu cost: rep {rep + 1}/{a.reps} done",
                   file=sys.stderr)
-    finally:
-        for j in jobs:
-            j.kill()
-            j.wait()
-        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-            f.write(was)
     base = statistics.median(times["no rfbpf"])
     lines = [f"{a.switches} switches per run (median of 5 runs of the "
              f"ping-pong), {a.reps} interleaved repetitions", "",

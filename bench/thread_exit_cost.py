@@ -14,7 +14,6 @@ same daemon from another build, to compare side by side in one run.
 """
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -73,19 +72,10 @@ def main():
           (f"daemon on {a.jobs} jobs", off_cpu_cost.RFBPF)]
     if a.also:
         vs.append((f"daemon on {a.jobs} jobs, {a.also}", a.also))
-    jobs = [subprocess.Popen([off_cpu_cost.PYTHON, "-c",
-                              off_cpu_cost.MANY_JOBS],
-                             stdout=subprocess.PIPE, text=True)
-            for _ in range(a.jobs)]
-    for j in jobs:
-        j.stdout.readline()
     times = {name: [] for name, _ in vs}
     stats = {name: [] for name, _ in vs}
-    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
-        was = f.read().strip()
-    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-        f.write("1")
-    try:
+    with off_cpu_cost.traced_jobs_and_bpf_stats(
+            a.jobs, off_cpu_cost.MANY_JOBS) as jobs:
         for rep in range(a.reps):
             for name, rfbpf in vs:
                 t, s = measure(rfbpf, jobs, a.threads)
@@ -95,12 +85,6 @@ def main():
                       f"{s[2]}, {s[0]} ns in {s[1]} runs", file=sys.stderr)
             print(f"thread-exit cost: rep {rep + 1}/{a.reps} done",
                   file=sys.stderr)
-    finally:
-        for j in jobs:
-            j.kill()
-            j.wait()
-        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-            f.write(was)
     base = statistics.median(times["no rfbpf"])
     lines = [f"{a.threads} threads started and joined per run, {a.reps} "
              f"interleaved repetitions", "",

@@ -23,6 +23,7 @@
  * rfbpf process for all the processes it traces.
  */
 #include "common.bpf.h"
+#include "exit_maps.bpf.h"
 
 const volatile __u32 targ_tgid = 0;
 const volatile __u64 pidns_dev = 0;
@@ -671,21 +672,8 @@ int BPF_KPROBE(end, void *rf)
  * (thread_exits.bpf.c), whose routes and bits the loader shares with this
  * object: a child forked here is routed to this session (exit_job, its
  * slot there) before it runs. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, RF_EXIT_MAX_PROCS);
-	__type(key, __u32);
-	__type(value, struct rf_exit_route);
-} exit_routes SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} exit_bits SEC(".maps");
+struct rf_exit_routes_map exit_routes SEC(".maps");
+struct rf_exit_bits_map exit_bits SEC(".maps");
 
 const volatile __u32 exit_job = 0;
 
@@ -719,14 +707,9 @@ int BPF_PROG(process_fork, struct task_struct *parent,
 		__u32 tgid = child->tgid;
 		__u8 one = 1;
 
-		__u32 word = tgid / 64;
-		__u64 *bits;
-
 		bpf_map_update_elem(&traced_children, &tgid, &one, BPF_ANY);
 		bpf_map_update_elem(&exit_routes, &tgid, &route, BPF_ANY);
-		bits = bpf_map_lookup_elem(&exit_bits, &word);
-		if (bits)
-			__sync_fetch_and_or(bits, 1ull << (tgid % 64));
+		exit_bit_set(&exit_bits, tgid);
 	}
 	return 0;
 }

@@ -4,41 +4,26 @@
  * exits, the loader closes whatever ops it left open. sched_process_exit
  * runs for every thread that exits on the machine, so this is an object of
  * its own, loaded once per rfbpf process (user/attach/exit_hooks.c) for
- * all the processes it traces: an exit elsewhere costs one hash lookup,
+ * all the processes it traces: an exit elsewhere costs one bit test,
  * however many jobs a fleet daemon traces.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include "rfbpf.h"
 #include "ids.bpf.h"
+#include "exit_maps.bpf.h"
 
 /* rfbpf's PID namespace, when it is not the initial one (as in
  * rfbpf.bpf.c): routes and records name processes as rfbpf sees them. */
 const volatile __u64 pidns_dev = 0;
 const volatile __u64 pidns_ino = 0;
 
-/* Bit tgid % 64 of word tgid / 64: the process has a route. All an exit
- * of an untraced process costs is this test (an array lookup the verifier
- * inlines), not a hash lookup (424 ns a run against 171 on this VM). Sized
- * by the loader before load, and mapped by it: it sets and clears bits
- * with atomics, as the fork program sets them. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} exit_bits SEC(".maps");
-
-/* By tgid: the session a traced process belongs to. A session's own
- * object shares this map (its fork program routes new children). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, RF_EXIT_MAX_PROCS);
-	__type(key, __u32);
-	__type(value, struct rf_exit_route);
-} exit_routes SEC(".maps");
+/* All an exit of an untraced process costs is its bit's test (an array
+ * lookup the verifier inlines), not a hash lookup (424 ns a run against
+ * 171 on this VM); the loader sets and clears bits with atomics, as the
+ * fork program sets them. A session's object shares both maps. */
+struct rf_exit_bits_map exit_bits SEC(".maps");
+struct rf_exit_routes_map exit_routes SEC(".maps");
 
 /* By session slot: its ring buffer, the one its op events go to. */
 struct ring {

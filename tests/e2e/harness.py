@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -536,3 +537,20 @@ def text_changed(pid):
                 if have[i:i + 16] != want[i:i + 16]:
                     changed.append((m[5], offset + i))
     return changed
+
+
+def bpf_programs(name):
+    """How many BPF programs called name the kernel has loaded (rfbpf's
+    programs shared by every job of an rfbpf process are counted so)."""
+    out = subprocess.run(["bpftool", "-j", "prog", "show"],
+                         capture_output=True, text=True, check=True).stdout
+    return sum(p.get("name") == name for p in json.loads(out))
+
+
+def wait_until(check, timeout=60):
+    """Polls check() until it holds or timeout seconds pass; its last
+    value."""
+    deadline = time.monotonic() + timeout
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return check()

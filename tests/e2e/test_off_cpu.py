@@ -10,12 +10,11 @@ import collections
 import json
 import os
 import subprocess
-import time
 
 import pytest
 
-from harness import (Job, PYTHON, RFBPF, ROOT, load_trace, ns, ops_of,
-                    rebuild_nesting, run)
+from harness import (Job, PYTHON, RFBPF, ROOT, bpf_programs, load_trace, ns,
+                     ops_of, rebuild_nesting, run, wait_until)
 
 WORKLOAD = os.path.join(ROOT, "tests", "workloads", "off_cpu.py")
 DATA = "/var/tmp/rfbpf-offcpu.bin"
@@ -205,16 +204,7 @@ SLEEPER = ("import time, torch\na = torch.ones(4)\nprint('ready', flush=True)"
 
 def scheduler_programs():
     """How many programs on sched_switch the kernel has of rfbpf's."""
-    out = subprocess.run(["bpftool", "-j", "prog", "show"],
-                         capture_output=True, text=True, check=True).stdout
-    return sum(p.get("name") == "off_cpu_switch" for p in json.loads(out))
-
-
-def wait_until(check, timeout=60):
-    deadline = time.monotonic() + timeout
-    while not check() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return check()
+    return bpf_programs("off_cpu_switch")
 
 
 def test_one_set_of_scheduler_programs_for_every_job(tmp_path):

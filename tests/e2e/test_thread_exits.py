@@ -3,28 +3,17 @@ an rfbpf process (bpf/thread_exits.bpf.c, user/attach/exit_hooks.c):
 the exit reaches the session that traces the process, closes the op and
 names the thread, and a daemon's jobs share one program on
 sched_process_exit, gone with the last of them."""
-import json
 import os
-import subprocess
-import time
 
-from harness import Job, PYTHON, ROOT, capture, ops_of
+from harness import (Job, PYTHON, ROOT, bpf_programs, capture, ops_of,
+                     wait_until)
 
 WORKLOAD = os.path.join(ROOT, "tests", "workloads", "exiting_threads.py")
 
 
 def exit_programs():
     """How many of rfbpf's thread-exit programs the kernel has."""
-    out = subprocess.run(["bpftool", "-j", "prog", "show"],
-                         capture_output=True, text=True, check=True).stdout
-    return sum(p.get("name") == "thread_exit" for p in json.loads(out))
-
-
-def wait_until(check, timeout=60):
-    deadline = time.monotonic() + timeout
-    while not check() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return check()
+    return bpf_programs("thread_exit")
 
 
 def test_a_thread_that_exits_mid_op_is_closed_there_and_named(tmp_path):
