@@ -108,15 +108,10 @@ static __always_inline __u64 target_thread(void)
 	return id;
 }
 
-/* Wake the loader as the backlog crosses wakeup_bytes (see
- * RF_WAKEUP_WINDOW in rfbpf.h). */
+/* Wake the loader as the backlog crosses wakeup_bytes. */
 static __always_inline __u64 wakeup_flag(void)
 {
-	__u64 waiting = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
-
-	return waiting >= wakeup_bytes &&
-	       waiting < wakeup_bytes + RF_WAKEUP_WINDOW ?
-	       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	return ring_wakeup_flag(&events, wakeup_bytes);
 }
 
 static __always_inline void submit(void *e)

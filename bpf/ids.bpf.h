@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * What every rfbpf BPF object needs to name the current thread and start
+ * What every rfbpf BPF object needs to name the current thread and send
  * a record: the ids as rfbpf sees them (in its own PID namespace, when it
- * runs in one) and the common record header. Kernel side only.
+ * runs in one), the common record header and when to wake the reader.
+ * Kernel side only.
  */
 #ifndef RFBPF_IDS_BPF_H
 #define RFBPF_IDS_BPF_H
@@ -37,6 +38,18 @@ static __always_inline void fill_hdr(struct rf_event_hdr *h, __u64 id,
 	h->scope = 0;
 	h->flags = 0;
 	h->name_len = 0;
+}
+
+/* The submit flag that wakes a ring's reader as its backlog crosses
+ * wakeup_bytes, and only then (RF_WAKEUP_WINDOW in rfbpf.h): a wakeup
+ * per record costs more than the record. */
+static __always_inline __u64 ring_wakeup_flag(void *ring, __u64 wakeup_bytes)
+{
+	__u64 waiting = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
+
+	return waiting >= wakeup_bytes &&
+	       waiting < wakeup_bytes + RF_WAKEUP_WINDOW ?
+	       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
 #endif /* RFBPF_IDS_BPF_H */

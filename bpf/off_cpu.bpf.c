@@ -15,6 +15,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "rfbpf.h"
+#include "ids.bpf.h"
 
 struct off_cpu_state {
 	__u64 start_ns;		/* left the CPU, 0: running */
@@ -96,18 +97,14 @@ static __always_inline void *reserve(__u32 tgid, __u64 size, void **ring)
 	return e;
 }
 
-/* Wake the loader as the backlog crosses its threshold (RF_WAKEUP_WINDOW
- * in rfbpf.h), as the op programs do. */
+/* Wake the loader as the backlog crosses its threshold, as the op
+ * programs do. */
 static __always_inline void submit(void *e, void *ring, __u32 tgid)
 {
 	struct rf_off_cpu_job *job = bpf_map_lookup_elem(&job_settings, &tgid);
-	__u64 waiting = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
-	__u64 flag = BPF_RB_NO_WAKEUP;
 
-	if (job && waiting >= job->wakeup_bytes &&
-	    waiting < job->wakeup_bytes + RF_WAKEUP_WINDOW)
-		flag = BPF_RB_FORCE_WAKEUP;
-	bpf_ringbuf_submit(e, flag);
+	bpf_ringbuf_submit(e, job ? ring_wakeup_flag(ring, job->wakeup_bytes)
+				  : BPF_RB_NO_WAKEUP);
 }
 
 /* A thread that sleeps in futex(2) on an address inside its process's

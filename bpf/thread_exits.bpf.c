@@ -72,7 +72,7 @@ static __always_inline void drop(__u32 job)
 SEC("raw_tp/sched_process_exit")
 int thread_exit(void *ctx)
 {
-	__u64 id = current_ids(pidns_dev, pidns_ino), waiting, flag;
+	__u64 id = current_ids(pidns_dev, pidns_ino);
 	struct rf_thread_exit_event *e;
 	struct rf_exit_route *route;
 	__u32 tgid = id >> 32, tid = (__u32)id, word = tgid / 64;
@@ -93,13 +93,7 @@ int thread_exit(void *ctx)
 	}
 	fill_hdr(&e->hdr, id, RF_EV_THREAD_EXIT, 0, 0);
 	__builtin_memcpy(e->comm, comm, sizeof(e->comm));
-	/* Wake the loader as the backlog crosses its threshold, as the op
-	 * programs do (RF_WAKEUP_WINDOW). */
-	waiting = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
-	flag = waiting >= route->wakeup_bytes &&
-	       waiting < route->wakeup_bytes + RF_WAKEUP_WINDOW ?
-	       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-	bpf_ringbuf_submit(e, flag);
+	bpf_ringbuf_submit(e, ring_wakeup_flag(ring, route->wakeup_bytes));
 	return 0;
 }
 

@@ -109,16 +109,14 @@ static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 static void on_gpu_api(void *ctx, struct trace *t,
 		       const struct gpu_launch *call)
 {
+	double d = (double)gpu_sync_wait_ns(call) * 1e-9, w;
 	struct job *j = ctx;
-	double w, d;
 
-	if (!j->bursts || !(call->flags & RF_GPU_LAUNCH_F_SYNC) ||
-	    !call->enter_ns)
+	if (!j->bursts || !(d > 0))
 		return;
 	w = job_bursts_weight(j, call->enter_ns);
 	if (!(w > 0))
 		return;
-	d = (double)(call->ts_ns - call->enter_ns) * 1e-9;
 	for (uint32_t i = 0; i < call->depth; i++) {
 		uint32_t name = call->frames[i], k = 0;
 		struct job_op *r;

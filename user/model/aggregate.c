@@ -305,12 +305,11 @@ static void on_gpu_api(void *ctx, struct trace *t,
 		       const struct gpu_launch *call)
 {
 	struct aggregate *a = ctx;
+	uint64_t d = gpu_sync_wait_ns(call);
 	struct op_stats *r;
-	uint64_t d;
 
-	if (!(call->flags & RF_GPU_LAUNCH_F_SYNC) || !call->enter_ns)
+	if (!d)
 		return;
-	d = call->ts_ns - call->enter_ns;
 	for (uint32_t i = 0; i < call->depth; i++)
 		if (!py_frames_loc(&t->py, call->frames[i]) &&
 		    (r = row_of(a, call->frames[i], call->frames, i + 1,

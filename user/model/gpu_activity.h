@@ -203,6 +203,14 @@ static inline uint64_t gpu_duration(const struct gpu_activity *a)
 {
 	return a->end_ns > a->start_ns ? a->end_ns - a->start_ns : 0;
 }
+
+/* The time a synchronize call waited on the GPU (its entry to its
+ * return); 0 for a launch, or a sync whose entry the agent did not say. */
+static inline uint64_t gpu_sync_wait_ns(const struct gpu_launch *call)
+{
+	return call->flags & RF_GPU_LAUNCH_F_SYNC && call->enter_ns ?
+	       call->ts_ns - call->enter_ns : 0;
+}
 /* "kernel", "gpu_memcpy", "gpu_memset": Chrome categories. */
 const char *gpu_kind_name(uint32_t kind);
 /* Kineto's words for CUpti_ActivityMemcpyKind ("HtoD"...) and
