@@ -188,8 +188,11 @@ static int tracer_open(struct tracer *t)
 
 static int tracer_attach(struct tracer *t)
 {
-	return probes_attach_gpu(&t->p, getpid(), t->agent, t->launch_off,
-				 t->activity_off, 0, false);
+	struct gpu_probe_offsets off = {
+		.launch = t->launch_off, .activity = t->activity_off,
+	};
+
+	return probes_attach_gpu(&t->p, getpid(), t->agent, &off, false);
 }
 
 static void tracer_close(struct tracer *t)

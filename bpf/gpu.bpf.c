@@ -88,13 +88,17 @@ int BPF_KPROBE(gpu_activity, const struct rf_gpu_activity *arg)
 		return 0;
 	}
 	fill_hdr(&e->hdr, id, RF_EV_GPU_ACTIVITY, 0, 0);
-	/* As read_launch: the first layout always, name_addr when the
-	 * agent's size covers it. */
-	e->act.name_addr = 0;
+	/* As read_launch: the first layout always, then as much of the
+	 * appended tail as the agent's size covers (the rest stays 0). */
+	__builtin_memset((char *)&e->act + RF_GPU_ACTIVITY_SIZE_V1, 0,
+			 sizeof(e->act) - RF_GPU_ACTIVITY_SIZE_V1);
 	if (bpf_probe_read_user(&e->act, RF_GPU_ACTIVITY_SIZE_V1, arg) ||
 	    e->act.abi_version != RF_GPU_ABI_VERSION ||
 	    e->act.size < RF_GPU_ACTIVITY_SIZE_V1 ||
-	    (e->act.size >= sizeof(e->act) &&
+	    (e->act.size >= sizeof(e->act) ?
+	     bpf_probe_read_user(&e->act.name_addr, sizeof(e->act) -
+				 RF_GPU_ACTIVITY_SIZE_V1, &arg->name_addr) :
+	     e->act.size >= RF_GPU_ACTIVITY_SIZE_V2 &&
 	     bpf_probe_read_user(&e->act.name_addr, sizeof(e->act.name_addr),
 				 &arg->name_addr))) {
 		bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);

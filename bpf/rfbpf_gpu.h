@@ -34,6 +34,7 @@
 #define RF_GPU_SYM_LAUNCH	"rfbpf_probe_gpu_launch"
 #define RF_GPU_SYM_ACTIVITY	"rfbpf_probe_gpu_activity"
 #define RF_GPU_SYM_SYNC		"rfbpf_probe_gpu_sync"	/* may be absent */
+#define RF_GPU_SYM_SYNC_RECORD	"rfbpf_probe_gpu_sync_record" /* may be absent */
 #define RF_GPU_SYM_OP_START	"rfbpf_probe_op_start"
 #define RF_GPU_SYM_OP_END	"rfbpf_probe_op_end"
 #define RF_GPU_SYM_CONTROL	"rfbpf_gpu_control"
@@ -125,13 +126,34 @@ enum rf_gpu_activity_kind {
 	RF_GPU_ACT_KERNEL = 1,
 	RF_GPU_ACT_MEMCPY = 2,
 	RF_GPU_ACT_MEMSET = 3,
+	/* CUPTI's synchronization record: how long a sync call waited on
+	 * the GPU, seen from the GPU. Reported through
+	 * rfbpf_probe_gpu_sync_record only, so a tracer that predates it
+	 * (and attaches only rfbpf_probe_gpu_activity) never sees one. */
+	RF_GPU_ACT_SYNC = 4,
 };
+
+/* rf_gpu_activity.sync_type: CUpti_ActivitySynchronizationType. */
+enum rf_gpu_sync_type {
+	RF_GPU_SYNC_UNKNOWN = 0,
+	RF_GPU_SYNC_EVENT = 1,		/* cudaEventSynchronize */
+	RF_GPU_SYNC_STREAM_WAIT_EVENT = 2,	/* cudaStreamWaitEvent */
+	RF_GPU_SYNC_STREAM = 3,		/* cudaStreamSynchronize */
+	RF_GPU_SYNC_CONTEXT = 4,	/* cudaDeviceSynchronize */
+};
+/* CUPTI's CUPTI_SYNCHRONIZATION_INVALID_VALUE: a context sync has no
+ * stream, and only event syncs have an event. */
+#define RF_GPU_SYNC_NONE 0xffffffffu
 
 /*
  * rfbpf_probe_gpu_activity(const struct rf_gpu_activity *): one completed
  * activity record, from the agent's buffer-completed path (any thread).
  * Timestamps are CLOCK_MONOTONIC nanoseconds, the clock of
  * bpf_ktime_get_ns().
+ *
+ * rfbpf_probe_gpu_sync_record(const struct rf_gpu_activity *): the same,
+ * for a synchronization record (kind RF_GPU_ACT_SYNC). Agents before it
+ * do not export it.
  */
 struct rf_gpu_activity {
 	__u32 abi_version;
@@ -169,6 +191,12 @@ struct rf_gpu_activity {
 	 * it while the kernel's module is loaded, so the loader can read a
 	 * cut name whole from it later (process_vm_readv); 0: unknown. */
 	__u64 name_addr;
+	/* End of the second layout (RF_GPU_ACTIVITY_SIZE_V2 bytes). */
+	__u64 graph_node_id;	/* 0 unless launched from a CUDA graph */
+	__u32 sync_type;	/* RF_GPU_ACT_SYNC: enum rf_gpu_sync_type */
+	__u32 cuda_event_id;	/* RF_GPU_ACT_SYNC: the event, or
+				 * RF_GPU_SYNC_NONE (stream_id too, for a
+				 * context sync) */
 };
 
 /* The size of struct rf_gpu_activity before name_addr: agents that send
@@ -176,6 +204,10 @@ struct rf_gpu_activity {
 #define RF_GPU_ACTIVITY_SIZE_V1 368
 _Static_assert(__builtin_offsetof(struct rf_gpu_activity, name_addr) ==
 	       RF_GPU_ACTIVITY_SIZE_V1, "the first layout is fixed");
+/* Before graph_node_id: read with name_addr, the tail left 0. */
+#define RF_GPU_ACTIVITY_SIZE_V2 376
+_Static_assert(__builtin_offsetof(struct rf_gpu_activity, graph_node_id) ==
+	       RF_GPU_ACTIVITY_SIZE_V2, "the second layout is fixed");
 
 /*
  * The agent's control block, exported as `rfbpf_gpu_control`. rfbpf writes

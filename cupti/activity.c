@@ -13,8 +13,9 @@
  * arrive (e.g. the forced flush after the lease ran out) are only counted.
  *
  * The record structs are CUDA 13's (Kernel10, Memcpy6, MemcpyPtoP4,
- * Memset4). CUDA 12's CUPTI writes Kernel9 and Memcpy5 in their place
- * (12.4's headers say so; MemcpyPtoP4 and Memset4 are the same), and the
+ * Memset4, Synchronization2). CUDA 12's CUPTI writes Kernel9 and Memcpy5
+ * in their place (12.4's headers say so; MemcpyPtoP4 and Memset4 are the
+ * same), older ones the first Synchronization, and the
  * newer versions only append: every field read here sits at the same
  * offset, with the same size, in both, which the checks below hold the
  * headers to. So one reading serves both, and cuptiActivityGetNextRecord
@@ -38,13 +39,18 @@
 K(kind); K(correlationId); K(start); K(end); K(deviceId); K(contextId);
 K(streamId); K(registersPerThread); K(gridX); K(gridY); K(gridZ);
 K(blockX); K(blockY); K(blockZ); K(staticSharedMemory);
-K(dynamicSharedMemory); K(name); K(graphId);
+K(dynamicSharedMemory); K(name); K(graphId); K(graphNodeId);
 #undef K
 #define M(f) SAME_FIELD(CUpti_ActivityMemcpy5, CUpti_ActivityMemcpy6, f)
 M(kind); M(copyKind); M(srcKind); M(dstKind); M(bytes); M(start); M(end);
 M(deviceId); M(contextId); M(streamId); M(correlationId);
-M(runtimeCorrelationId); M(graphId);
+M(runtimeCorrelationId); M(graphId); M(graphNodeId);
 #undef M
+#define S(f) SAME_FIELD(CUpti_ActivitySynchronization,			\
+			CUpti_ActivitySynchronization2, f)
+S(kind); S(type); S(start); S(end); S(correlationId); S(contextId);
+S(streamId); S(cudaEventId);
+#undef S
 
 static void convert_kernel(const CUpti_ActivityKernel10 *k, int64_t off,
 			   struct rf_gpu_activity *a)
@@ -66,6 +72,7 @@ static void convert_kernel(const CUpti_ActivityKernel10 *k, int64_t off,
 	a->static_shared_bytes = (uint32_t)k->staticSharedMemory;
 	a->dynamic_shared_bytes = (uint32_t)k->dynamicSharedMemory;
 	a->graph_id = k->graphId;
+	a->graph_node_id = k->graphNodeId;
 	/* Copied in: BPF must not chase a pointer into pages a uprobe may
 	 * not be able to fault in. */
 	if (k->name) {
@@ -96,6 +103,7 @@ static void convert_memcpy(const CUpti_ActivityMemcpy6 *m, int64_t off,
 	a->src_kind = m->srcKind;
 	a->dst_kind = m->dstKind;
 	a->graph_id = m->graphId;
+	a->graph_node_id = m->graphNodeId;
 }
 
 static void convert_memset(const CUpti_ActivityMemset4 *s, int64_t off,
@@ -112,6 +120,7 @@ static void convert_memset(const CUpti_ActivityMemset4 *s, int64_t off,
 	a->dst_kind = (uint8_t)s->memoryKind;
 	a->memset_value = s->value;
 	a->graph_id = s->graphId;
+	a->graph_node_id = s->graphNodeId;
 }
 
 /* A copy between two devices (CUPTI_ACTIVITY_KIND_MEMCPY2): drawn on the
@@ -131,6 +140,22 @@ static void convert_peer_copy(const CUpti_ActivityMemcpyPtoP4 *m,
 	a->src_kind = m->srcKind;
 	a->dst_kind = m->dstKind;
 	a->graph_id = m->graphId;
+	a->graph_node_id = m->graphNodeId;
+}
+
+/* A wait in a sync call (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION), timed by
+ * CUPTI. It has no device: the loader finds it from the context. */
+static void convert_sync(const CUpti_ActivitySynchronization *s,
+			 int64_t off, struct rf_gpu_activity *a)
+{
+	a->kind = RF_GPU_ACT_SYNC;
+	a->correlation_id = s->correlationId;
+	a->start_ns = rf_clock_to_mono(s->start, off);
+	a->end_ns = rf_clock_to_mono(s->end, off);
+	a->context_id = s->contextId;
+	a->stream_id = s->streamId;
+	a->sync_type = (uint32_t)s->type;
+	a->cuda_event_id = s->cudaEventId;
 }
 
 /* Pure (see agent.h). A record with a 0 start or end (CUPTI leaves them
@@ -156,6 +181,9 @@ int rf_activity_convert(const CUpti_Activity *rec, int64_t clock_offset,
 	case CUPTI_ACTIVITY_KIND_MEMCPY2:
 		convert_peer_copy((const void *)rec, clock_offset, out);
 		break;
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+		convert_sync((const void *)rec, clock_offset, out);
+		break;
 	default:
 		return RF_ACT_UNKNOWN;
 	}
@@ -179,7 +207,12 @@ void rf_activity_forward(const CUpti_Activity *rec, bool traced)
 			 &rfbpf_gpu_control.records_unknown, 1);
 		return;
 	}
-	rf_probe_gpu_activity(&a);
+	/* A sync has its own probe: a tracer that predates syncs does not
+	 * attach it, and so never reads a kind it does not know. */
+	if (a.kind == RF_GPU_ACT_SYNC)
+		rf_probe_gpu_sync_record(&a);
+	else
+		rf_probe_gpu_activity(&a);
 	rf_count(&rfbpf_gpu_control.records, 1);
 }
 
@@ -268,6 +301,27 @@ static const CUpti_ActivityKind kinds[] = {
 	CUPTI_ACTIVITY_KIND_MEMCPY2,	/* peer-to-peer copies */
 };
 #define NR_KINDS (sizeof(kinds) / sizeof(kinds[0]))
+/* Kinds that add to the trace but that the GPU work does not need: one
+ * a CUPTI refuses (too old, or not on this device) is left off, and the
+ * rest goes on without it. */
+static const CUpti_ActivityKind extra_kinds[] = {
+	CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,	/* waits in sync calls */
+};
+#define NR_EXTRA (sizeof(extra_kinds) / sizeof(extra_kinds[0]))
+static bool extra_on[NR_EXTRA];
+
+static void set_extra_kinds(bool on)
+{
+	for (size_t i = 0; i < NR_EXTRA; i++) {
+		if (on)	/* no RF_CUPTI_CHECK: a refusal is no error */
+			extra_on[i] = rf_cupti.ActivityEnable(extra_kinds[i]) ==
+				      CUPTI_SUCCESS;
+		else if (extra_on[i])
+			RF_CUPTI_CHECK(rf_cupti.ActivityDisable(
+				extra_kinds[i]));
+		extra_on[i] &= on;
+	}
+}
 
 /* Called by the agent's thread only. On: every kind or none (a partial
  * set is rolled back). Off: flush first so buffers in flight come back
@@ -281,6 +335,7 @@ bool rf_activity_set_enabled(bool on)
 		while (n < NR_KINDS && RF_CUPTI_CHECK(rf_cupti.ActivityEnable(kinds[n])))
 			n++;
 		if (n == NR_KINDS) {
+			set_extra_kinds(true);
 			__atomic_store_n(&rfbpf_gpu_control.activity_enabled,
 					 1, __ATOMIC_RELEASE);
 			return true;
@@ -288,6 +343,7 @@ bool rf_activity_set_enabled(bool on)
 	} else {
 		RF_CUPTI_CHECK(rf_cupti.ActivityFlushAll(
 			CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+		set_extra_kinds(false);
 		n = NR_KINDS;
 	}
 	while (n--)

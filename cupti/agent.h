@@ -10,7 +10,8 @@
  *                (one report per call, even when a runtime call nests a
  *                driver call);
  *   activity.c   completed activity buffers -> rfbpf_probe_gpu_activity()
- *                once per kernel/memcpy/memset record;
+ *                once per kernel/memcpy/memset record (and
+ *                rfbpf_probe_gpu_sync_record() per synchronization one);
  *   torch_activation.c  RFBPF_SAMPLE=P: registers a RecordFunction
  *                callback whose start/end are the op probes.
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The five functions rfbpf puts uprobes on. Each begins at its symbol with
+ * The six functions rfbpf puts uprobes on. Each begins at its symbol with
  * the 5-byte NOP `0f 1f 44 00 00` (nopl 0x0(%rax,%rax,1)): a uprobe on a
  * 5-byte NOP takes the kernel's optimized path (a call into a trampoline
  * rather than an int3 trap) on kernels that have it. Written in assembly
@@ -53,6 +53,12 @@ PROBE(rfbpf_probe_gpu_activity, rf_probe_gpu_activity)
 	NOP5
 	ret
 	.size	rfbpf_probe_gpu_activity, .-rfbpf_probe_gpu_activity
+
+/* void rfbpf_probe_gpu_sync_record(const struct rf_gpu_activity *) */
+PROBE(rfbpf_probe_gpu_sync_record, rf_probe_gpu_sync_record)
+	NOP5
+	ret
+	.size	rfbpf_probe_gpu_sync_record, .-rfbpf_probe_gpu_sync_record
 
 /*
  * at::RecordFunctionCallback::StartCallback:

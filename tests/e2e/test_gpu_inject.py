@@ -388,7 +388,10 @@ def test_syncs_after_the_attach_are_the_op_s_gpu_wait(tmp_path):
     """Three cudaStreamSynchronize calls (2 ms each in the stand-in) in
     sync_scope, after the attach that loads the agent: each is a
     cuda_runtime slice inside the scope on its thread, and their time is
-    the scope's GPU wait, in the trace's op_stats and in the table."""
+    the scope's GPU wait, in the trace's op_stats and in the table. The
+    waits CUPTI timed (its synchronization records) are "Stream Sync"
+    slices on the stream, each inside its call, with the call's
+    correlation and External id and a flow from the call."""
     with CudaJob() as job:
         out = tmp_path / "t.json"
         r, _ = start_rfbpf(["-q", "-p", str(job.pid), "-o", str(out),
@@ -418,3 +421,23 @@ def test_syncs_after_the_attach_are_the_op_s_gpu_wait(tmp_path):
     assert row.startswith("sync_scope"), table
     cell = row.split()[-1]
     assert cell.endswith("ms") and float(cell[:-2]) >= 6.0, row
+    waits = [e for e in trace["traceEvents"] if e.get("cat") == "cuda_sync"]
+    assert len(waits) == 3, waits
+    flows = {e["id"]: e for e in trace["traceEvents"]
+             if e.get("cat") == "ac2g" and e["ph"] == "s"}
+    for wait in waits:
+        call = next(e for e in syncs if e["args"]["correlation"] ==
+                    wait["args"]["correlation"])
+        assert wait["name"] == "Stream Sync", wait
+        assert (wait["pid"], wait["tid"]) == (0, 7), wait
+        assert wait["args"]["External id"] == call["args"]["External id"]
+        assert wait["dur"] >= 2000, wait
+        assert call["ts"] <= wait["ts"] and \
+            wait["ts"] + wait["dur"] <= call["ts"] + call["dur"], (call, wait)
+        (arrow,) = [e for e in trace["traceEvents"] if e.get("cat") ==
+                    "ac2g" and e["ph"] == "f" and e["ts"] == wait["ts"] and
+                    e["pid"] == 0]
+        assert flows[arrow["id"]]["tid"] == call["tid"], arrow
+    gpu = trace["otherData"]["gpu"]
+    assert gpu["sync_records"] == 3 and gpu["syncs_without_record"] == 0, gpu
+    assert gpu["records_without_launch"] == 0, gpu

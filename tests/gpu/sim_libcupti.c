@@ -30,8 +30,8 @@
  *     is registered, else by cuptiGetTimestamp's clock. A flush hands
  *     a buffer with records to the completion callback, and
  *     cuptiActivityGetNextRecord walks it. Its cudaStreamSynchronize
- *     calls sim_cupti_stream_sync(): the callbacks around a wait, no
- *     record.
+ *     calls sim_cupti_stream_sync(): the callbacks around a wait, and
+ *     a synchronization record if that kind is on.
  * No GPU: a kernel's record says it ran for the time the launch asked,
  * starting as it was launched. The sim_cupti_* functions let a test
  * play another tool (Kineto) and read the process-wide state;
@@ -54,6 +54,14 @@
 #include <cupti.h>
 
 #define EXPORT __attribute__((visibility("default")))
+
+/* The sync record of the CUPTI played (CUDA 13 appended to 12's). */
+#ifdef SIM_CUDA12
+#include <cupti_activity_deprecated.h>
+typedef CUpti_ActivitySynchronization sim_sync_record;
+#else
+typedef CUpti_ActivitySynchronization2 sim_sync_record;
+#endif
 
 struct CUpti_Subscriber_st {
 	char name[64];
@@ -282,15 +290,23 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 	return CUPTI_SUCCESS;
 }
 
-/* Every record the stand-in makes is a CUpti_ActivityKernel10. */
+/* The stand-in makes kernel records (always CUpti_ActivityKernel10)
+ * and sync records, and steps by each one's size as CUPTI does. */
+static size_t record_size(const CUpti_Activity *r)
+{
+	return r->kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION ?
+	       sizeof(sim_sync_record) : sizeof(CUpti_ActivityKernel10);
+}
+
 EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buf, size_t len,
 					      CUpti_Activity **rec)
 {
 	uint8_t *next;
 
 	ALIVE();
-	next = *rec ? (uint8_t *)*rec + sizeof(CUpti_ActivityKernel10) : buf;
-	if (!buf || next + sizeof(CUpti_ActivityKernel10) > buf + len)
+	next = *rec ? (uint8_t *)*rec + record_size(*rec) : buf;
+	if (!buf || next + sizeof(CUpti_Activity) > buf + len ||
+	    next + record_size((CUpti_Activity *)next) > buf + len)
 		return CUPTI_ERROR_MAX_LIMIT_REACHED;
 	*rec = (CUpti_Activity *)next;
 	return CUPTI_SUCCESS;
@@ -382,6 +398,34 @@ static void kernel_record(const char *name, uint32_t corr, uint64_t dur_ns)
 	pthread_mutex_unlock(&held_lock);
 }
 
+/* What CUPTI writes for a cudaStreamSynchronize that waited from start
+ * to end (its clock). */
+static void sync_record(uint32_t corr, uint64_t start, uint64_t end)
+{
+	sim_sync_record *r = NULL;
+	size_t max;
+
+	pthread_mutex_lock(&held_lock);
+	if (!held && requested_fn) {
+		requested_fn(&held, &held_size, &max);
+		held_used = 0;
+	}
+	if (held && held_used + sizeof(*r) <= held_size) {
+		r = (sim_sync_record *)(held + held_used);
+		held_used += sizeof(*r);
+		memset(r, 0, sizeof(*r));
+		r->kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+		r->type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+		r->start = start;
+		r->end = end;
+		r->correlationId = corr;
+		r->contextId = 1;
+		r->streamId = 7;
+		r->cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+	}
+	pthread_mutex_unlock(&held_lock);
+}
+
 static uint32_t next_correlation(void)
 {
 	static uint32_t last;
@@ -425,7 +469,8 @@ EXPORT uint32_t sim_cupti_launch(const char *kernel, uint64_t dur_ns)
 }
 
 /* What CUPTI does around one cudaStreamSynchronize that waits wait_ns
- * for the "GPU" (a sleep): its callbacks, and no record. */
+ * for the "GPU" (a sleep): its callbacks, and its synchronization record
+ * when that kind is on. */
 EXPORT uint32_t sim_cupti_stream_sync(uint64_t wait_ns)
 {
 	const CUpti_CallbackId cbid =
@@ -434,10 +479,15 @@ EXPORT uint32_t sim_cupti_stream_sync(uint64_t wait_ns)
 			       .tv_nsec = (long)(wait_ns % 1000000000u) };
 	uint32_t corr = next_correlation();
 
+	uint64_t start;
+
 	ALIVE();
 	runtime_callback(cbid, "cudaStreamSynchronize", NULL, corr,
 			 CUPTI_API_ENTER);
+	start = record_now();
 	nanosleep(&ts, NULL);
+	if (kinds & 1ull << CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)
+		sync_record(corr, start, record_now());
 	runtime_callback(cbid, "cudaStreamSynchronize", NULL, corr,
 			 CUPTI_API_EXIT);
 	return corr;

@@ -275,6 +275,7 @@ static CUpti_ActivityKernel10 make_kernel(uint32_t corr, uint64_t start)
 		.blockX = 128, .blockY = 2, .blockZ = 1,
 		.staticSharedMemory = 1024, .dynamicSharedMemory = 2048,
 		.correlationId = corr, .name = "_Z6kernelPf", .graphId = 9,
+		.graphNodeId = 90,
 	};
 }
 
@@ -299,6 +300,7 @@ TEST(convert_kernel)
 	CHECK_EQ_U64(a.static_shared_bytes, 1024);
 	CHECK_EQ_U64(a.dynamic_shared_bytes, 2048);
 	CHECK_EQ_U64(a.graph_id, 9);
+	CHECK_EQ_U64(a.graph_node_id, 90);
 	CHECK_STR(a.name, "_Z6kernelPf");
 	CHECK_EQ_U64(a.name_len, 11);
 	CHECK_EQ_U64(a.bytes, 0);
@@ -308,6 +310,42 @@ TEST(convert_kernel)
 	k.start = 0;			/* no timing: not drawn at the epoch */
 	CHECK(rf_activity_convert((CUpti_Activity *)&k, 1000, &a) ==
 	      RF_ACT_NO_TIME);
+}
+
+/* A sync record (CUDA 13's layout, and 12's first one, which it
+ * extends) keeps its type, stream and event; a context sync has neither
+ * stream nor event. */
+TEST(convert_sync)
+{
+	CUpti_ActivitySynchronization2 s = {
+		.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+		.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE,
+		.start = 5000, .end = 9000, .correlationId = 12,
+		.contextId = 3, .streamId = 14, .cudaEventId = 8,
+	};
+	CUpti_ActivitySynchronization old = {
+		.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+		.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE,
+		.start = 100, .end = 200, .correlationId = 13, .contextId = 3,
+		.streamId = CUPTI_SYNCHRONIZATION_INVALID_VALUE,
+		.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE,
+	};
+	struct rf_gpu_activity a;
+
+	CHECK(rf_activity_convert((CUpti_Activity *)&s, 1000, &a) == 0);
+	CHECK_EQ_U64(a.kind, RF_GPU_ACT_SYNC);
+	CHECK_EQ_U64(a.sync_type, RF_GPU_SYNC_EVENT);
+	CHECK_EQ_U64(a.correlation_id, 12);
+	CHECK_EQ_U64(a.start_ns, 4000);
+	CHECK_EQ_U64(a.end_ns, 8000);
+	CHECK_EQ_U64(a.context_id, 3);
+	CHECK_EQ_U64(a.stream_id, 14);
+	CHECK_EQ_U64(a.cuda_event_id, 8);
+	CHECK(rf_activity_convert((CUpti_Activity *)&old, 0, &a) == 0);
+	CHECK_EQ_U64(a.sync_type, RF_GPU_SYNC_CONTEXT);
+	CHECK_EQ_U64(a.stream_id, RF_GPU_SYNC_NONE);
+	CHECK_EQ_U64(a.cuda_event_id, RF_GPU_SYNC_NONE);
+	CHECK_EQ_U64(a.correlation_id, 13);
 }
 
 /* A peer copy (MEMCPY2) is a copy on the device that ran it. */

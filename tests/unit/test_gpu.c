@@ -878,6 +878,79 @@ static const struct stack_row *stack_row_of(const struct trace *t,
 	return NULL;
 }
 
+static void count_sync_records(void *ctx, struct trace *t,
+			       const struct gpu_done *g)
+{
+	struct gpu_rec *r = ctx;
+
+	(void)t;
+	r->act = *g->act;
+	r->launch_at = g->launch;
+	if (g->launch)
+		r->launch = *g->launch;
+	r->pid++;		/* how many came */
+}
+
+/* With sync records, a sync call waits for its record like a launch:
+ * the record goes to gpu_sync (not gpu: it is no GPU work) joined to
+ * the call and its op, on its context's device; a call whose record
+ * never comes is a sync without record, not a launch without one. */
+TEST(sync_records_join_their_call)
+{
+	struct gpu_rec got = { 0 };
+	struct gpu_log log;
+	struct trace t;
+	struct rf_gpu_activity_event e = {
+		.hdr = { .kind = RF_EV_GPU_ACTIVITY },
+		.act = { .abi_version = RF_GPU_ABI_VERSION,
+			 .size = sizeof(struct rf_gpu_activity),
+			 .kind = RF_GPU_ACT_KERNEL, .correlation_id = 1,
+			 .start_ns = 1500, .end_ns = 1600, .device_id = 2,
+			 .context_id = 5, .stream_id = 7 },
+	};
+	struct trace_sink s = { .gpu_sync = count_sync_records, .ctx = &got };
+
+	trace_init(&t, 1);
+	gpu_log_attach(&t, &log);
+	CHECK(trace_add_sink(&t, &s));
+	t.gpu.sync_records = true;
+	op_begin(&t, 1, 0xa0, 1000, "scope");
+	launch(&t, 1, 0xa0, 1100, 1, ONE);
+	api_call(&t, 1, 0xa0, 2000, 3000, 2, RF_GPU_LAUNCH_F_SYNC,
+		 "cudaStreamSynchronize");
+	api_call(&t, 1, 0xa0, 3100, 3200, 3, RF_GPU_LAUNCH_F_SYNC,
+		 "cudaDeviceSynchronize");
+	op_end(&t, 1, 0xa0, 4000);
+	CHECK_EQ_U64(t.gpu.counts.syncs, 2);
+	CHECK_EQ_U64(t.gpu.counts.launches, 1);
+	CHECK_EQ_U64(gpu_pending(&t.gpu), 3);
+	e.hdr.pid = t.pid;
+	trace_gpu_activity(&t, &e);		/* the kernel: context 5 is GPU 2 */
+	e.act.kind = RF_GPU_ACT_SYNC;
+	e.act.correlation_id = 2;
+	e.act.device_id = 0;			/* sync records name none */
+	e.act.sync_type = RF_GPU_SYNC_STREAM;
+	e.act.start_ns = 2100;
+	e.act.end_ns = 2900;
+	trace_gpu_activity(&t, &e);
+	CHECK_EQ_U64(got.pid, 1);
+	CHECK(got.launch_at != NULL);
+	CHECK_EQ_U64(got.launch.correlation_id, 2);
+	CHECK_STR(names_get(&t.names, got.launch.op_name), "scope");
+	CHECK_EQ_U64(got.act.device_id, 2);
+	CHECK_STR(names_get(&t.names, got.act.name), "Stream Sync");
+	CHECK_EQ_U64(log.nr, 1);		/* the kernel only */
+	CHECK_EQ_U64(t.gpu.counts.sync_records, 1);
+	CHECK_EQ_U64(t.gpu.counts.activities, 2);
+	CHECK_EQ_U64(gpu_pending(&t.gpu), 1);	/* it left with its record */
+	gpu_detach(&t.gpu);
+	CHECK_EQ_U64(t.gpu.counts.syncs_without_record, 1);
+	CHECK_EQ_U64(t.gpu.counts.launches_unmatched_at_end, 0);
+	CHECK_EQ_U64(t.gpu.counts.activities_unmatched, 0);
+	gpu_log_free(&log);
+	trace_free(&t);
+}
+
 TEST(gpu_time_per_op)
 {
 	struct fixture x;

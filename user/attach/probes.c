@@ -202,19 +202,22 @@ void probes_stop_counting_child_misses(struct probes *p)
 }
 
 int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
-		      uint64_t launch_off, uint64_t activity_off,
-		      uint64_t sync_off, bool verbose)
+		      const struct gpu_probe_offsets *off, bool verbose)
 {
 	int ret = attach_one(p, p->skel->progs.gpu_launch, pid, path,
-			     launch_off, "GPU launch", verbose);
+			     off->launch, "GPU launch", verbose);
 
 	if (!ret)
 		ret = attach_one(p, p->skel->progs.gpu_activity, pid, path,
-				 activity_off, "GPU activity", verbose);
-	/* Syncs come as launches with RF_GPU_LAUNCH_F_SYNC: one program. */
-	if (!ret && sync_off)
+				 off->activity, "GPU activity", verbose);
+	/* Syncs come as launches with RF_GPU_LAUNCH_F_SYNC, their records
+	 * as activity of kind RF_GPU_ACT_SYNC: the same two programs. */
+	if (!ret && off->sync)
 		ret = attach_one(p, p->skel->progs.gpu_launch, pid, path,
-				 sync_off, "GPU sync", verbose);
+				 off->sync, "GPU sync", verbose);
+	if (!ret && off->sync_record)
+		ret = attach_one(p, p->skel->progs.gpu_activity, pid, path,
+				 off->sync_record, "GPU sync record", verbose);
 	if (ret)
 		return ret;
 	/* Tag from now on. Ops opened before have no entry on BPF's

@@ -65,12 +65,17 @@ int probes_attach_child_callbacks(struct probes *p, const char *path,
 				  bool verbose);
 /* From detach on, a child let go is no child missed. */
 void probes_stop_counting_child_misses(struct probes *p);
-/* The CUPTI agent's launch, activity and (if sync_off) sync probe
- * functions (file offsets in the agent at path), for pid only; turns on
- * GPU launch tagging. */
+/* The CUPTI agent's probe functions, as file offsets in the agent (0:
+ * an agent from before that probe). */
+struct gpu_probe_offsets {
+	uint64_t launch, activity;
+	uint64_t sync;		/* sync calls */
+	uint64_t sync_record;	/* CUPTI's sync records */
+};
+/* The agent's probes (in the agent at path), for pid only; turns on GPU
+ * launch tagging. launch and activity are needed, the rest optional. */
 int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
-		      uint64_t launch_off, uint64_t activity_off,
-		      uint64_t sync_off, bool verbose);
+		      const struct gpu_probe_offsets *off, bool verbose);
 /* The job's libcupti at path: a uprobe on each function of
  * RF_CUPTI_WATCHED found (offs[i], 0 if absent), with i as its cookie,
  * for pid only. Returns how many were attached, or -errno. */

@@ -322,6 +322,8 @@ static void write_gpu_counts(FILE *f, const struct trace *t)
 	COUNT("syncs", g->syncs);
 	COUNT("records", g->activities);
 	COUNT("records_without_launch", g->activities_unmatched);
+	COUNT("sync_records", g->sync_records);
+	COUNT("syncs_without_record", g->syncs_without_record);
 	COUNT("launches_evicted_without_record",
 	      g->launches_evicted_unmatched);
 	COUNT("launches_without_record_at_detach",
@@ -541,6 +543,7 @@ static void on_thread_exit(void *ctx, struct trace *t, uint32_t tid)
 struct trace_sink chrome_sink(struct chrome_writer *w)
 {
 	return (struct trace_sink){ .op = write_op, .gpu = on_gpu,
+				    .gpu_sync = on_gpu,
 				    .gpu_api = on_gpu_api,
 				    .py_stack = on_py_stack,
 				    .off_cpu = on_off_cpu,

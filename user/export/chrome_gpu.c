@@ -13,10 +13,14 @@
  *     GPU 0, as Kineto has it; no traced process has a pid that small,
  *     CPU processes keep their real pids), named "GPU 0", sorted after
  *     the CPU processes, with a track per stream ("stream 7") holding
- *     kernels ("kernel"), copies ("gpu_memcpy") and sets ("gpu_memset");
+ *     kernels ("kernel"), copies ("gpu_memcpy") and sets ("gpu_memset"),
+ *     and the waits of sync calls as CUPTI timed them ("cuda_sync",
+ *     "Stream Sync", "Event Sync"...; a context sync on a track of its
+ *     own, tid -1);
  *   - a flow ("cat":"ac2g") from each launch's API slice (its "s" at the
  *     call's enter, on the calling thread, so it binds to that slice) to
- *     each kernel, copy or set the launch made.
+ *     each kernel, copy or set the launch made, and from a sync call's
+ *     slice to its wait.
  *
  * The op that made a call is named by "External id" on the call and on
  * what it launched: the op's id + 1, the number the op's own slice
@@ -33,6 +37,13 @@
 static unsigned gpu_pid(uint32_t device_id)
 {
 	return device_id;
+}
+
+/* A record's track in its device: its stream; -1 for a context sync,
+ * which has none (as Kineto draws it). */
+static long long gpu_tid(const struct gpu_activity *a)
+{
+	return a->stream_id == RF_GPU_SYNC_NONE ? -1 : (long long)a->stream_id;
 }
 
 /* Process and track names, the first time a device or stream appears. */
@@ -57,13 +68,18 @@ static void name_tracks(struct chrome_writer *w, const struct gpu_activity *a)
 	}
 	if (!u64map_get(&w->tracks, stream) &&
 	    u64map_put(&w->tracks, stream, 1)) {
+		char name[32];
+
+		if (gpu_tid(a) < 0)
+			snprintf(name, sizeof(name), "context syncs");
+		else
+			snprintf(name, sizeof(name), "stream %u", a->stream_id);
 		fprintf(f, "%s{\"ph\":\"M\",\"name\":\"thread_name\","
-			"\"pid\":%u,\"tid\":%u,\"args\":{\"name\":"
-			"\"stream %u\"}}", chrome_next(w), pid, a->stream_id,
-			a->stream_id);
+			"\"pid\":%u,\"tid\":%lld,\"args\":{\"name\":"
+			"\"%s\"}}", chrome_next(w), pid, gpu_tid(a), name);
 		fprintf(f, "%s{\"ph\":\"M\",\"name\":\"thread_sort_index\","
-			"\"pid\":%u,\"tid\":%u,\"args\":{\"sort_index\":%u}}",
-			chrome_next(w), pid, a->stream_id, a->stream_id);
+			"\"pid\":%u,\"tid\":%lld,\"args\":{\"sort_index\":"
+			"%lld}}", chrome_next(w), pid, gpu_tid(a), gpu_tid(a));
 	}
 }
 
@@ -123,8 +139,8 @@ static void write_activity(struct chrome_writer *w, const struct trace *t,
 	fprintf(f, "%s{\"ph\":\"X\",\"cat\":", chrome_next(w));
 	json_string(f, gpu_kind_name(a->kind));	fputs(",\"name\":", f);
 	json_string(f, names_get(&t->names, a->name));
-	fprintf(f, ",\"pid\":%u,\"tid\":%u,\"ts\":", gpu_pid(a->device_id),
-		a->stream_id);
+	fprintf(f, ",\"pid\":%u,\"tid\":%lld,\"ts\":", gpu_pid(a->device_id),
+		gpu_tid(a));
 	chrome_ts(w, a->start_ns);
 	fputs(",\"dur\":", f);
 	json_us(f, gpu_duration(a));
@@ -133,11 +149,14 @@ static void write_activity(struct chrome_writer *w, const struct trace *t,
 	/* As Kineto: the launching API call's id (a set's own record has
 	 * the nested driver call's). */
 	fprintf(f, "\"correlation\":%u,\"device\":%u,\"context\":%u,"
-		"\"stream\":%u", l ? l->correlation_id : a->correlation_id,
-		a->device_id, a->context_id, a->stream_id);
+		"\"stream\":%lld", l ? l->correlation_id : a->correlation_id,
+		a->device_id, a->context_id, gpu_tid(a));
 	if (l && l->correlation_id != a->correlation_id)
 		fprintf(f, ",\"record correlation\":%u", a->correlation_id);
-	if (a->kind == RF_GPU_ACT_KERNEL) {
+	if (a->kind == RF_GPU_ACT_SYNC) {
+		if (a->cuda_event_id != RF_GPU_SYNC_NONE)
+			fprintf(f, ",\"cuda_event_id\":%u", a->cuda_event_id);
+	} else if (a->kind == RF_GPU_ACT_KERNEL) {
 		fprintf(f, ",\"grid\":[%d,%d,%d],\"block\":[%d,%d,%d],"
 			"\"registers per thread\":%u,\"shared memory\":%u",
 			a->grid[0], a->grid[1], a->grid[2], a->block[0],
@@ -154,8 +173,9 @@ static void write_activity(struct chrome_writer *w, const struct trace *t,
 	if (a->name_truncated)
 		fputs(",\"name_truncated\":true", f);
 	if (a->graph_id)
-		fprintf(f, ",\"graph id\":%llu",
-			(unsigned long long)a->graph_id);
+		fprintf(f, ",\"graph id\":%llu,\"graph node id\":%llu",
+			(unsigned long long)a->graph_id,
+			(unsigned long long)a->graph_node_id);
 	if (l) {
 		fputs(",\"launch api\":", f);
 		json_string(f, names_get(&t->names, l->api_name));
@@ -185,9 +205,9 @@ static void write_flow(struct chrome_writer *w, const struct gpu_done *g)
 	chrome_ts(w, call_start(l));
 	fprintf(f, ",\"args\":{\"correlation\":%u}}", l->correlation_id);
 	fprintf(f, "%s{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"ac2g\","
-		"\"name\":\"ac2g\",\"id\":%llu,\"pid\":%u,\"tid\":%u,\"ts\":",
-		chrome_next(w), (unsigned long long)id, gpu_pid(a->device_id),
-		a->stream_id);
+		"\"name\":\"ac2g\",\"id\":%llu,\"pid\":%u,\"tid\":%lld,"
+		"\"ts\":", chrome_next(w), (unsigned long long)id,
+		gpu_pid(a->device_id), gpu_tid(a));
 	chrome_ts(w, a->start_ns);
 	fprintf(f, ",\"args\":{\"correlation\":%u}}", l->correlation_id);
 }

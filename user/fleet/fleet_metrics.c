@@ -304,6 +304,7 @@ static void gpu_losses(struct prom_buf *b, struct job *const *jobs,
 			{ "buffer_left_to_another_tool",
 			  g->agent_buffers_left },
 			{ "record_without_launch", g->activities_unmatched },
+			{ "sync_without_record", g->syncs_without_record },
 			{ "launch_without_record",
 			  g->launches_evicted_unmatched +
 			  g->launches_unmatched_at_end },

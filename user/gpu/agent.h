@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "rfbpf_gpu.h"
+#include "attach/probes.h"	/* struct gpu_probe_offsets */
 
 /* How far ahead each renewal sets the deadline, and how often it renews. */
 #define GPU_LEASE_NS (5ull * 1000000000ull)
@@ -25,9 +26,8 @@ struct gpu_agent {
 	pid_t pid;
 	char path[4096];	/* rfbpf's view of the mapped agent file */
 	char shown[4096];	/* the target's name for it, for messages */
-	uint64_t launch_off, activity_off;	/* probe file offsets */
+	struct gpu_probe_offsets probes;	/* file offsets */
 	uint64_t op_start_off, op_end_off;
-	uint64_t sync_off;	/* 0 if the agent has no sync probe */
 	uint64_t control_addr;	/* rfbpf_gpu_control in the target */
 	int mem_fd;		/* /proc/PID/mem, read-write */
 	double renewed_s;	/* last renewal (monotonic_s), 0: none */

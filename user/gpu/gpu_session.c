@@ -161,8 +161,7 @@ static void attach_agent(struct gpu_session *gs)
 		return;		/* not loaded (yet) */
 	if (!ret)
 		ret = probes_attach_gpu(gs->of.probes, *gs->of.pid, a->path,
-					a->launch_off, a->activity_off,
-					a->sync_off, gs->of.opt->verbose);
+					&a->probes, gs->of.opt->verbose);
 	if (!ret)
 		ret = gpu_agent_renew_now(&gs->agent, monotonic_s());
 	if (ret) {
@@ -175,6 +174,9 @@ static void attach_agent(struct gpu_session *gs)
 	}
 	gs->attached = true;
 	gs->of.trace->gpu.counts.agent_seen = true;
+	/* Its sync calls then wait for their records. */
+	gs->of.trace->gpu.sync_records = a->probes.sync &&
+					 a->probes.sync_record;
 	read_agent_counters(gs);
 	fprintf(stderr, "rfbpf: GPU: CUPTI agent %s found; lease given, "
 		"waiting for it to take CUPTI\n", gs->agent.shown);

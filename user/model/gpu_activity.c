@@ -29,6 +29,7 @@ void gpu_free(struct gpu *g)
 	u64map_free(&g->pending);
 	u64map_free(&g->demangled);
 	u64map_free(&g->whole_names);
+	u64map_free(&g->context_device);
 	memset(g, 0, sizeof(*g));
 	g->oldest = g->newest = g->free = NONE;
 }
@@ -120,7 +121,21 @@ static void fill_call(struct gpu_launch *l, struct names *names,
 	l->outside_ops = !site->depth && !e->hdr.rf_addr;
 }
 
-/* A sync waits for nothing: handed on from one scratch launch, its
+/* A call whose record never came: at detach, or evicted (too old, or
+ * its correlation id taken by a later call). */
+static void count_unmatched(struct gpu *g, const struct gpu_launch *l,
+			    bool at_detach)
+{
+	if (l->flags & RF_GPU_LAUNCH_F_SYNC)
+		g->counts.syncs_without_record++;
+	else if (at_detach)
+		g->counts.launches_unmatched_at_end++;
+	else
+		g->counts.launches_evicted_unmatched++;
+}
+
+/* Without sync records a sync waits for nothing: handed on from one
+ * scratch launch, its
  * frames the caller's (valid during the call). */
 static const struct gpu_launch *add_sync(struct gpu *g, struct names *names,
 					 uint64_t ts_ns,
@@ -143,17 +158,24 @@ const struct gpu_launch *gpu_add_launch(struct gpu *g, struct names *names,
 					const struct gpu_launch_site *site,
 					const struct rf_gpu_launch_event *e)
 {
+	bool sync = e->launch_flags & RF_GPU_LAUNCH_F_SYNC;
 	uint32_t depth = site->depth, i;
 	struct gpu_launch *l;
 	uint64_t *prev;
 
-	if (e->launch_flags & RF_GPU_LAUNCH_F_SYNC)
+	if (sync && !g->sync_records)
 		return add_sync(g, names, ts_ns, site, e);
-	g->counts.launches++;
+	if (sync)
+		g->counts.syncs++;
+	else
+		g->counts.launches++;
 	if ((i = take_slot(g)) == NONE)
 		return NULL;
 	l = &g->slots[i];
 	fill_call(l, names, ts_ns, site, e);
+	/* A sync's wait is one record. */
+	if (sync)
+		l->flags |= RF_GPU_LAUNCH_F_ONE_RECORD;
 	if (depth) {
 		/* The frames, then (--shapes) their input sets. */
 		l->frames = malloc((site->frame_inputs ? 2 : 1) * depth *
@@ -169,14 +191,16 @@ const struct gpu_launch *gpu_add_launch(struct gpu *g, struct names *names,
 			       depth * sizeof(*l->frames));
 		}
 	}
-	if (l->outside_ops)
+	if (sync)
+		;	/* where syncs are, the GPU wait says */
+	else if (l->outside_ops)
 		g->counts.launches_outside_ops++;
 	else if (!depth)
 		g->counts.launches_op_unknown++;
 	/* A reused correlation id replaces an older launch still waiting. */
 	prev = u64map_get(&g->pending, pending_key(e->correlation_id));
 	if (prev && !g->slots[*prev].activities)
-		g->counts.launches_evicted_unmatched++;
+		count_unmatched(g, &g->slots[*prev], false);
 	/* Records of copies and sets carry the nested driver call's id:
 	 * the launch waits under both. */
 	if (!u64map_put(&g->pending, pending_key(e->correlation_id), i)) {
@@ -201,8 +225,21 @@ const char *gpu_kind_name(uint32_t kind)
 	case RF_GPU_ACT_KERNEL: return "kernel";
 	case RF_GPU_ACT_MEMCPY: return "gpu_memcpy";
 	case RF_GPU_ACT_MEMSET: return "gpu_memset";
+	case RF_GPU_ACT_SYNC: return "cuda_sync";
 	default: return "gpu_activity";
 	}
+}
+
+const char *gpu_sync_type_name(uint32_t sync_type)
+{
+	/* Kineto's names for CUpti_ActivitySynchronizationType. */
+	static const char *const names[] = {
+		"Unknown Sync", "Event Sync", "Stream Wait Event",
+		"Stream Sync", "Context Sync",
+	};
+
+	return sync_type < sizeof(names) / sizeof(names[0]) ?
+	       names[sync_type] : "Unknown Sync";
 }
 
 const char *gpu_copy_kind_name(uint8_t copy_kind)
@@ -335,9 +372,30 @@ static uint32_t activity_name(struct gpu *g, struct names *names,
 	else if (in->kind == RF_GPU_ACT_MEMSET)
 		snprintf(label, sizeof(label), "Memset (%s)",
 			 gpu_memory_kind_name(in->dst_kind));
+	else if (in->kind == RF_GPU_ACT_SYNC)
+		snprintf(label, sizeof(label), "%s",
+			 gpu_sync_type_name(in->sync_type));
 	else
 		snprintf(label, sizeof(label), "GPU activity %u", in->kind);
 	return names_intern(names, label, strlen(label));
+}
+
+/* A sync record names no device: it is on its context's, learnt from
+ * the records that name both (device 0 until one has). */
+static void context_device(struct gpu *g, struct gpu_activity *a)
+{
+	uint64_t key = (uint64_t)a->context_id + 1, *dev;
+
+	if (a->kind != RF_GPU_ACT_SYNC) {
+		dev = u64map_get(&g->context_device, key);
+		if (!dev || *dev != (uint64_t)a->device_id + 1)
+			u64map_put(&g->context_device, key,
+				   (uint64_t)a->device_id + 1);
+		return;
+	}
+	g->counts.sync_records++;
+	dev = u64map_get(&g->context_device, key);
+	a->device_id = dev ? (uint32_t)(*dev - 1) : 0;
 }
 
 bool gpu_add_activity(struct gpu *g, struct names *names,
@@ -374,6 +432,10 @@ bool gpu_add_activity(struct gpu *g, struct names *names,
 	a->dst_kind = in->dst_kind;
 	a->name_truncated = cut;
 	a->graph_id = in->graph_id;
+	a->graph_node_id = in->graph_node_id;
+	a->sync_type = in->sync_type;
+	a->cuda_event_id = in->cuda_event_id;
+	context_device(g, a);
 	seq = u64map_get(&g->pending, pending_key(in->correlation_id));
 	*launch = seq ? &g->slots[*seq] : NULL;
 	if (seq)
@@ -393,10 +455,8 @@ static void drop_launch(struct gpu *g, uint32_t i, bool at_detach)
 	uint64_t *seq = u64map_get(&g->pending, key);
 
 	if (seq && *seq == i) {
-		if (!l->activities && at_detach)
-			g->counts.launches_unmatched_at_end++;
-		else if (!l->activities)
-			g->counts.launches_evicted_unmatched++;
+		if (!l->activities)
+			count_unmatched(g, l, at_detach);
 		u64map_del(&g->pending, key);
 	}
 	key = pending_key(l->driver_correlation_id);
@@ -434,7 +494,8 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 		       char *buf, size_t len)
 {
 	snprintf(buf, len,
-		 "GPU: %llu launches, %llu records, %llu syncs; records with "
+		 "GPU: %llu launches, %llu records, %llu syncs (%llu sync "
+		 "records, syncs with no record %llu); records with "
 		 "no launch %llu; launches with no record %llu (evicted %llu, "
 		 "at detach %llu); launches outside any op %llu, in an "
 		 "unrecorded op %llu; kernel names truncated %llu, "
@@ -446,6 +507,8 @@ void gpu_format_losses(const struct gpu_counts *c, uint64_t bad_records,
 		 (unsigned long long)c->launches,
 		 (unsigned long long)c->activities,
 		 (unsigned long long)c->syncs,
+		 (unsigned long long)c->sync_records,
+		 (unsigned long long)c->syncs_without_record,
 		 (unsigned long long)c->activities_unmatched,
 		 (unsigned long long)(c->launches_evicted_unmatched +
 				      c->launches_unmatched_at_end),

@@ -81,6 +81,9 @@ struct gpu_activity {
 				 * `name` is its demangled form (id in
 				 * names), else UINT32_MAX */
 	uint64_t graph_id;
+	uint64_t graph_node_id;
+	uint32_t sync_type;	/* RF_GPU_ACT_SYNC: enum rf_gpu_sync_type */
+	uint32_t cuda_event_id;	/* RF_GPU_ACT_SYNC: or RF_GPU_SYNC_NONE */
 };
 
 struct gpu_counts {
@@ -93,6 +96,9 @@ struct gpu_counts {
 	uint64_t launches_unmatched_at_end;  /* none came before detach */
 	uint64_t activities;		/* activity events read */
 	uint64_t activities_unmatched;	/* no launch with its id was seen */
+	uint64_t sync_records;		/* of activities: waits CUPTI timed */
+	uint64_t syncs_without_record;	/* a sync call whose record did not
+					 * come (a CUPTI without that kind) */
 	uint64_t names_truncated;	/* kernel names left cut */
 	uint64_t names_read_whole;	/* cut in the event, read whole from
 					 * the job (rf_gpu_activity.name_addr) */
@@ -150,6 +156,10 @@ struct gpu {
 			  size_t len);
 	void *read_ctx;
 	struct u64map whole_names; /* name_addr -> its name's id */
+	/* The agent reports CUPTI's sync records: a sync call then waits
+	 * for its record as a launch does. Else it is only handed on. */
+	bool sync_records;
+	struct u64map context_device; /* context id + 1 -> device id + 1 */
 	struct gpu_launch call;	/* the sync call being handed on */
 	struct gpu_counts counts;
 };
@@ -217,6 +227,8 @@ const char *gpu_kind_name(uint32_t kind);
  * CUpti_ActivityMemoryKind ("Pageable"...), with which copies and sets
  * are named: "Memcpy HtoD (Pageable -> Device)", "Memset (Device)". */
 const char *gpu_copy_kind_name(uint8_t copy_kind);
+/* Kineto's name for a sync record's type ("Stream Sync"...). */
+const char *gpu_sync_type_name(uint32_t sync_type);
 const char *gpu_memory_kind_name(uint8_t memory_kind);
 /* One line with every GPU counter that means something was lost;
  * bad_records is BPF's count of records of an unknown ABI version. */

@@ -218,6 +218,10 @@ struct trace;
 struct trace_sink {
 	void (*op)(void *ctx, struct trace *t, const struct closed_op *c);
 	void (*gpu)(void *ctx, struct trace *t, const struct gpu_done *g);
+	/* A wait in a sync call as CUPTI timed it (kind RF_GPU_ACT_SYNC):
+	 * no GPU work, so never handed to gpu. */
+	void (*gpu_sync)(void *ctx, struct trace *t,
+			 const struct gpu_done *g);
 	void (*gpu_api)(void *ctx, struct trace *t,
 			const struct gpu_launch *call);
 	/* --python-stacks: the op just opened has its Python stack (its

@@ -3,8 +3,9 @@
  * GPU events meet the op model here: a call takes the stack (and the id)
  * of the op open on its thread when it happened and is handed to the
  * sinks; a record is joined to its launch and handed to the sinks (which
- * add its time to that op's stack), and a launch that has all of its
- * records is forgotten.
+ * add its time to that op's stack; a sync record, which is no GPU work,
+ * goes to their gpu_sync), and a launch that has all of its records is
+ * forgotten.
  */
 #include "trace.h"
 
@@ -53,8 +54,13 @@ void trace_gpu_activity(struct trace *t, const struct rf_gpu_activity_event *e)
 	}
 	if (done.launch)
 		done.pid = done.launch->pid;
-	for (int s = 0; s < t->nr_sinks; s++)
-		if (t->sinks[s].gpu)
-			t->sinks[s].gpu(t->sinks[s].ctx, t, &done);
+	for (int s = 0; s < t->nr_sinks; s++) {
+		const struct trace_sink *k = &t->sinks[s];
+		void (*fn)(void *, struct trace *, const struct gpu_done *) =
+			act.kind == RF_GPU_ACT_SYNC ? k->gpu_sync : k->gpu;
+
+		if (fn)
+			fn(k->ctx, t, &done);
+	}
 	gpu_release_if_complete(&t->gpu, done.launch);
 }
