@@ -2,7 +2,7 @@
 /*
  * GPU activity from the CUPTI agent (bpf/rfbpf_gpu.h): its launches,
  * tagged with the op open on the launching thread; its kernels' records;
- * and CUPTI calls made by another tool.
+ * what its GPUs are; and CUPTI calls made by another tool.
  */
 #include "common.bpf.h"
 
@@ -108,6 +108,33 @@ int BPF_KPROBE(gpu_activity, const struct rf_gpu_activity *arg)
 	e->act.name[RF_GPU_NAME_MAX - 1] = 0;
 	if (e->act.name_len >= RF_GPU_NAME_MAX)
 		e->hdr.flags |= RF_F_NAME_TRUNCATED;
+	submit(e);
+	return 0;
+}
+
+/* What a GPU is (struct rf_gpu_device), from the agent's thread. */
+SEC("uprobe")
+int BPF_KPROBE(gpu_device, const struct rf_gpu_device *arg)
+{
+	struct rf_gpu_device_event *e;
+	__u64 id = target_thread();
+
+	if (!id)
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(RF_CNT_DROPS);
+		return 0;
+	}
+	fill_hdr(&e->hdr, id, RF_EV_GPU_DEVICE, 0, 0);
+	if (bpf_probe_read_user(&e->dev, sizeof(e->dev), arg) ||
+	    e->dev.abi_version != RF_GPU_ABI_VERSION ||
+	    e->dev.size < sizeof(e->dev)) {
+		bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
+		count(RF_CNT_GPU_BAD_RECORD);
+		return 0;
+	}
+	e->dev.name[RF_GPU_DEVICE_NAME_MAX - 1] = 0;
 	submit(e);
 	return 0;
 }

@@ -77,6 +77,8 @@ enum rf_event_kind {
 				 * an interval off CPU (rf_off_cpu_event) */
 	RF_EV_WAKE = 11,	/* --off-cpu: a traced thread woke another
 				 * traced one (rf_wake_event) */
+	RF_EV_GPU_DEVICE = 12,	/* CUPTI agent: what a GPU is
+				 * (rf_gpu_device_event) */
 };
 
 /*

@@ -35,6 +35,7 @@
 #define RF_GPU_SYM_ACTIVITY	"rfbpf_probe_gpu_activity"
 #define RF_GPU_SYM_SYNC		"rfbpf_probe_gpu_sync"	/* may be absent */
 #define RF_GPU_SYM_SYNC_RECORD	"rfbpf_probe_gpu_sync_record" /* may be absent */
+#define RF_GPU_SYM_DEVICE	"rfbpf_probe_gpu_device" /* may be absent */
 #define RF_GPU_SYM_OP_START	"rfbpf_probe_op_start"
 #define RF_GPU_SYM_OP_END	"rfbpf_probe_op_end"
 #define RF_GPU_SYM_CONTROL	"rfbpf_gpu_control"
@@ -210,6 +211,34 @@ _Static_assert(__builtin_offsetof(struct rf_gpu_activity, graph_node_id) ==
 	       RF_GPU_ACTIVITY_SIZE_V2, "the second layout is fixed");
 
 /*
+ * rfbpf_probe_gpu_device(const struct rf_gpu_device *): what one GPU is,
+ * as its driver says (cuDeviceGetAttribute), once per device per lease,
+ * from the agent's thread, before the first records of that lease that
+ * it can: enough for Kineto's estimate of a kernel's occupancy and its
+ * "deviceProperties". Agents before it do not export it.
+ */
+#define RF_GPU_DEVICE_NAME_MAX 64
+struct rf_gpu_device {
+	__u32 abi_version;
+	__u32 size;
+	__u32 device_id;		/* CUDA's ordinal, as in records */
+	__u32 sm_count;
+	__u32 max_threads_per_sm;
+	__u32 max_threads_per_block;
+	__u32 max_blocks_per_sm;
+	__u32 regs_per_sm;		/* 32-bit registers */
+	__u32 regs_per_block;
+	__u32 shared_per_sm;		/* bytes */
+	__u32 shared_per_block;
+	__u32 shared_per_block_optin;
+	__u32 reserved_shared_per_block;
+	__u32 warp_size;
+	__u32 cc_major, cc_minor;	/* compute capability */
+	__u64 total_memory;		/* bytes */
+	char name[RF_GPU_DEVICE_NAME_MAX];	/* NUL-terminated */
+};
+
+/*
  * The agent's control block, exported as `rfbpf_gpu_control`. rfbpf writes
  * lease_until_ns through /proc/PID/mem and renews it while it traces; the
  * agent collects activity and calls the probes only while the lease is in
@@ -327,6 +356,12 @@ struct rf_gpu_launch_event {
 struct rf_gpu_activity_event {
 	struct rf_event_hdr hdr;
 	struct rf_gpu_activity act;	/* as the agent passed it */
+};
+
+/* RF_EV_GPU_DEVICE. */
+struct rf_gpu_device_event {
+	struct rf_event_hdr hdr;
+	struct rf_gpu_device dev;	/* as the agent passed it */
 };
 
 #endif /* RFBPF_GPU_H */

@@ -327,8 +327,15 @@ static uint64_t tick(bool *activity_on, uint64_t *last_flush);
 uint64_t rf_agent_tick(bool *activity_on, uint64_t *last_flush,
 		       bool *torch_done)
 {
+	static bool devices_told;
 	uint64_t sleep_ns;
 
+	/* Each lease's tracer is told what the GPUs are, before the records
+	 * the next flush brings; outside cupti_lock (the driver's locks). */
+	if (!*activity_on)
+		devices_told = false;
+	else if (!devices_told)
+		devices_told = rf_devices_report();
 	pthread_mutex_lock(&cupti_lock);
 	sleep_ns = tick(activity_on, last_flush);
 	pthread_mutex_unlock(&cupti_lock);

@@ -12,6 +12,8 @@
  *   activity.c   completed activity buffers -> rfbpf_probe_gpu_activity()
  *                once per kernel/memcpy/memset record (and
  *                rfbpf_probe_gpu_sync_record() per synchronization one);
+ *   devices.c    what the GPUs are (the job's driver's attributes) ->
+ *                rfbpf_probe_gpu_device() once per device per lease;
  *   torch_activation.c  RFBPF_SAMPLE=P: registers a RecordFunction
  *                callback whose start/end are the op probes.
  *
@@ -33,6 +35,7 @@
 #include "callbacks.h"
 #include "clock.h"
 #include "control.h"
+#include "devices.h"
 #include "probes.h"
 #include "torch_activation.h"
 

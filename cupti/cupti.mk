@@ -25,7 +25,7 @@ CUPTI_SKIP_MSG := cupti: CUDA toolkit not found (set CUDA_HOME): skipping \
 	librfbpf_cupti.so and the GPU tests
 
 CUPTI_SRCS := agent.c control.c clock.c callbacks.c activity.c \
-	torch_activation.c cupti_lib.c
+	devices.c torch_activation.c cupti_lib.c
 CUPTI_HDRS := $(wildcard cupti/*.h) bpf/rfbpf_gpu.h \
 	user/attach/record_function_abi.h
 CUPTI_BASE_CFLAGS := -Wall -Wextra -Werror -fPIC -g -std=gnu11 \
@@ -168,12 +168,21 @@ build/cupti/libgpu_synth.so: tests/gpu/gpu_synth.c tests/gpu/cupti_sim.h \
 		-lrfbpf_cupti -Wl,-rpath,'$$ORIGIN' $(CUPTI_LIBS) -o $@
 
 # A stand-in libcudart: a job that loads it is a CUDA job to rfbpf, which
-# loads its agent into it (tests/e2e/test_gpu_inject.py).
-build/cupti/sim/libcudart.so.12: tests/gpu/sim_libcudart.c
+# loads its agent into it (tests/e2e/test_gpu_inject.py). It needs the
+# stand-in driver beside it, as the real one needs libcuda.so.1.
+build/cupti/sim/libcudart.so.12: tests/gpu/sim_libcudart.c \
+		build/cupti/sim/libcuda.so.1
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(CUPTI_BASE_CFLAGS) -O2 -fvisibility=hidden -shared \
-		-Wl,-soname,libcudart.so.12 $< -o $@
+		-Wl,-soname,libcudart.so.12 $< -Lbuild/cupti/sim \
+		-Wl,--no-as-needed -l:libcuda.so.1 -Wl,-rpath,'$$ORIGIN' -o $@
+
+build/cupti/sim/libcuda.so.1: tests/gpu/sim_libcuda.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CUPTI_BASE_CFLAGS) -O2 -fvisibility=hidden -shared \
+		-Wl,-soname,libcuda.so.1 $< -o $@
 
 # What the agent costs a job, with no tracer and traced by rfbpf's own
 # BPF programs (run by make bench): rfbpf's loading code comes along.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The six functions rfbpf puts uprobes on. Each begins at its symbol with
+ * The seven functions rfbpf puts uprobes on. Each begins at its symbol with
  * the 5-byte NOP `0f 1f 44 00 00` (nopl 0x0(%rax,%rax,1)): a uprobe on a
  * 5-byte NOP takes the kernel's optimized path (a call into a trampoline
  * rather than an int3 trap) on kernels that have it. Written in assembly
@@ -59,6 +59,12 @@ PROBE(rfbpf_probe_gpu_sync_record, rf_probe_gpu_sync_record)
 	NOP5
 	ret
 	.size	rfbpf_probe_gpu_sync_record, .-rfbpf_probe_gpu_sync_record
+
+/* void rfbpf_probe_gpu_device(const struct rf_gpu_device *) */
+PROBE(rfbpf_probe_gpu_device, rf_probe_gpu_device)
+	NOP5
+	ret
+	.size	rfbpf_probe_gpu_device, .-rfbpf_probe_gpu_device
 
 /*
  * at::RecordFunctionCallback::StartCallback:

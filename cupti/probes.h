@@ -11,6 +11,7 @@ void rf_probe_gpu_launch(const struct rf_gpu_launch *launch);
 void rf_probe_gpu_sync(const struct rf_gpu_launch *sync);
 void rf_probe_gpu_activity(const struct rf_gpu_activity *activity);
 void rf_probe_gpu_sync_record(const struct rf_gpu_activity *sync);
+void rf_probe_gpu_device(const struct rf_gpu_device *device);
 /* RecordFunction callbacks; their real C++ types are in probes.S. */
 void rf_probe_op_start(void);
 void rf_probe_op_end(void);

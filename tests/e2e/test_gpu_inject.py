@@ -77,7 +77,19 @@ def kernels_joined_to_their_scope(trace, n):
     """The trace has the n kernels launched in launch_scope after the
     attach (the stand-in CUPTI's records, delivered by the agent rfbpf
     loaded), each joined to the scope and to its launch's cuda_runtime
-    slice on the scope's thread."""
+    slice on the scope's thread. The GPU is described as the job's
+    driver (the stand-in's H100) says, and each kernel (64 blocks of 256
+    threads, 32 registers each) has Kineto's occupancy estimate: 64/132
+    blocks per SM of the 8 that fit, 6% of the SM's 2048 threads."""
+    (gpu,) = trace["deviceProperties"]
+    assert gpu["id"] == 0 and gpu["name"] == "Stand-in H100 80GB HBM3", gpu
+    assert (gpu["numSms"], gpu["maxThreadsPerMultiprocessor"],
+            gpu["regsPerMultiprocessor"], gpu["computeMajor"],
+            gpu["totalGlobalMem"]) == (132, 2048, 65536, 9, 80 << 30), gpu
+    for k in (e for e in trace["traceEvents"] if e.get("cat") == "kernel"):
+        assert abs(float(k["args"]["blocks per SM"]) - 64 / 132) < 1e-5, k
+        assert abs(float(k["args"]["warps per SM"]) - 8 * 64 / 132) < 1e-5, k
+        assert k["args"]["est. achieved occupancy %"] == 6, k
     events = trace["traceEvents"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
     calls = {e["args"]["correlation"]: e for e in events
@@ -323,7 +335,8 @@ def test_a_job_in_another_mount_namespace_gets_the_agent_by_memfd(tmp_path):
     (the job dlopens a memfd rfbpf filled), and its kernels are traced."""
     sim = tmp_path / "sim"
     sim.mkdir()
-    for f in (CUDART, os.path.join(SIM_CUPTI, "libcupti.so.13")):
+    for f in (CUDART, os.path.join(os.path.dirname(CUDART), "libcuda.so.1"),
+              os.path.join(SIM_CUPTI, "libcupti.so.13")):
         shutil.copy(f, sim)
     hidden = os.path.dirname(AGENT)
     argv = ["unshare", "-m", "--propagation", "private", "sh", "-c",

@@ -6,7 +6,9 @@ It runs tests/gpu/real_gpu_job.py twice under the real CUPTI agent
 (CUDA_INJECTION64_PATH), traces it with `rfbpf -p`, and prints a table of
 PASS / FAIL / SKIP with what was seen:
   run 1: kernels, pageable and pinned copies, a set, a CUDA graph (its
-         captured launches counted apart), two
+         captured launches counted apart, its kernels' node ids), the
+         waits of .item() (CUPTI's sync records), the GPU's description
+         and the kernels' occupancy, two
          streams, a peer copy and two devices (when there are two), and a
          torch.profiler session started during rfbpf's lease;
   run 2: torch.profiler run before rfbpf came (Kineto keeps CUPTI);
@@ -32,7 +34,7 @@ AGENT = os.path.join(ROOT, "build", "cupti", "librfbpf_cupti.so")
 JOB = os.path.join(ROOT, "tests", "gpu", "real_gpu_job.py")
 PYTHON = os.environ.get("PYTHON", sys.executable)
 KEEP = sys.argv[2] if sys.argv[1:2] == ["--keep"] else None
-GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync")
 
 rows = []
 
@@ -148,6 +150,26 @@ def main():
             row(name, name in ran and n >= want,
                 f"{n} {cat} (want >= {want})" +
                 ("" if name in ran else " [case failed]"))
+        # .item() in case::kernels waits for the GPU: CUPTI's sync record
+        # joined to the op that called it (aten::_local_scalar_dense).
+        syncs = [e for e in cases.get("kernels", [])
+                 if e["cat"] == "cuda_sync"]
+        row("syncs: .item()'s wait joined to its op", len(syncs) >= 1,
+            f"{len(syncs)} cuda_sync ({', '.join(sorted({e['name'] for e in syncs}))})")
+        props = trace.get("deviceProperties", [])
+        occ = [e["args"].get("est. achieved occupancy %")
+               for e in cases.get("kernels", []) if e["cat"] == "kernel"]
+        row("GPU described, kernels' occupancy estimated",
+            bool(props) and props[0].get("numSms", 0) > 0 and
+            bool(occ) and None not in occ,
+            f"{props[0].get('name') if props else 'no deviceProperties'}"
+            f", {props[0].get('numSms') if props else 0} SMs; "
+            f"occupancy % {occ}")
+        nodes = {(e["args"].get("graph id"), e["args"].get("graph node id"))
+                 for e in cases.get("graph", []) if e["cat"] == "kernel"}
+        row("graph kernels carry graph and node ids",
+            bool(nodes) and all(g and n for g, n in nodes),
+            f"(graph id, node id): {sorted(nodes, key=str)}")
         streams = {(e["pid"], e["tid"]) for e in
                    cases.get("two_streams", []) if e["cat"] == "kernel"}
         # The graph case captures its two kernels before replaying them:

@@ -2,6 +2,8 @@
 /*
  * A stand-in libcudart.so.12 for tests: what makes a process a CUDA job
  * to rfbpf (a libcudart or libcuda in its maps), with no GPU behind it.
+ * It needs the stand-in libcuda.so.1 (sim_libcuda.c), which describes
+ * the GPU to the agent.
  * A job loads it (tests/workloads/cuda_job.py) and rfbpf, attaching,
  * loads its CUPTI agent into the job (user/gpu/inject.h).
  *

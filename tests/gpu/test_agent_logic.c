@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <cuda.h>
 #include "agent.h"
 #include "check.h"
 
@@ -346,6 +347,40 @@ TEST(convert_sync)
 	CHECK_EQ_U64(a.stream_id, RF_GPU_SYNC_NONE);
 	CHECK_EQ_U64(a.cuda_event_id, RF_GPU_SYNC_NONE);
 	CHECK_EQ_U64(a.correlation_id, 13);
+}
+
+/* Each attribute lands in its field: the answer is the attribute's
+ * number, times 10 for device 1. */
+static int attr_echo(int attribute, int ordinal, void *ctx)
+{
+	(void)ctx;
+	return attribute * (ordinal ? 10 : 1);
+}
+
+TEST(device_fill)
+{
+	struct rf_gpu_device d;
+
+	rf_device_fill(&d, 1, attr_echo, NULL);
+	CHECK_EQ_U64(d.abi_version, RF_GPU_ABI_VERSION);
+	CHECK_EQ_U64(d.size, sizeof(d));
+	CHECK_EQ_U64(d.device_id, 1);
+	CHECK_EQ_U64(d.sm_count, 10 * CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+	CHECK_EQ_U64(d.max_threads_per_sm,
+		     10 * CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+	CHECK_EQ_U64(d.max_blocks_per_sm,
+		     10 * CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+	CHECK_EQ_U64(d.regs_per_sm,
+		     10 * CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+	CHECK_EQ_U64(d.shared_per_sm, 10 *
+		     CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+	CHECK_EQ_U64(d.reserved_shared_per_block,
+		     10 * CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK);
+	CHECK_EQ_U64(d.warp_size, 10 * CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+	CHECK_EQ_U64(d.cc_major,
+		     10 * CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+	CHECK_EQ_U64(d.total_memory, 0);	/* not an attribute */
+	CHECK_STR(d.name, "");
 }
 
 /* A peer copy (MEMCPY2) is a copy on the device that ran it. */

@@ -218,6 +218,9 @@ int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
 	if (!ret && off->sync_record)
 		ret = attach_one(p, p->skel->progs.gpu_activity, pid, path,
 				 off->sync_record, "GPU sync record", verbose);
+	if (!ret && off->device)
+		ret = attach_one(p, p->skel->progs.gpu_device, pid, path,
+				 off->device, "GPU device", verbose);
 	if (ret)
 		return ret;
 	/* Tag from now on. Ops opened before have no entry on BPF's

@@ -71,6 +71,7 @@ struct gpu_probe_offsets {
 	uint64_t launch, activity;
 	uint64_t sync;		/* sync calls */
 	uint64_t sync_record;	/* CUPTI's sync records */
+	uint64_t device;	/* what the GPUs are */
 };
 /* The agent's probes (in the agent at path), for pid only; turns on GPU
  * launch tagging. launch and activity are needed, the rest optional. */

@@ -644,6 +644,7 @@ int chrome_finish(struct chrome_writer *w, const struct trace *t,
 	write_process_name(w, t);
 	fputs("\n],\n", w->f);
 	write_other_data(w, t, a);
+	chrome_write_devices(w->f, t);
 	fputs("}\n", w->f);
 	u64map_free(&w->threads);
 	u64map_free(&w->tracks);

@@ -64,6 +64,8 @@ static inline void chrome_ts(struct chrome_writer *w, uint64_t ns)
 
 /* From chrome_gpu.c: a GPU record, its device and stream tracks the first
  * time they appear, and its flow from the call that launched it. */
+/* ,"deviceProperties":[...] at the top level, if any GPU was described. */
+void chrome_write_devices(FILE *f, const struct trace *t);
 void chrome_write_gpu(struct chrome_writer *w, const struct trace *t,
 		      const struct gpu_done *g);
 /* A CUDA API call (launch or sync) as a cuda_runtime (or cuda_driver)

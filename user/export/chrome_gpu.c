@@ -27,6 +27,7 @@
  * carries (chrome.c), so tools join op, call and kernel as they do in
  * Kineto's traces. Calls outside any recorded op have none.
  */
+#include <math.h>
 #include <stdlib.h>
 #include "chrome_events.h"
 #include "json_writer.h"
@@ -162,6 +163,12 @@ static void write_activity(struct chrome_writer *w, const struct trace *t,
 			a->grid[0], a->grid[1], a->grid[2], a->block[0],
 			a->block[1], a->block[2], a->registers_per_thread,
 			a->static_shared_bytes + a->dynamic_shared_bytes);
+		if (a->occupancy_known)
+			fprintf(f, ",\"blocks per SM\":%.6g,\"warps per SM\":"
+				"%.6g,\"est. achieved occupancy %%\":%ld",
+				a->occupancy.blocks_per_sm,
+				a->occupancy.warps_per_sm,
+				lround(a->occupancy.percent));
 	} else {
 		fprintf(f, ",\"bytes\":%llu", (unsigned long long)a->bytes);
 		bandwidth(f, a);
@@ -210,6 +217,40 @@ static void write_flow(struct chrome_writer *w, const struct gpu_done *g)
 		gpu_pid(a->device_id), gpu_tid(a));
 	chrome_ts(w, a->start_ns);
 	fprintf(f, ",\"args\":{\"correlation\":%u}}", l->correlation_id);
+}
+
+/* Kineto's top-level "deviceProperties": one entry per GPU the agent
+ * described (HTA reads them). */
+void chrome_write_devices(FILE *f, const struct trace *t)
+{
+	const char *sep = "";
+
+	if (!t->gpu.nr_devices)
+		return;
+	fputs(",\"deviceProperties\":[", f);
+	for (uint32_t i = 0; i < t->gpu.nr_devices; i++) {
+		const struct rf_gpu_device *d = gpu_device(&t->gpu, i);
+
+		if (!d)
+			continue;
+		fprintf(f, "%s{\"id\":%u,\"name\":", sep, d->device_id);
+		json_string(f, d->name);
+		fprintf(f, ",\"totalGlobalMem\":%llu,\"computeMajor\":%u,"
+			"\"computeMinor\":%u,\"maxThreadsPerBlock\":%u,"
+			"\"maxThreadsPerMultiprocessor\":%u,"
+			"\"regsPerBlock\":%u,\"regsPerMultiprocessor\":%u,"
+			"\"warpSize\":%u,\"sharedMemPerBlock\":%u,"
+			"\"sharedMemPerMultiprocessor\":%u,\"numSms\":%u,"
+			"\"sharedMemPerBlockOptin\":%u}",
+			(unsigned long long)d->total_memory, d->cc_major,
+			d->cc_minor, d->max_threads_per_block,
+			d->max_threads_per_sm, d->regs_per_block,
+			d->regs_per_sm, d->warp_size, d->shared_per_block,
+			d->shared_per_sm, d->sm_count,
+			d->shared_per_block_optin);
+		sep = ",";
+	}
+	fputs("]", f);
 }
 
 void chrome_write_gpu(struct chrome_writer *w, const struct trace *t,

@@ -15,10 +15,10 @@ int gpu_agent_find(struct gpu_agent *g, pid_t pid, char *err, size_t len)
 	static const char *const funcs[] = {
 		RF_GPU_SYM_LAUNCH, RF_GPU_SYM_ACTIVITY,
 		RF_GPU_SYM_OP_START, RF_GPU_SYM_OP_END, RF_GPU_SYM_SYNC,
-		RF_GPU_SYM_SYNC_RECORD,
+		RF_GPU_SYM_SYNC_RECORD, RF_GPU_SYM_DEVICE,
 	};
 	static const char *const objs[] = { RF_GPU_SYM_CONTROL };
-	uint64_t off[6], ctl_off;
+	uint64_t off[7], ctl_off;
 	struct rf_gpu_control c;
 	char mem[64];
 	int ret;
@@ -31,7 +31,7 @@ int gpu_agent_find(struct gpu_agent *g, pid_t pid, char *err, size_t len)
 	if (ret)
 		return ret;
 	target_mapped_name(g->path, g->shown, sizeof(g->shown));
-	if (elf_find_functions(g->path, funcs, 6, off) < 2 ||
+	if (elf_find_functions(g->path, funcs, 7, off) < 2 ||
 	    !off[0] || !off[1] || elf_find_objects(g->path, objs, 1,
 						   &ctl_off) != 1)
 		return snprintf(err, len, "%s: not an rfbpf CUPTI agent (no "
@@ -45,6 +45,7 @@ int gpu_agent_find(struct gpu_agent *g, pid_t pid, char *err, size_t len)
 	/* 0: an agent from before syncs, or before their records. */
 	g->probes.sync = off[4];
 	g->probes.sync_record = off[5];
+	g->probes.device = off[6];
 	if ((ret = target_addr_of_data_offset(pid, g->path, ctl_off,
 					      &g->control_addr)))
 		return snprintf(err, len, "%s: its control block is not "

@@ -96,6 +96,13 @@ void events_dispatch(struct trace *t, const struct event_hooks *k,
 		if (size >= sizeof(struct rf_gpu_activity_event))
 			trace_gpu_activity(t, data);
 		break;
+	case RF_EV_GPU_DEVICE:
+		if (size >= sizeof(struct rf_gpu_device_event) &&
+		    !gpu_set_device(&t->gpu,
+				    &((const struct rf_gpu_device_event *)
+				      data)->dev))
+			t->counts.oom++;
+		break;
 	case RF_EV_OFF_CPU:
 		if (size < sizeof(struct rf_off_cpu_event))
 			break;

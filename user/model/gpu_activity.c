@@ -30,6 +30,7 @@ void gpu_free(struct gpu *g)
 	u64map_free(&g->demangled);
 	u64map_free(&g->whole_names);
 	u64map_free(&g->context_device);
+	free(g->devices);
 	memset(g, 0, sizeof(*g));
 	g->oldest = g->newest = g->free = NONE;
 }
@@ -380,6 +381,37 @@ static uint32_t activity_name(struct gpu *g, struct names *names,
 	return names_intern(names, label, strlen(label));
 }
 
+/* No machine has more; a bigger ordinal is a bad report. */
+#define GPU_DEVICES_MAX 64
+
+bool gpu_set_device(struct gpu *g, const struct rf_gpu_device *d)
+{
+	uint32_t id = d->device_id;
+
+	if (id >= GPU_DEVICES_MAX)
+		return true;
+	if (id >= g->nr_devices) {
+		struct rf_gpu_device *more = realloc(g->devices, (id + 1) *
+						     sizeof(*more));
+
+		if (!more)
+			return false;
+		memset(more + g->nr_devices, 0,
+		       (id + 1 - g->nr_devices) * sizeof(*more));
+		g->devices = more;
+		g->nr_devices = id + 1;
+	}
+	g->devices[id] = *d;
+	g->devices[id].name[sizeof(d->name) - 1] = 0;
+	return true;
+}
+
+const struct rf_gpu_device *gpu_device(const struct gpu *g, uint32_t id)
+{
+	return id < g->nr_devices && g->devices[id].size ? &g->devices[id] :
+	       NULL;
+}
+
 /* A sync record names no device: it is on its context's, learnt from
  * the records that name both (device 0 until one has). */
 static void context_device(struct gpu *g, struct gpu_activity *a)
@@ -436,6 +468,12 @@ bool gpu_add_activity(struct gpu *g, struct names *names,
 	a->sync_type = in->sync_type;
 	a->cuda_event_id = in->cuda_event_id;
 	context_device(g, a);
+	if (a->kind == RF_GPU_ACT_KERNEL && gpu_device(g, a->device_id))
+		a->occupancy_known = gpu_estimate_occupancy(
+			gpu_device(g, a->device_id), a->grid, a->block,
+			a->registers_per_thread,
+			a->static_shared_bytes + a->dynamic_shared_bytes,
+			&a->occupancy);
 	seq = u64map_get(&g->pending, pending_key(in->correlation_id));
 	*launch = seq ? &g->slots[*seq] : NULL;
 	if (seq)

@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "rfbpf_gpu.h"
+#include "gpu_occupancy.h"
 #include "names.h"
 #include "u64map.h"
 
@@ -84,6 +85,8 @@ struct gpu_activity {
 	uint64_t graph_node_id;
 	uint32_t sync_type;	/* RF_GPU_ACT_SYNC: enum rf_gpu_sync_type */
 	uint32_t cuda_event_id;	/* RF_GPU_ACT_SYNC: or RF_GPU_SYNC_NONE */
+	bool occupancy_known;	/* kernels, once their GPU was described */
+	struct gpu_occupancy occupancy;
 };
 
 struct gpu_counts {
@@ -160,6 +163,10 @@ struct gpu {
 	 * for its record as a launch does. Else it is only handed on. */
 	bool sync_records;
 	struct u64map context_device; /* context id + 1 -> device id + 1 */
+	/* What each GPU is, by ordinal, as the agent said (size 0: not
+	 * said); nr_devices past the highest said. */
+	struct rf_gpu_device *devices;
+	uint32_t nr_devices;
 	struct gpu_launch call;	/* the sync call being handed on */
 	struct gpu_counts counts;
 };
@@ -227,6 +234,11 @@ const char *gpu_kind_name(uint32_t kind);
  * CUpti_ActivityMemoryKind ("Pageable"...), with which copies and sets
  * are named: "Memcpy HtoD (Pageable -> Device)", "Memset (Device)". */
 const char *gpu_copy_kind_name(uint8_t copy_kind);
+/* The agent described GPU d->device_id (ordinals past 63 are ignored).
+ * False on ENOMEM. */
+bool gpu_set_device(struct gpu *g, const struct rf_gpu_device *d);
+/* GPU `id` as described, or NULL. */
+const struct rf_gpu_device *gpu_device(const struct gpu *g, uint32_t id);
 /* Kineto's name for a sync record's type ("Stream Sync"...). */
 const char *gpu_sync_type_name(uint32_t sync_type);
 const char *gpu_memory_kind_name(uint8_t memory_kind);
