@@ -27,7 +27,8 @@ SANITIZE ?=
 override CFLAGS := $(OPT) $(SANITIZE) $(WARN) -std=gnu11 -D_GNU_SOURCE \
 	-I$(OUT) -Ibpf -Iuser
 # -lstdc++: abi::__cxa_demangle for CUDA kernel names (model/demangle.c).
-LDLIBS := -lbpf -lelf -lz -lm -lprotobuf-c -lmicrohttpd -lpthread -lstdc++
+LDLIBS := -lbpf -lelf -ldw -lz -lm -lprotobuf-c -lmicrohttpd -lpthread \
+	-lstdc++
 # BPF_KPROBE() declares ctx and every argument whether used or not.
 BPF_CFLAGS := -g -O2 $(WARN) -Wno-unused-parameter -target bpf -D__TARGET_ARCH_$(ARCH) \
 	-I$(dir $(VMLINUX)) -Ibpf
@@ -55,7 +56,7 @@ PROBES_SRCS := $(addprefix user/attach/,probes.c exit_hooks.c)
 LOADER_SRCS := $(LOGIC_SRCS) user/cli.c user/cli/help.c $(PROBES_SRCS) \
 	$(addprefix user/attach/,privileges.c launch.c remote_call.c \
 		safe_point.c sigframe.c stub_page.c activation.c \
-		control_thread.c off_cpu_hooks.c) \
+		control_thread.c off_cpu_hooks.c held_stack.c) \
 	user/gpu/agent.c user/gpu/gpu_session.c user/gpu/inject.c \
 	user/python/py_session.c \
 	$(addprefix user/session/,status.c outputs.c session.c setup.c \
@@ -267,7 +268,7 @@ $(OUT):
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,\
 	$(wildcard tests/unit/test_*.c))
 UNIT_EXTRA := $(OUT)/stub_page_code.o $(addprefix $(OUT)/attach/,\
-	safe_point.o remote_call.o sigframe.o)
+	safe_point.o remote_call.o sigframe.o held_stack.o)
 # A test's object is kept (not an intermediate file make would delete):
 # a change to the logic then only links the tests again.
 .PRECIOUS: $(OUT)/tests/%.o

@@ -178,6 +178,13 @@ build/cupti/sim/libcudart.so.12: tests/gpu/sim_libcudart.c \
 		-Wl,-soname,libcudart.so.12 $< -Lbuild/cupti/sim \
 		-Wl,--no-as-needed -l:libcuda.so.1 -Wl,-rpath,'$$ORIGIN' -o $@
 
+# Ops run inside the dynamic loader (a constructor's): the agent must not
+# be loaded from there (test_gpu_inject.py).
+build/cupti/ctor/libops_in_constructor.so: tests/gpu/ops_in_constructor.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CUPTI_BASE_CFLAGS) -O2 -shared $< -o $@
+
 build/cupti/sim/libcuda.so.1: tests/gpu/sim_libcuda.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
@@ -196,7 +203,8 @@ build/cupti/agent_cost: bench/agent_cost.c bench/stats.h \
 		-lrfbpf_cupti -Wl,-rpath,'$$ORIGIN' $(LDLIBS) -ldl -o $@
 
 cupti: $(call CUPTI_BINS,build/cupti) build/cupti/libgpu_synth.so \
-	build/cupti/agent_cost build/cupti/sim/libcudart.so.12
+	build/cupti/agent_cost build/cupti/sim/libcudart.so.12 \
+	build/cupti/ctor/libops_in_constructor.so
 
 # The driver's own checks make it exit non-zero on a wrong count.
 define cupti_run

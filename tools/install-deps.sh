@@ -12,6 +12,7 @@ packages=(
 	libclang-rt-14-dev		# libFuzzer and the sanitizers (make fuzz)
 	libstdc++-12-dev		# __cxa_demangle for kernel names (g++ has it)
 	libbpf-dev bpftool libelf-dev zlib1g-dev
+	libdw-dev			# unwinding the held thread (GPU agent)
 	python3-torch			# the real PyTorch traced by demo and tests
 	python3-pytest			# end-to-end tests
 	python3-dev			# CPython's own struct layouts, checked

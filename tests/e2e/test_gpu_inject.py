@@ -37,9 +37,10 @@ def built():
 
 
 class CudaJob(Job):
-    def __init__(self, *args):
+    def __init__(self, *args, env=None):
         super().__init__([PYTHON, CUDA_JOB, *args],
-                         env={**os.environ, "LD_LIBRARY_PATH": SIM_CUPTI})
+                         env={**os.environ, "LD_LIBRARY_PATH": SIM_CUPTI,
+                              **(env or {})})
 
     def ask(self, cmd):
         """Sends one command; its answer, without the command's word."""
@@ -154,10 +155,10 @@ def test_a_job_without_cuda_gets_no_agent(tmp_path):
         assert "maps no libcudart or libcuda" in err, err
 
 
-def not_loaded(tmp_path, job_args, rfbpf_args, why):
+def not_loaded(tmp_path, job_args, rfbpf_args, why, env=None):
     """rfbpf -p on a CUDA job loads no agent, says so in one line that
     holds why, and traces the job's ops all the same."""
-    with CudaJob(*job_args) as job:
+    with CudaJob(*job_args, env=env) as job:
         r, _ = start_rfbpf(["-q", "--no-table", *rfbpf_args, "-p",
                             str(job.pid), "-o", str(tmp_path / "t.json")])
         job.ask("steps 5")
@@ -174,6 +175,64 @@ def test_a_job_held_only_in_a_wait_gets_no_agent(tmp_path):
     in a system call that could as well be inside a CUDA call, and loads
     nothing; the op trace goes on."""
     not_loaded(tmp_path, ["--idle"], [], "waiting in a system call")
+
+
+def test_a_job_started_with_ld_bind_now_gets_no_agent(tmp_path):
+    not_loaded(tmp_path, [], [], "LD_BIND_NOW", env={"LD_BIND_NOW": "1"})
+
+
+def test_the_held_thread_s_stack_is_read_before_the_dlopen(tmp_path):
+    """Before the agent's dlopen, rfbpf unwinds the thread it holds (-v
+    lists the frames): from the op's entry in libtorch_cpu down to the
+    start of the thread, none in the dynamic loader or in malloc."""
+    with CudaJob() as job:
+        r, _ = start_rfbpf(["-q", "--no-table", "-v", "-p", str(job.pid),
+                            "-o", str(tmp_path / "t.json")])
+        job.ask("steps 5")
+        assert job.ask("agents") == "1"
+        rc, _, err = stop(r)
+        assert rc == 0 and LOADED in err, err
+    frames = [l for l in err.splitlines() if ": held thread " in l and
+              " #" in l]
+    (verdict,) = [l for l in err.splitlines() if "none in the dynamic "
+                  "loader or malloc" in l]
+    assert f" {len(frames)} frames," in verdict, (verdict, len(frames))
+    assert "stopped early" not in verdict, verdict
+    assert "libtorch_cpu.so" in frames[0], frames[0]
+    assert any("_PyEval_EvalFrameDefault" in l for l in frames), frames
+    # The outermost frame: the main thread's _start, or a thread's
+    # clone in libc (its name is not exported).
+    assert "(_start)" in frames[-1] or "libc.so" in frames[-1], frames[-1]
+    assert not any("ld-linux" in l for l in frames), frames
+
+
+def test_an_op_inside_a_library_constructor_gets_no_agent(tmp_path):
+    """The job's only ops run inside a library's constructor, that is
+    inside the dynamic loader: rfbpf's held thread is there, its stack
+    says so, and no agent is loaded from it. One line says why; the ops
+    are traced and the job finishes as it would."""
+    job = Job([PYTHON, os.path.join(ROOT, "tests", "workloads",
+                                    "ops_in_constructor.py")],
+              env={**os.environ, "CTOR_SECONDS": "6"})
+    with job:
+        job.send("go")
+        assert job.next_line().strip() == "in constructor"
+        out = tmp_path / "t.json"
+        r, _ = start_rfbpf(["-q", "--no-table", "-p", str(job.pid), "-o",
+                            str(out)])
+        time.sleep(1)
+        with open(f"/proc/{job.pid}/maps") as f:
+            assert "rfbpf_cupti" not in f.read()
+        rc, _, err = stop(r)
+        assert rc == 0, err
+        lines = [l for l in err.splitlines() if "CUPTI agent was not" in l]
+        assert len(lines) == 1, err
+        assert "inside the dynamic loader" in lines[0], lines
+        assert "ld-linux" in lines[0], lines
+        assert job.next_line(60).strip() == "done"
+        rc, _ = job.finish()
+        assert rc == 0
+    assert any(e["name"] == "ctor_scope" for e in ops_of(load_trace(out)))
 
 
 def test_no_gpu_inject_loads_nothing(tmp_path):

@@ -240,7 +240,8 @@ void gpu_session_inject(struct gpu_session *gs, struct held_thread *h)
 	if (!gs->inject)
 		return;
 	gs->inject = false;
-	if (gpu_inject(h, &gs->inject_how, why, sizeof(why))) {
+	if (gpu_inject(h, &gs->inject_how, gs->of.opt->verbose, why,
+		       sizeof(why))) {
 		say_not_loaded(pid, why);
 		return;
 	}

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <linux/memfd.h>
 #include "attach/activation.h"
+#include "attach/held_stack.h"
 #include "attach/remote_call.h"
 #include "attach/safe_point.h"
 #include "attach/target.h"
@@ -51,18 +52,27 @@ static bool agent_thread_runs(pid_t pid)
 	return found;
 }
 
-/* Is NAME= in pid's environment (as it was at exec)? */
-static bool env_has(pid_t pid, const char *name)
+/* NAME's value in pid's environment (as it was at exec), or NULL; valid
+ * until the next call. */
+static const char *env_get(pid_t pid, const char *name)
 {
 	static char env[256 * 1024];
 	size_t n = strlen(name);
 	int got = target_read_file_at("/proc", pid, "environ", env,
-				      sizeof(env));
+				      sizeof(env) - 1);
 
+	if (got < 0)
+		return NULL;
+	env[got] = 0;
 	for (int i = 0; i < got; i += strlen(env + i) + 1)
 		if (!strncmp(env + i, name, n) && env[i + n] == '=')
-			return true;
-	return false;
+			return env + i + n + 1;
+	return NULL;
+}
+
+static bool env_has(pid_t pid, const char *name)
+{
+	return env_get(pid, name) != NULL;
 }
 
 static bool wanted(pid_t pid, char *why, size_t len)
@@ -120,6 +130,7 @@ int gpu_inject_prepare(pid_t pid, const char *file, struct gpu_inject *g,
 		       char *why, size_t len)
 {
 	static const char *const names[] = { "dlopen", "dlsym", "dlerror" };
+	const char *bind_now;
 	uint64_t addr[3];
 	int e;
 
@@ -130,6 +141,12 @@ int gpu_inject_prepare(pid_t pid, const char *file, struct gpu_inject *g,
 				"filter, and loading the agent makes system "
 				"calls it may forbid (memfd_create, mmap, "
 				"clone)", pid), -EPERM;
+	/* glibc binds everything at load when it is set to anything. */
+	if ((bind_now = env_get(pid, "LD_BIND_NOW")) && *bind_now)
+		return snprintf(why, len, "process %d was started with "
+				"LD_BIND_NOW (a job hardened to bind every "
+				"symbol as it starts); rfbpf loads no library "
+				"into such a job", pid), -EPERM;
 	if ((e = agent_file(file, g->agent, sizeof(g->agent), why, len)) ||
 	    (e = target_libc_functions(pid, names, 3, addr, why, len)))
 		return e;
@@ -256,8 +273,39 @@ static int load(struct held_thread *h, const struct gpu_inject *g,
 	return e;
 }
 
-int gpu_inject(struct held_thread *h, const struct gpu_inject *g, char *err,
-	       size_t len)
+/* Does h's stack show it inside the loader or malloc? Then a dlopen on
+ * it would run inside their work (held_stack.h). A stack that cannot be
+ * read at all is taken on safe_point.h's argument, and said with -v. */
+static int inside_loader_or_malloc(const struct held_thread *h,
+				   bool verbose, char *err, size_t len)
+{
+	double start_ms = remote_now_ms();
+	struct held_stack st;
+	int e = held_stack_unwind(h, &st, verbose);
+
+	if (e) {
+		if (verbose)
+			fprintf(stderr, "rfbpf: GPU: could not unwind the held "
+				"thread %d: %s\n", h->tid, strerror(-e));
+		return 0;
+	}
+	if (verbose && st.bad_frame < 0)
+		fprintf(stderr, "rfbpf: GPU: held thread %d: %d frames%s, "
+			"none in the dynamic loader or malloc (unwound in "
+			"%.1f ms)\n", h->tid, st.frames, st.stopped_early ?
+			" (unwinding stopped early)" : "",
+			remote_now_ms() - start_ms);
+	if (st.bad_frame < 0)
+		return 0;
+	return snprintf(err, len, "the thread rfbpf held runs an op inside "
+			"%s, at frame %d of its stack: %s",
+			st.bad_place == HELD_FRAME_LOADER ?
+			"the dynamic loader, in a library's constructor" :
+			"malloc", st.bad_frame, st.bad_where), -EAGAIN;
+}
+
+int gpu_inject(struct held_thread *h, const struct gpu_inject *g,
+	       bool verbose, char *err, size_t len)
 {
 	uint64_t handle = 0, init = 0, ignored;
 	int e;
@@ -266,6 +314,8 @@ int gpu_inject(struct held_thread *h, const struct gpu_inject *g, char *err,
 		return snprintf(err, len, "the thread rfbpf held was waiting "
 				"in a system call, maybe inside a CUDA call, "
 				"not running an op"), -EAGAIN;
+	if ((e = inside_loader_or_malloc(h, verbose, err, len)))
+		return e;
 	if ((e = load(h, g, &handle, err, len)))
 		return e;
 	e = call_with_string(h, g->dlsym, handle, 0, 1, "InitializeInjection",

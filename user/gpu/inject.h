@@ -3,7 +3,8 @@
  * Loading the CUPTI agent (cupti/agent.h) into a job that was started
  * without it, in the attach stop, on the thread rfbpf holds there
  * (safe_point.h: at an op's entry or inside rfbpf's callback, where it
- * holds no allocator or dynamic-loader lock and is in no CUDA call):
+ * holds no allocator or dynamic-loader lock and is in no CUDA call; its
+ * stack is unwound first to make sure of the first two):
  *
  *   1. memfd_create("librfbpf_cupti.so") on the held thread, filled with
  *      rfbpf's copy of the agent through /proc/PID/fd/N. The job needs
@@ -24,6 +25,7 @@
 #ifndef RFBPF_GPU_INJECT_H
 #define RFBPF_GPU_INJECT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -49,8 +51,10 @@ int gpu_inject_prepare(pid_t pid, const char *file, struct gpu_inject *g,
 /* Loads the agent into h's process and initializes it, or initializes
  * one an earlier rfbpf loaded (killed before it could). Refuses, with
  * nothing done, a thread that was not held at an op (it may be in a CUDA
- * call). 0 or -errno with a one-line reason in err. */
-int gpu_inject(struct held_thread *h, const struct gpu_inject *g, char *err,
-	       size_t len);
+ * call), and one whose stack shows it inside the dynamic loader or malloc
+ * (attach/held_stack.h; verbose: its frames on stderr). 0 or -errno with
+ * a one-line reason in err. */
+int gpu_inject(struct held_thread *h, const struct gpu_inject *g,
+	       bool verbose, char *err, size_t len);
 
 #endif
