@@ -33,6 +33,11 @@
 #define RF_SEQ_OFFSET_OLD 176
 /* RecordScope::BACKWARD_FUNCTION: the ops that carry fwd_thread_id_. */
 #define RF_SCOPE_BACKWARD 1
+/* Not a RecordScope: an NVTX range the job pushed (nvtx.bpf.c), sent as
+ * an op of this scope whose address is RF_NVTX_ADDR(its depth on its
+ * thread), which no RecordFunction can have (user space ends at 2^47). */
+#define RF_SCOPE_NVTX 0xfe
+#define RF_NVTX_ADDR(depth) (0xfff0000000000000ull | (__u64)(depth))
 /* RecordFunction's thread_id_: PyTorch's own small thread number
  * (RecordFunction::currentThreadId()), set when it is built; what
  * fwd_thread_id_ names. */
@@ -120,6 +125,8 @@ enum rf_counter {
 					 * traced threads seen */
 	RF_CNT_CHILD_OPS_MISSED,	/* --children: ops begun in a child
 					 * process before it was traced */
+	RF_CNT_NVTX_POPS_UNMATCHED,	/* NVTX pops of ranges pushed before
+					 * the attach (or on no range) */
 	RF_CNT_NR,
 };
 

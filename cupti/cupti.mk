@@ -185,6 +185,13 @@ build/cupti/ctor/libops_in_constructor.so: tests/gpu/ops_in_constructor.c
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(CUPTI_BASE_CFLAGS) -O2 -shared $< -o $@
 
+# A stand-in shared NVTX library (bpf/nvtx.bpf.c probes its ranges).
+build/cupti/sim/libnvToolsExt.so.1: tests/gpu/sim_libnvtx.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CUPTI_BASE_CFLAGS) -O2 -fvisibility=hidden -shared \
+		-Wl,-soname,libnvToolsExt.so.1 $< -o $@
+
 build/cupti/sim/libcuda.so.1: tests/gpu/sim_libcuda.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
@@ -204,7 +211,8 @@ build/cupti/agent_cost: bench/agent_cost.c bench/stats.h \
 
 cupti: $(call CUPTI_BINS,build/cupti) build/cupti/libgpu_synth.so \
 	build/cupti/agent_cost build/cupti/sim/libcudart.so.12 \
-	build/cupti/ctor/libops_in_constructor.so
+	build/cupti/ctor/libops_in_constructor.so \
+	build/cupti/sim/libnvToolsExt.so.1
 
 # The driver's own checks make it exit non-zero on a wrong count.
 define cupti_run

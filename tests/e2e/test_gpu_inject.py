@@ -49,7 +49,9 @@ class CudaJob(Job):
         word = cmd.split()[0]
         word = {"steps": "loss", "fork": "child", "fill-fds": "fds",
                 "unfill-fds": "fds", "launch": "launched",
-                "profile": "profiled", "sync": "synced"}.get(word, word)
+                "profile": "profiled", "sync": "synced",
+                "copy": "copied", "nvtx-push": "nvtx", "nvtx-pop": "nvtx",
+                "nvtx-load": "nvtx"}.get(word, word)
         assert line.startswith(word + " "), (cmd, line)
         return line.split(" ", 1)[1].strip()
 
@@ -454,6 +456,95 @@ def test_torch_profiler_in_the_job_before_during_and_after(tmp_path):
         assert job.ask("steps 20") == want
         rc, _ = job.finish()
         assert rc == 0
+
+
+def test_copies_and_sets_after_the_attach_are_joined_to_their_op(tmp_path):
+    """Copies and sets made after the attach (the stand-in's records carry
+    the nested driver call's id, as CUDA 13's CUPTI's do) are in the
+    trace as Kineto draws them, each joined to copy_scope and to its
+    runtime call, and their GPU time is the scope's."""
+    with CudaJob() as job:
+        out = tmp_path / "t.json"
+        r, _ = start_rfbpf(["-q", "-p", str(job.pid), "-o", str(out)])
+        job.until("holder", lambda h: h not in ("-", "no-cupti"))
+        assert job.ask("copy 3") == "3"
+        rc, table, err = stop(r)
+        assert rc == 0, err
+    trace = load_trace(out)
+    events = trace["traceEvents"]
+    (scope,) = [e for e in ops_of(trace) if e["name"] == "copy_scope"]
+    calls = {e["args"]["correlation"]: e for e in events
+             if e.get("cat") == "cuda_runtime"}
+    copies = [e for e in events if e.get("cat") == "gpu_memcpy"]
+    sets = [e for e in events if e.get("cat") == "gpu_memset"]
+    assert len(copies) == 3 and len(sets) == 3, (copies, sets)
+    for e, api in [(c, "cudaMemcpyAsync") for c in copies] + \
+            [(s, "cudaMemsetAsync") for s in sets]:
+        call = calls[e["args"]["correlation"]]
+        assert call["name"] == api and call["tid"] == scope["tid"], call
+        assert e["args"]["External id"] == call["args"]["External id"]
+        assert e["args"]["launched by"] == "copy_scope", e
+        # A set's record has only the driver call's id (joined through
+        # the driver call the agent saw nested in the runtime's); a copy's
+        # names the runtime call too.
+        if api == "cudaMemsetAsync":
+            assert e["args"]["record correlation"] != \
+                call["args"]["correlation"], e
+        else:
+            assert "record correlation" not in e["args"], e
+    assert {c["name"] for c in copies} == \
+        {"Memcpy HtoD (Pageable -> Device)"}, copies
+    assert {c["args"]["bytes"] for c in copies} == {4096}
+    assert {s["name"] for s in sets} == {"Memset (Device)"}, sets
+    assert {s["args"]["bytes"] for s in sets} == {1024}
+    gpu = trace["otherData"]["gpu"]
+    assert gpu["records_without_launch"] == 0, gpu
+    assert gpu["launches_evicted_without_record"] == 0, gpu
+    (stats,) = [s for s in trace["otherData"]["op_stats"]
+                if s["name"] == "copy_scope"]
+    want = sum(e["dur"] for e in copies + sets) * 1000
+    assert abs(stats["self_cuda_ns"] - want) <= 6, (stats, want)
+    assert stats["kernels"] == 0, stats
+
+
+def test_nvtx_ranges_nest_with_the_ops(tmp_path):
+    """NVTX ranges the job pushes through its shared NVTX library, which
+    it loads after the attach: each "nvtx_outer" range is an "nvtx" slice
+    on its thread around the user scope and op inside it, and the range
+    pushed inside that scope nests in it, in the trace and in the folded
+    stacks. A pop of a range pushed before the attach is counted, not
+    paired with anything."""
+    with CudaJob() as job:
+        assert job.ask("nvtx-load") == "loaded"
+        assert job.ask("nvtx-push early") == "0"
+        out, folded = tmp_path / "t.json", tmp_path / "f.txt"
+        r, _ = start_rfbpf(["-q", "--no-table", "-p", str(job.pid), "-o",
+                            str(out), "--folded", str(folded)])
+        time.sleep(2)       # rfbpf looks for the library once a second
+        assert job.ask("nvtx 3") == "3"
+        assert job.ask("nvtx-pop") == "0"
+        rc, _, err = stop(r)
+        assert rc == 0, err
+    trace = load_trace(out)
+    slices = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    outer = [e for e in slices if e["name"] == "nvtx_outer"]
+    leaves = [e for e in slices if e["name"] == "nvtx_leaf"]
+    scopes = [e for e in slices if e["name"] == "nvtx_inner_scope"]
+    assert len(outer) == len(leaves) == len(scopes) == 3, slices
+    for o in outer:
+        assert o["cat"] == "nvtx" and o["args"]["scope"] == "nvtx", o
+        (s,) = [e for e in scopes if e["tid"] == o["tid"] and
+                o["ts"] <= e["ts"] and
+                e["ts"] + e["dur"] <= o["ts"] + o["dur"]]
+        (l,) = [e for e in leaves if e["tid"] == o["tid"] and
+                s["ts"] <= e["ts"] and
+                e["ts"] + e["dur"] <= s["ts"] + s["dur"]]
+        assert l["cat"] == "nvtx", l
+    assert trace["otherData"]["nvtx_pops_unmatched"] == 1, \
+        trace["otherData"]
+    stacks = folded.read_text()
+    assert ";nvtx_outer;nvtx_inner_scope;nvtx_leaf " in stacks, stacks
+    assert "early" not in stacks, stacks
 
 
 def test_syncs_after_the_attach_are_the_op_s_gpu_wait(tmp_path):

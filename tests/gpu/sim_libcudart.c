@@ -12,10 +12,14 @@
  * through its callbacks and activity (sim_cupti_launch). func is the
  * kernel's name here, not a host stub. cudaStreamSynchronize waits 2 ms,
  * inside CUPTI's callbacks if one is loaded (sim_cupti_stream_sync).
+ * cudaMemcpyAsync and cudaMemsetAsync work on host memory (the "device"
+ * is the host here) and go through CUPTI as a host-to-device copy and a
+ * device set do (sim_cupti_copy, sim_cupti_set).
  */
 #include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -86,5 +90,41 @@ EXPORT int cudaLaunchKernel(const void *func, struct dim3 grid,
 	(void)grid, (void)block, (void)args, (void)shmem, (void)stream;
 	if (launch)
 		launch(func, 20000);
+	return 0;
+}
+
+/* cudaMemcpyKind's cudaMemcpyHostToDevice: the only kind played. */
+#define HOST_TO_DEVICE 1
+
+/* A copy "to the device" (host memory here) that takes 10 us, as a
+ * pageable one (pinned: 1 for a pinned source, the stand-in cannot tell).
+ * 0: cudaSuccess; 1 (cudaErrorInvalidValue) for another kind. */
+EXPORT int cudaMemcpyAsync(void *dst, const void *src, size_t count,
+			   int kind, void *stream)
+{
+	uint32_t (*copy)(uint64_t, int, uint64_t) =
+		(uint32_t (*)(uint64_t, int, uint64_t))cupti_function(
+			"sim_cupti_copy");
+
+	(void)stream;
+	if (kind != HOST_TO_DEVICE)
+		return 1;
+	memcpy(dst, src, count);
+	if (copy)
+		copy(count, 0, 10000);
+	return 0;
+}
+
+/* A set of "device" (host here) memory that takes 5 us. */
+EXPORT int cudaMemsetAsync(void *dst, int value, size_t count, void *stream)
+{
+	uint32_t (*set)(uint64_t, uint32_t, uint64_t) =
+		(uint32_t (*)(uint64_t, uint32_t, uint64_t))cupti_function(
+			"sim_cupti_set");
+
+	(void)stream;
+	memset(dst, value, count);
+	if (set)
+		set(count, (uint32_t)value, 5000);
 	return 0;
 }

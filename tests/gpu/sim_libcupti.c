@@ -31,7 +31,10 @@
  *     a buffer with records to the completion callback, and
  *     cuptiActivityGetNextRecord walks it. Its cudaStreamSynchronize
  *     calls sim_cupti_stream_sync(): the callbacks around a wait, and
- *     a synchronization record if that kind is on.
+ *     a synchronization record if that kind is on. Its cudaMemcpyAsync
+ *     and cudaMemsetAsync call sim_cupti_copy() and sim_cupti_set(): the
+ *     runtime call's callbacks around the driver call's, and a copy or
+ *     set record with the ids CUDA 13's CUPTI gives them.
  * No GPU: a kernel's record says it ran for the time the launch asked,
  * starting as it was launched. The sim_cupti_* functions let a test
  * play another tool (Kineto) and read the process-wide state;
@@ -55,12 +58,14 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-/* The sync record of the CUPTI played (CUDA 13 appended to 12's). */
+/* The records of the CUPTI played that differ (13 appended to 12's). */
 #ifdef SIM_CUDA12
 #include <cupti_activity_deprecated.h>
 typedef CUpti_ActivitySynchronization sim_sync_record;
+typedef CUpti_ActivityMemcpy5 sim_copy_record;
 #else
 typedef CUpti_ActivitySynchronization2 sim_sync_record;
+typedef CUpti_ActivityMemcpy6 sim_copy_record;
 #endif
 
 struct CUpti_Subscriber_st {
@@ -86,6 +91,7 @@ static size_t held_size, held_used;
 static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool runtime_domain;		/* every runtime cbid enabled */
 static uint8_t runtime_cbids[1024 / 8];	/* or these, one bit each */
+static uint8_t driver_cbids[1024 / 8];	/* driver ones, one bit each */
 
 static void dead_call(const char *fn)
 {
@@ -179,6 +185,7 @@ EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle s)
 	holder = NULL;
 	runtime_domain = false;
 	memset(runtime_cbids, 0, sizeof(runtime_cbids));
+	memset(driver_cbids, 0, sizeof(driver_cbids));
 	return CUPTI_SUCCESS;
 }
 
@@ -217,6 +224,12 @@ EXPORT CUptiResult cuptiEnableCallback(uint32_t enable,
 			runtime_cbids[cbid / 8] |= 1u << cbid % 8;
 		else
 			runtime_cbids[cbid / 8] &= ~(1u << cbid % 8);
+	}
+	if (d == CUPTI_CB_DOMAIN_DRIVER_API && cbid < 1024) {
+		if (enable)
+			driver_cbids[cbid / 8] |= 1u << cbid % 8;
+		else
+			driver_cbids[cbid / 8] &= ~(1u << cbid % 8);
 	}
 	return CUPTI_SUCCESS;
 }
@@ -294,8 +307,16 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
  * and sync records, and steps by each one's size as CUPTI does. */
 static size_t record_size(const CUpti_Activity *r)
 {
-	return r->kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION ?
-	       sizeof(sim_sync_record) : sizeof(CUpti_ActivityKernel10);
+	switch (r->kind) {
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+		return sizeof(sim_sync_record);
+	case CUPTI_ACTIVITY_KIND_MEMCPY:
+		return sizeof(sim_copy_record);
+	case CUPTI_ACTIVITY_KIND_MEMSET:
+		return sizeof(CUpti_ActivityMemset4);
+	default:
+		return sizeof(CUpti_ActivityKernel10);
+	}
 }
 
 EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buf, size_t len,
@@ -490,6 +511,113 @@ EXPORT uint32_t sim_cupti_stream_sync(uint64_t wait_ns)
 		sync_record(corr, start, record_now());
 	runtime_callback(cbid, "cudaStreamSynchronize", NULL, corr,
 			 CUPTI_API_EXIT);
+	return corr;
+}
+
+/* A record of `size` bytes in the held buffer, zeroed, or NULL (no
+ * buffer, or full). Takes held_lock either way: the caller releases it
+ * once the record is written. */
+static void *record_locked(size_t size)
+{
+	void *r = NULL;
+	size_t max;
+
+	pthread_mutex_lock(&held_lock);
+	if (!held && requested_fn) {
+		requested_fn(&held, &held_size, &max);
+		held_used = 0;
+	}
+	if (held && held_used + size <= held_size) {
+		r = held + held_used;
+		held_used += size;
+		memset(r, 0, size);
+	}
+	return r;
+}
+
+/* The subscriber's driver API callback at one site, if enabled. */
+static void driver_callback(CUpti_CallbackId cbid, const char *fn,
+			    uint32_t corr, CUpti_ApiCallbackSite site)
+{
+	CUpti_SubscriberHandle s = holder;
+	CUpti_CallbackData cd = {
+		.callbackSite = site, .functionName = fn,
+		.correlationId = corr,
+	};
+
+	if (s && s->fn && cbid < 1024 && driver_cbids[cbid / 8] >> cbid % 8 & 1)
+		s->fn(s->data, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cd);
+}
+
+/* What CUPTI does for one cudaMemcpyAsync from host memory (pinned or
+ * pageable) to the device, taking dur_ns: the runtime call's callbacks
+ * around the driver call's it makes, and a copy record that carries the
+ * driver call's correlation id and the runtime call's. */
+EXPORT uint32_t sim_cupti_copy(uint64_t bytes, int pinned, uint64_t dur_ns)
+{
+	const CUpti_CallbackId rt = CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020;
+	const CUpti_CallbackId drv = CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2;
+	uint32_t corr = next_correlation(), driver = next_correlation();
+	sim_copy_record *r;
+
+	ALIVE();
+	runtime_callback(rt, "cudaMemcpyAsync", NULL, corr, CUPTI_API_ENTER);
+	driver_callback(drv, "cuMemcpyHtoDAsync_v2", driver, CUPTI_API_ENTER);
+	if (kinds & 1ull << CUPTI_ACTIVITY_KIND_MEMCPY) {
+		r = record_locked(sizeof(*r));
+		if (!r)
+			goto copied;
+		r->kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+		r->copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+		r->srcKind = pinned ? CUPTI_ACTIVITY_MEMORY_KIND_PINNED :
+				      CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+		r->dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+		r->bytes = bytes;
+		r->start = record_now();
+		r->end = r->start + dur_ns;
+		r->contextId = 1;
+		r->streamId = 7;
+		r->correlationId = driver;
+		r->runtimeCorrelationId = corr;
+copied:
+		pthread_mutex_unlock(&held_lock);
+	}
+	driver_callback(drv, "cuMemcpyHtoDAsync_v2", driver, CUPTI_API_EXIT);
+	runtime_callback(rt, "cudaMemcpyAsync", NULL, corr, CUPTI_API_EXIT);
+	return corr;
+}
+
+/* The same for one cudaMemsetAsync: its record carries only the driver
+ * call's id, as CUDA 13's says. */
+EXPORT uint32_t sim_cupti_set(uint64_t bytes, uint32_t value,
+			      uint64_t dur_ns)
+{
+	const CUpti_CallbackId rt = CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020;
+	const CUpti_CallbackId drv = CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async;
+	uint32_t corr = next_correlation(), driver = next_correlation();
+	CUpti_ActivityMemset4 *r;
+
+	ALIVE();
+	runtime_callback(rt, "cudaMemsetAsync", NULL, corr, CUPTI_API_ENTER);
+	driver_callback(drv, "cuMemsetD8Async", driver, CUPTI_API_ENTER);
+	if (kinds & 1ull << CUPTI_ACTIVITY_KIND_MEMSET) {
+		r = record_locked(sizeof(*r));
+		if (!r)
+			goto set;
+		r->kind = CUPTI_ACTIVITY_KIND_MEMSET;
+		r->value = value;
+		r->bytes = bytes;
+		r->start = record_now();
+		r->end = r->start + dur_ns;
+		r->contextId = 1;
+		r->streamId = 7;
+		r->correlationId = driver;
+		r->memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+set:
+		pthread_mutex_unlock(&held_lock);
+	}
+	driver_callback(drv, "cuMemsetD8Async", driver, CUPTI_API_EXIT);
+	runtime_callback(rt, "cudaMemsetAsync", NULL, corr, CUPTI_API_EXIT);
 	return corr;
 }
 

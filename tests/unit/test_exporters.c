@@ -490,11 +490,12 @@ TEST(losses_spelled_from_one_table)
 		"drops", "unmatched_ends", "repeated_ends", "async_ends",
 		"ends_begun_before_tracing", "truncated_ops", "open_at_detach",
 		"open_at_thread_exit", "closed_by_parent", "replaced",
-		"names_truncated", "name_faults", "out_of_memory",
+		"names_truncated", "name_faults", "nvtx_pops_unmatched",
+		"out_of_memory",
 	};
 	static const char *const values[] = {
 		"1", "2", "3", "4", "5", "26", "6", "7", "8", "5", "10", "11",
-		"12",
+		"13", "12",
 	};
 	struct fixture x;
 	struct counts *c = &x.t.counts;
@@ -508,12 +509,13 @@ TEST(losses_spelled_from_one_table)
 	c->open_at_detach = 6, c->open_at_thread_exit = 7;
 	c->closed_by_parent = 8, c->replaced = 5;
 	c->names_truncated = 10, c->name_faults = 11, c->oom = 12;
+	c->nvtx_pops_unmatched = 13;
 	format_losses(c, line, sizeof(line));
 	CHECK_STR(line, "drops 1; unmatched ends 2; repeated ends 3; async "
 		  "ends 4; ends of ops begun before tracing 5; truncated ops "
 		  "26 (open at detach 6, at thread exit 7, closed by parent 8, "
 		  "replaced 5); names truncated 10; unreadable names 11; "
-		  "EVENTS LOST TO OUT-OF-MEMORY");
+		  "unmatched NVTX pops 13; EVENTS LOST TO OUT-OF-MEMORY");
 	c->oom = 0;
 	format_losses(c, line, 40);		/* cut, still a string */
 	CHECK_EQ_U64(strlen(line), 39);

@@ -255,7 +255,7 @@ TEST(exported_with_the_counters_labels)
 		"unmatched_end", "repeated_end", "async_end",
 		"end_begun_before_tracing", "open_at_thread_exit",
 		"closed_by_parent", "replaced", "name_truncated",
-		"name_unreadable", "out_of_memory",
+		"name_unreadable", "nvtx_pop_unmatched", "out_of_memory",
 	};
 	const char *at = text;
 	char want[160];

@@ -29,6 +29,15 @@ line on stdin:
             the stand-in and a CUPTI loaded, each goes through CUPTI's
             callbacks and records (tests/gpu/sim_libcupti.c).
             "launched N"
+  nvtx-load the shared NVTX library beside the runtime is loaded (as
+            torch.cuda.nvtx loads its own): "nvtx loaded"
+  nvtx-push NAME / nvtx-pop   one NVTX push or pop: "nvtx LEVEL"
+  nvtx N    N times: push "nvtx_outer", in it a user scope
+            "nvtx_inner_scope" with an op and a push/pop of "nvtx_leaf",
+            then pop: "nvtx N"
+  copy N    N cudaMemcpyAsync (4 KiB host to "device") then N
+            cudaMemsetAsync (1 KiB) inside "copy_scope", checked to have
+            copied and set the bytes: "copied N"
 At the end of its input it prints "dlerror -" if the second thread's
 dlerror() has nothing to say (see keep_busy), and exits.
 """
@@ -120,6 +129,24 @@ def keep_busy(stop, seen):
     seen.append(DLERROR())
 
 
+def copy(cudart, n):
+    """n copies then n sets through the runtime, each checked."""
+    src = (ctypes.c_ubyte * 4096)(*(list(range(256)) * 16))
+    dst = (ctypes.c_ubyte * 4096)()
+    cudart.cudaMemcpyAsync.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
+                                       ctypes.c_size_t, ctypes.c_int,
+                                       ctypes.c_void_p]
+    cudart.cudaMemsetAsync.argtypes = [ctypes.c_void_p, ctypes.c_int,
+                                       ctypes.c_size_t, ctypes.c_void_p]
+    with torch.autograd.profiler.record_function("copy_scope"):
+        for i in range(n):
+            assert cudart.cudaMemcpyAsync(dst, src, 4096, 1, None) == 0
+            assert bytes(dst) == bytes(src)
+        for i in range(n):
+            assert cudart.cudaMemsetAsync(dst, i + 1, 1024, None) == 0
+            assert bytes(dst[:1024]) == bytes([i + 1]) * 1024
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cudart", default=os.path.join(
@@ -133,6 +160,7 @@ def main():
     torch.set_num_threads(1)
     cudart = None if a.no_cuda else ctypes.CDLL(a.cudart)
     model, opt, x, y = build()
+    nvtx = None     # the shared NVTX library, once nvtx-load loads it
     stop = threading.Event()
     seen = []
     busy = threading.Thread(target=keep_busy, args=(stop, seen),
@@ -178,6 +206,28 @@ def main():
                 for _ in range(int(cmd[1])):
                     assert cudart.cudaStreamSynchronize(None) == 0
             print(f"synced {cmd[1]}", flush=True)
+        elif cmd[0] == "nvtx-load":
+            nvtx = ctypes.CDLL(os.path.join(os.path.dirname(a.cudart),
+                                            "libnvToolsExt.so.1"))
+            print("nvtx loaded", flush=True)
+        elif cmd[0] == "nvtx-push":
+            print(f"nvtx {nvtx.nvtxRangePushA(cmd[1].encode())}",
+                  flush=True)
+        elif cmd[0] == "nvtx-pop":
+            print(f"nvtx {nvtx.nvtxRangePop()}", flush=True)
+        elif cmd[0] == "nvtx":
+            for _ in range(int(cmd[1])):
+                nvtx.nvtxRangePushA(b"nvtx_outer")
+                with torch.autograd.profiler.record_function(
+                        "nvtx_inner_scope"):
+                    torch.ones(4).add(1)
+                    nvtx.nvtxRangePushA(b"nvtx_leaf")
+                    nvtx.nvtxRangePop()
+                nvtx.nvtxRangePop()
+            print(f"nvtx {cmd[1]}", flush=True)
+        elif cmd[0] == "copy":
+            copy(cudart, int(cmd[1]))
+            print(f"copied {cmd[1]}", flush=True)
         elif cmd[0] == "launch":
             launch(cudart, int(cmd[1]))
             print(f"launched {cmd[1]}", flush=True)

@@ -230,6 +230,16 @@ int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
 	return 0;
 }
 
+int probes_attach_nvtx(struct probes *p, pid_t pid, const char *path,
+		       uint64_t push_off, uint64_t pop_off, bool verbose)
+{
+	int ret = attach_one(p, p->skel->progs.nvtx_push, pid, path, push_off,
+			     "NVTX push", verbose);
+
+	return ret ? ret : attach_one(p, p->skel->progs.nvtx_pop, pid, path,
+				      pop_off, "NVTX pop", verbose);
+}
+
 void probes_set_cupti_yield(struct probes *p, uint32_t sig, uint64_t handler)
 {
 	p->skel->bss->cupti_yield_handler = handler;
@@ -569,6 +579,8 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 			c->off_cpu_switches = sum;
 		else if (slot == RF_CNT_CHILD_OPS_MISSED)
 			c->child_ops_missed = sum;
+		else if (slot == RF_CNT_NVTX_POPS_UNMATCHED)
+			c->nvtx_pops_unmatched = sum;
 	}
 	free(vals);
 }

@@ -77,6 +77,10 @@ struct gpu_probe_offsets {
  * launch tagging. launch and activity are needed, the rest optional. */
 int probes_attach_gpu(struct probes *p, pid_t pid, const char *path,
 		      const struct gpu_probe_offsets *off, bool verbose);
+/* The job's shared NVTX library at path: its nvtxRangePushA and
+ * nvtxRangePop (file offsets), for pid only (bpf/nvtx.bpf.c). */
+int probes_attach_nvtx(struct probes *p, pid_t pid, const char *path,
+		       uint64_t push_off, uint64_t pop_off, bool verbose);
 /* The job's libcupti at path: a uprobe on each function of
  * RF_CUPTI_WATCHED found (offs[i], 0 if absent), with i as its cookie,
  * for pid only. Returns how many were attached, or -errno. */

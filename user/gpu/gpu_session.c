@@ -182,10 +182,49 @@ static void attach_agent(struct gpu_session *gs)
 		"waiting for it to take CUPTI\n", gs->agent.shown);
 }
 
+static bool is_nvtx_name(const char *base)
+{
+	return !strncmp(base, "libnvToolsExt.so", 16);
+}
+
+/* The job's NVTX ranges (bpf/nvtx.bpf.c), from its shared NVTX library
+ * once it maps one: torch.cuda.nvtx loads it with torch's CUDA part. */
+static void look_for_nvtx(struct gpu_session *gs, double now_s)
+{
+	static const char *const funcs[] = { "nvtxRangePushA",
+					     "nvtxRangePop" };
+	pid_t pid = *gs->of.pid;
+	char path[4096], shown[4096];
+	uint64_t off[2];
+	int ret;
+
+	if (gs->nvtx_attached || now_s - gs->nvtx_checked_s < 1.0)
+		return;
+	gs->nvtx_checked_s = now_s;
+	if (target_find_library(pid, is_nvtx_name, path, sizeof(path)))
+		return;		/* not (yet) mapped */
+	gs->nvtx_attached = true;	/* one try */
+	target_mapped_name(path, shown, sizeof(shown));
+	if (elf_find_functions(path, funcs, 2, off) != 2 || !off[0] ||
+	    !off[1]) {
+		fprintf(stderr, "rfbpf: warning: %s has no nvtxRangePushA and "
+			"nvtxRangePop: NVTX ranges are not traced\n", shown);
+		return;
+	}
+	ret = probes_attach_nvtx(gs->of.probes, pid, path, off[0], off[1],
+				 gs->of.opt->verbose);
+	if (ret)
+		fprintf(stderr, "rfbpf: warning: NVTX ranges are not traced "
+			"(%s: %s)\n", shown, strerror(-ret));
+	else if (gs->of.opt->verbose)
+		fprintf(stderr, "rfbpf: NVTX ranges traced from %s\n", shown);
+}
+
 void gpu_session_poll(struct gpu_session *gs, double now_s)
 {
 	if (!gs->of.opt->gpu || gs->given_up)
 		return;
+	look_for_nvtx(gs, now_s);
 	if (gs->attached) {
 		/* Its counters are read as we go: the target may be gone by
 		 * the time tracing stops. */

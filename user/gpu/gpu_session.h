@@ -34,6 +34,8 @@ struct gpu_session {
 	bool base_read;
 	bool cupti_watched;	/* the job's libcupti is probed (or could
 				 * not be: tried once) */
+	bool nvtx_attached;	/* NVTX push/pop probed (or tried once) */
+	double nvtx_checked_s;	/* last look for the job's NVTX library */
 	bool inject;		/* load the agent at the next attach stop, */
 	struct gpu_inject inject_how;	/* ...this way */
 	struct {		/* the session's, as they are when used */
@@ -53,7 +55,9 @@ void gpu_session_bind(struct gpu_session *gs, const pid_t *pid,
 		      const bool *use_stubs);
 
 /* Called on every loop turn: looks for the agent twice a second until
- * found, then renews the lease. */
+ * found, then renews the lease; looks for the job's shared NVTX library
+ * (libnvToolsExt.so.1) once a second until found, and probes its range
+ * push and pop. */
 void gpu_session_poll(struct gpu_session *gs, double now_s);
 /* Before the attach stop (it reads the job's maps, which no held thread
  * should wait for): should the job get the CUPTI agent (gpu/inject.h;

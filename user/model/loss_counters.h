@@ -44,6 +44,9 @@
 	  "names truncated", "op names cut at the event's name size") \
 	X(name_faults, LOSS_OP, "name_faults", "name_unreadable", \
 	  "unreadable names", "op names the probe could not read") \
+	X(nvtx_pops_unmatched, LOSS_OP, "nvtx_pops_unmatched", \
+	  "nvtx_pop_unmatched", "unmatched NVTX pops", \
+	  "NVTX range pops with no range pushed since the attach") \
 	X(oom, LOSS_OP, "out_of_memory", "out_of_memory", NULL, \
 	  "events lost because the loader could not allocate")
 

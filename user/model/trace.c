@@ -244,6 +244,8 @@ static const char *const scope_names[] = {
 
 const char *scope_name(uint8_t scope)
 {
+	if (scope == RF_SCOPE_NVTX)
+		return "nvtx";
 	if (scope < sizeof(scope_names) / sizeof(scope_names[0]))
 		return scope_names[scope];
 	return "unknown";
@@ -251,9 +253,12 @@ const char *scope_name(uint8_t scope)
 
 /* Kineto files every RecordFunction op under "cpu_op" whatever its scope
  * (HTA and TensorBoard filter on it), and user scopes under
- * "user_annotation"; the scope itself is in args. */
+ * "user_annotation"; the scope itself is in args. NVTX ranges, which
+ * Kineto does not record, are "nvtx". */
 const char *scope_category(uint8_t scope)
 {
+	if (scope == RF_SCOPE_NVTX)
+		return "nvtx";
 	return scope == RF_SCOPE_USER ? "user_annotation" : "cpu_op";
 }
 
