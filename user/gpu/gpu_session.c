@@ -200,6 +200,14 @@ static void look_for_nvtx(struct gpu_session *gs, double now_s)
 
 	if (gs->nvtx_attached || now_s - gs->nvtx_checked_s < 1.0)
 		return;
+	/* Ranges are all recorded, ops only when every one is: a sampled
+	 * session would weigh them as samples (and fleet mode would pay for
+	 * them outside its bursts). */
+	if (gs->of.opt->continuous || gs->of.opt->sample_prob < 1.0 ||
+	    gs->of.opt->tree_prob < 1.0) {
+		gs->nvtx_attached = true;
+		return;
+	}
 	gs->nvtx_checked_s = now_s;
 	if (target_find_library(pid, is_nvtx_name, path, sizeof(path)))
 		return;		/* not (yet) mapped */
