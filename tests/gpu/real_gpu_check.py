@@ -156,6 +156,13 @@ def main():
                  if e["cat"] == "cuda_sync"]
         row("syncs: .item()'s wait joined to its op", len(syncs) >= 1,
             f"{len(syncs)} cuda_sync ({', '.join(sorted({e['name'] for e in syncs}))})")
+        nvtx = [e for e in trace["traceEvents"] if e.get("cat") == "nvtx"
+                and e.get("name") == "nvtx_range"]
+        # Seen only where torch's NVTX is the shared libnvToolsExt.so.1;
+        # NVTX 3 compiled into torch is out of reach (docs/limits.md).
+        row("NVTX range of case::kernels", True if nvtx else None,
+            f"{len(nvtx)} nvtx slices" + ("" if nvtx else
+            ": torch's NVTX is not the shared library here"))
         props = trace.get("deviceProperties", [])
         occ = [e["args"].get("est. achieved occupancy %")
                for e in cases.get("kernels", []) if e["cat"] == "kernel"]

@@ -50,7 +50,9 @@ def cudart():
 
 def case_kernels():
     a = torch.randn(1024, 1024, device=dev)
+    torch.cuda.nvtx.range_push("nvtx_range")
     (a @ a).sum().item()
+    torch.cuda.nvtx.range_pop()
 
 
 def case_copy_pageable():
