@@ -549,76 +549,121 @@ static void driver_callback(CUpti_CallbackId cbid, const char *fn,
 		s->fn(s->data, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cd);
 }
 
-/* What CUPTI does for one cudaMemcpyAsync from host memory (pinned or
- * pageable) to the device, taking dur_ns: the runtime call's callbacks
- * around the driver call's it makes, and a copy record that carries the
- * driver call's correlation id and the runtime call's. */
-EXPORT uint32_t sim_cupti_copy(uint64_t bytes, int pinned, uint64_t dur_ns)
-{
-	const CUpti_CallbackId rt = CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020;
-	const CUpti_CallbackId drv = CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2;
-	uint32_t corr = next_correlation(), driver = next_correlation();
-	sim_copy_record *r;
+/* A runtime call that makes one driver call and one record of `kind`
+ * (size bytes), written by fill with both calls' ids and the time: what
+ * CUPTI does for a copy or a set. Returns the runtime call's id. */
+struct sim_call {
+	CUpti_CallbackId runtime, driver;
+	const char *runtime_name, *driver_name;
+	CUpti_ActivityKind kind;
+	size_t size;
+};
 
-	ALIVE();
-	runtime_callback(rt, "cudaMemcpyAsync", NULL, corr, CUPTI_API_ENTER);
-	driver_callback(drv, "cuMemcpyHtoDAsync_v2", driver, CUPTI_API_ENTER);
-	if (kinds & 1ull << CUPTI_ACTIVITY_KIND_MEMCPY) {
-		r = record_locked(sizeof(*r));
-		if (!r)
-			goto copied;
-		r->kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-		r->copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
-		r->srcKind = pinned ? CUPTI_ACTIVITY_MEMORY_KIND_PINNED :
-				      CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
-		r->dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-		r->bytes = bytes;
-		r->start = record_now();
-		r->end = r->start + dur_ns;
-		r->contextId = 1;
-		r->streamId = 7;
-		r->correlationId = driver;
-		r->runtimeCorrelationId = corr;
-copied:
+static uint32_t call_with_record(const struct sim_call *c,
+				 void (*fill)(void *record, uint32_t corr,
+					      uint32_t driver,
+					      uint64_t start, const void *arg),
+				 const void *arg)
+{
+	uint32_t corr = next_correlation(), driver = next_correlation();
+	void *r;
+
+	runtime_callback(c->runtime, c->runtime_name, NULL, corr,
+			 CUPTI_API_ENTER);
+	driver_callback(c->driver, c->driver_name, driver, CUPTI_API_ENTER);
+	if (kinds & 1ull << c->kind) {
+		r = record_locked(c->size);
+		if (r)
+			fill(r, corr, driver, record_now(), arg);
 		pthread_mutex_unlock(&held_lock);
 	}
-	driver_callback(drv, "cuMemcpyHtoDAsync_v2", driver, CUPTI_API_EXIT);
-	runtime_callback(rt, "cudaMemcpyAsync", NULL, corr, CUPTI_API_EXIT);
+	driver_callback(c->driver, c->driver_name, driver, CUPTI_API_EXIT);
+	runtime_callback(c->runtime, c->runtime_name, NULL, corr,
+			 CUPTI_API_EXIT);
 	return corr;
 }
 
-/* The same for one cudaMemsetAsync: its record carries only the driver
- * call's id, as CUDA 13's says. */
+struct sim_copy {
+	uint64_t bytes, dur_ns;
+	int pinned;
+};
+
+/* A host-to-device copy's record names the driver call and the
+ * runtime call. */
+static void fill_copy(void *record, uint32_t corr, uint32_t driver,
+		      uint64_t start, const void *arg)
+{
+	const struct sim_copy *c = arg;
+	sim_copy_record *r = record;
+
+	r->kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+	r->copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+	r->srcKind = c->pinned ? CUPTI_ACTIVITY_MEMORY_KIND_PINNED :
+				 CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+	r->dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+	r->bytes = c->bytes;
+	r->start = start;
+	r->end = start + c->dur_ns;
+	r->contextId = 1;
+	r->streamId = 7;
+	r->correlationId = driver;
+	r->runtimeCorrelationId = corr;
+}
+
+/* What CUPTI does for one cudaMemcpyAsync from host memory (pinned or
+ * pageable) to the device, taking dur_ns. */
+EXPORT uint32_t sim_cupti_copy(uint64_t bytes, int pinned, uint64_t dur_ns)
+{
+	static const struct sim_call call = {
+		CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+		CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+		"cudaMemcpyAsync", "cuMemcpyHtoDAsync_v2",
+		CUPTI_ACTIVITY_KIND_MEMCPY, sizeof(sim_copy_record),
+	};
+	const struct sim_copy c = { bytes, dur_ns, pinned };
+
+	ALIVE();
+	return call_with_record(&call, fill_copy, &c);
+}
+
+struct sim_set {
+	uint64_t bytes, dur_ns;
+	uint32_t value;
+};
+
+/* A set's record names only the driver call, as CUDA 13's says. */
+static void fill_set(void *record, uint32_t corr, uint32_t driver,
+		     uint64_t start, const void *arg)
+{
+	const struct sim_set *s = arg;
+	CUpti_ActivityMemset4 *r = record;
+
+	(void)corr;
+	r->kind = CUPTI_ACTIVITY_KIND_MEMSET;
+	r->value = s->value;
+	r->bytes = s->bytes;
+	r->start = start;
+	r->end = start + s->dur_ns;
+	r->contextId = 1;
+	r->streamId = 7;
+	r->correlationId = driver;
+	r->memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+}
+
+/* The same for one cudaMemsetAsync of device memory. */
 EXPORT uint32_t sim_cupti_set(uint64_t bytes, uint32_t value,
 			      uint64_t dur_ns)
 {
-	const CUpti_CallbackId rt = CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020;
-	const CUpti_CallbackId drv = CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async;
-	uint32_t corr = next_correlation(), driver = next_correlation();
-	CUpti_ActivityMemset4 *r;
+	static const struct sim_call call = {
+		CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+		CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,
+		"cudaMemsetAsync", "cuMemsetD8Async",
+		CUPTI_ACTIVITY_KIND_MEMSET, sizeof(CUpti_ActivityMemset4),
+	};
+	const struct sim_set set = { bytes, dur_ns, value };
 
 	ALIVE();
-	runtime_callback(rt, "cudaMemsetAsync", NULL, corr, CUPTI_API_ENTER);
-	driver_callback(drv, "cuMemsetD8Async", driver, CUPTI_API_ENTER);
-	if (kinds & 1ull << CUPTI_ACTIVITY_KIND_MEMSET) {
-		r = record_locked(sizeof(*r));
-		if (!r)
-			goto set;
-		r->kind = CUPTI_ACTIVITY_KIND_MEMSET;
-		r->value = value;
-		r->bytes = bytes;
-		r->start = record_now();
-		r->end = r->start + dur_ns;
-		r->contextId = 1;
-		r->streamId = 7;
-		r->correlationId = driver;
-		r->memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-set:
-		pthread_mutex_unlock(&held_lock);
-	}
-	driver_callback(drv, "cuMemsetD8Async", driver, CUPTI_API_EXIT);
-	runtime_callback(rt, "cudaMemsetAsync", NULL, corr, CUPTI_API_EXIT);
-	return corr;
+	return call_with_record(&call, fill_set, &set);
 }
 
 #ifdef SIM_CUDA12
