@@ -172,11 +172,31 @@ def not_loaded(tmp_path, job_args, rfbpf_args, why, env=None):
         assert ops_of(load_trace(tmp_path / "t.json"))
 
 
-def test_a_job_held_only_in_a_wait_gets_no_agent(tmp_path):
+def test_a_job_held_only_in_a_wait_gets_the_agent_once_it_runs_ops(
+        tmp_path):
     """Its one thread waits on stdin at the attach: rfbpf holds it there,
-    in a system call that could as well be inside a CUDA call, and loads
-    nothing; the op trace goes on."""
-    not_loaded(tmp_path, ["--idle"], [], "waiting in a system call")
+    in a system call that could as well be inside a CUDA call, loads
+    nothing, and says it will try again. While the job stays idle it does
+    not; once the job runs ops, rfbpf holds that thread at one and loads
+    the agent there, and kernels launched after are traced."""
+    with CudaJob("--idle") as job:
+        out = tmp_path / "t.json"
+        r, _ = start_rfbpf(["-q", "--no-table", "-p", str(job.pid), "-o",
+                            str(out)])
+        time.sleep(3)
+        assert job.ask("agents") == "0"
+        job.ask("steps 200")
+        assert job.until("agents", lambda n: n == "1", 15) == "1"
+        assert job.until("holder", lambda h: h not in ("-", "no-cupti"))
+        assert job.ask("launch 2") == "2"
+        rc, _, err = stop(r)
+        assert rc == 0, err
+        lines = [l for l in err.splitlines() if "not loaded yet" in l]
+        assert len(lines) == 1 and "waiting in a system call" in lines[0], \
+            err
+        assert LOADED in err, err
+        assert "not loaded (" not in err, err
+    kernels_joined_to_their_scope(load_trace(out), 2)
 
 
 def test_a_job_started_with_ld_bind_now_gets_no_agent(tmp_path):

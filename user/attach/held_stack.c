@@ -4,6 +4,7 @@
 
 #include <elfutils/libdwfl.h>
 #include <dwarf.h>
+#include <gelf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "stub_page.h"
 #include "target.h"
 
 /* Deeper than any stack an op runs on; past it the walk stops. */
@@ -120,9 +122,41 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *out,
 	return !target_read(u->h->pid, addr, out, sizeof(*out));
 }
 
-/* The registers as rfbpf found the thread. Caught in rfbpf's stub
- * (no module there), it is at the stub's entry: its return address is
- * the top of the stack, and the walk begins in the stub's caller. */
+/* Is pc in rfbpf's page (or in no module at all)? Its code has no
+ * unwind data. */
+static bool in_rfbpf_page(Dwfl *dwfl, Dwarf_Addr pc)
+{
+	Dwfl_Module *m = dwfl_addrmodule(dwfl, pc);
+	const char *name = m ? dwfl_module_info(m, NULL, NULL, NULL, NULL,
+						NULL, NULL, NULL) : NULL;
+
+	return !m || (name && strstr(name, "/memfd:" STUB_MEMFD_NAME));
+}
+
+/* Is addr in executable code of a module with unwind data (not rfbpf's
+ * page)? A return address is. */
+static bool in_code(Dwfl *dwfl, Dwarf_Addr addr)
+{
+	Dwfl_Module *m;
+	Dwarf_Addr at = addr, bias;
+	Elf_Scn *scn;
+	GElf_Shdr shdr;
+
+	if (in_rfbpf_page(dwfl, addr))
+		return false;
+	m = dwfl_addrmodule(dwfl, addr);
+	scn = dwfl_module_address_section(m, &at, &bias);
+	return scn && gelf_getshdr(scn, &shdr) &&
+	       (shdr.sh_flags & SHF_EXECINSTR);
+}
+
+/* Words of the stack looked at for the stub's return address. */
+#define STUB_STACK_WORDS 16
+
+/* The registers as rfbpf found the thread. Caught in rfbpf's start stub
+ * (safe point 3, where the kernel's uprobe may have left words of its
+ * own on the stack), the walk begins in the stub's caller: the first
+ * word of the stack that points into code is its return address. */
 static bool initial_registers(Dwfl_Thread *thread, void *arg)
 {
 	struct unwind *u = arg;
@@ -133,15 +167,24 @@ static bool initial_registers(Dwfl_Thread *thread, void *arg)
 		r->r14, r->r15, r->rip,
 	};
 
-	if (!dwfl_addrmodule(u->dwfl, r->rip)) {
-		Dwarf_Word ret;
+	if (in_rfbpf_page(u->dwfl, r->rip)) {
+		Dwarf_Word words[STUB_STACK_WORDS];
+		int i;
 
-		if (target_read(u->h->pid, r->rsp, &ret, sizeof(ret)))
+		if (target_read(u->h->pid, r->rsp, words, sizeof(words)))
 			return false;
-		regs[16] = ret;
-		regs[7] = r->rsp + sizeof(ret);
+		for (i = 0; i < STUB_STACK_WORDS; i++)
+			if (in_code(u->dwfl, words[i]))
+				break;
+		if (i == STUB_STACK_WORDS)
+			return false;
+		regs[16] = words[i];
+		regs[7] = r->rsp + sizeof(words[0]) * (i + 1);
 	}
-	return dwfl_thread_state_registers(thread, 0, DWARF_REGS, regs);
+	if (!dwfl_thread_state_registers(thread, 0, DWARF_REGS, regs))
+		return false;
+	dwfl_thread_state_register_pc(thread, regs[16]);
+	return true;
 }
 
 static void no_detach(Dwfl *dwfl, void *arg)

@@ -8,9 +8,10 @@
  * or the allocator's own work on that thread.
  *
  * The modules are opened through /proc/PID/root, so a job in another
- * mount namespace is unwound as well. A frame with no module (rfbpf's
- * own stub, caught at its entry at safe point 3) is stepped over by its
- * return address, which is at the top of the stack there.
+ * mount namespace is unwound as well. A thread caught in rfbpf's own
+ * start stub (safe point 3: at its first instruction, in a page with no
+ * unwind data) is stepped into the stub's caller by its return address,
+ * which is at the top of the stack there.
  */
 #ifndef RFBPF_HELD_STACK_H
 #define RFBPF_HELD_STACK_H

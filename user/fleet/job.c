@@ -307,6 +307,7 @@ void job_poll(struct job *j, double now)
 {
 	read_events(j);
 	gpu_session_poll(&j->s.gpu, now);
+	session_retry_gpu_inject(&j->s);
 	if (j->bursts) {
 		job_bursts_poll(j);
 		return;

@@ -13,6 +13,7 @@
 #include "attach/probes.h"
 #include "attach/target.h"
 #include "gpu/inject.h"
+#include "attach/remote_call.h"
 
 /* Looking for the agent reads the job's maps (thousands of lines for a
  * torch process): it was most of a fleet daemon's CPU on a job without
@@ -279,16 +280,35 @@ void gpu_session_want_agent(struct gpu_session *gs)
 			"%d: %s\n", pid, why);
 }
 
+/* A job whose threads all wait is tried again this often, while it
+ * runs ops (each try holds one thread for a moment). */
+#define INJECT_RETRY_S 2.0
+
 void gpu_session_inject(struct gpu_session *gs, struct held_thread *h)
 {
 	pid_t pid = *gs->of.pid;
 	char why[512];
+	int ret;
 
 	if (!gs->inject)
 		return;
 	gs->inject = false;
-	if (gpu_inject(h, &gs->inject_how, gs->of.opt->verbose, why,
-		       sizeof(why))) {
+	ret = gpu_inject(h, &gs->inject_how, gs->of.opt->verbose, why,
+			 sizeof(why));
+	if (ret && !h->at_op) {
+		/* Said once; tried again at an op (gpu_session_wants_hold). */
+		if (!gs->inject_retry)
+			fprintf(stderr, "rfbpf: GPU: process %d uses CUDA; its "
+				"CUPTI agent is not loaded yet (%s): rfbpf "
+				"tries again when one of its threads runs an "
+				"op\n", pid, why);
+		gs->inject = gs->inject_retry = true;
+		gs->inject_next_s = monotonic_s() + INJECT_RETRY_S;
+		gs->inject_ops = gs->of.trace->counts.ops;
+		return;
+	}
+	gs->inject_retry = false;
+	if (ret) {
 		say_not_loaded(pid, why);
 		return;
 	}
@@ -297,6 +317,16 @@ void gpu_session_inject(struct gpu_session *gs, struct held_thread *h)
 		gs->inject_how.agent);
 	gs->checked_s = 0;	/* look for it at the next turn */
 	gs->look_s = 0;
+}
+
+bool gpu_session_wants_hold(struct gpu_session *gs, double now_s)
+{
+	if (!gs->inject || !gs->inject_retry || now_s < gs->inject_next_s ||
+	    gs->of.trace->counts.ops == gs->inject_ops)
+		return false;
+	gs->inject_next_s = now_s + INJECT_RETRY_S;
+	gs->inject_ops = gs->of.trace->counts.ops;
+	return true;
 }
 
 void gpu_session_finish(struct gpu_session *gs)

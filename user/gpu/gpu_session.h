@@ -36,6 +36,9 @@ struct gpu_session {
 				 * not be: tried once) */
 	bool nvtx_attached;	/* NVTX push/pop probed (or tried once) */
 	double nvtx_checked_s;	/* last look for the job's NVTX library */
+	bool inject_retry;	/* a load left pending: its thread waited */
+	double inject_next_s;	/* ...tried again then, */
+	uint64_t inject_ops;	/* ...if the job ran ops since this many */
 	bool inject;		/* load the agent at the next attach stop, */
 	struct gpu_inject inject_how;	/* ...this way */
 	struct {		/* the session's, as they are when used */
@@ -66,8 +69,14 @@ void gpu_session_poll(struct gpu_session *gs, double now_s);
 void gpu_session_want_agent(struct gpu_session *gs);
 /* Then, in the attach stop, on the thread rfbpf holds there: loads it
  * (gpu/inject.h). A failure is said in one line and tracing goes on
- * without GPU kernels. */
+ * without GPU kernels. A thread held in a wait, not at an op, leaves the
+ * load pending: see gpu_session_wants_hold. */
 void gpu_session_inject(struct gpu_session *gs, struct held_thread *h);
+/* A load left pending (the job's threads were all waiting at the
+ * attach): true when it is time for another hold (the job ran ops since
+ * the last; tried at most every INJECT_RETRY_S), in which the caller
+ * calls gpu_session_inject. */
+bool gpu_session_wants_hold(struct gpu_session *gs, double now_s);
 /* Tracing stops: ends the lease, drains the agent's final flush (up to
  * a second), and reads the agent's counters into the trace. */
 void gpu_session_finish(struct gpu_session *gs);

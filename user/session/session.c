@@ -321,6 +321,29 @@ int session_activate(struct session *s, const char *lib, char *err,
  * chance, and so is every wait of an idle one. */
 #define DETACH_FIND_MS 10000
 
+/* How long a retry of the agent's load looks for a thread at an op
+ * before it lets the hold go (to one waiting, which gets nothing). */
+#define INJECT_FIND_MS 500
+
+void session_retry_gpu_inject(struct session *s)
+{
+	char err[256];
+
+	if (!gpu_session_wants_hold(&s->gpu, monotonic_s()))
+		return;
+	s->act.find.find_ms = INJECT_FIND_MS;
+	s->act.find.cancel = NULL;
+	remote_set_idle(drain, s);	/* this session's ring, while held */
+	if (activation_begin(&s->act, err, sizeof(err))) {
+		if (s->opt->verbose)
+			fprintf(stderr, "rfbpf: GPU: no hold to load the agent "
+				"in: %s\n", err);
+		return;
+	}
+	gpu_session_inject(&s->gpu, &s->act.held);
+	activation_finish(&s->act);
+}
+
 int session_set_sample_prob(struct session *s, double p,
 			    struct replace_times *times, char *err, size_t len)
 {
@@ -688,6 +711,7 @@ void session_run(struct session *s)
 		if (s->trace.nr_ops)
 			outputs_publish(&s->out, s->opt);
 		gpu_session_poll(&s->gpu, monotonic_s());
+		session_retry_gpu_inject(s);
 		session_children_poll(s, monotonic_s());
 		safe_point_poll_late();
 		now = monotonic_s() - s->start_s;

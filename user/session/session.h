@@ -128,6 +128,10 @@ void session_finish(struct session *s);
 /* The BPF counts of the session: its op programs' and its context
  * switches'. */
 void session_read_counters(struct session *s, struct counts *c);
+/* A CUDA job whose threads all waited at the attach got no agent: once
+ * it runs ops, holds a thread at one now and then and loads it there
+ * (gpu_session_wants_hold). Called on every loop turn. */
+void session_retry_gpu_inject(struct session *s);
 /* Re-registers the callback with a new sampling probability, in one stop
  * of one thread. 0, or -errno with a reason in err. */
 int session_set_sample_prob(struct session *s, double p,
