@@ -185,7 +185,9 @@ def test_a_job_held_only_in_a_wait_gets_the_agent_once_it_runs_ops(
                             str(out)])
         time.sleep(3)
         assert job.ask("agents") == "0"
-        job.ask("steps 200")
+        # Seconds of steps: rfbpf sees their ops and holds the thread at
+        # one of them while they last.
+        job.ask("steps 3000")
         assert job.until("agents", lambda n: n == "1", 15) == "1"
         assert job.until("holder", lambda h: h not in ("-", "no-cupti"))
         assert job.ask("launch 2") == "2"

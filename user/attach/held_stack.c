@@ -122,41 +122,51 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *out,
 	return !target_read(u->h->pid, addr, out, sizeof(*out));
 }
 
-/* Is pc in rfbpf's page (or in no module at all)? Its code has no
- * unwind data. */
-static bool in_rfbpf_page(Dwfl *dwfl, Dwarf_Addr pc)
+/* Is addr in an executable section of module m? */
+static bool in_code(Dwfl_Module *m, Dwarf_Addr addr)
 {
-	Dwfl_Module *m = dwfl_addrmodule(dwfl, pc);
-	const char *name = m ? dwfl_module_info(m, NULL, NULL, NULL, NULL,
-						NULL, NULL, NULL) : NULL;
-
-	return !m || (name && strstr(name, "/memfd:" STUB_MEMFD_NAME));
-}
-
-/* Is addr in executable code of a module with unwind data (not rfbpf's
- * page)? A return address is. */
-static bool in_code(Dwfl *dwfl, Dwarf_Addr addr)
-{
-	Dwfl_Module *m;
 	Dwarf_Addr at = addr, bias;
-	Elf_Scn *scn;
+	Elf_Scn *scn = m ? dwfl_module_address_section(m, &at, &bias) : NULL;
 	GElf_Shdr shdr;
 
-	if (in_rfbpf_page(dwfl, addr))
-		return false;
-	m = dwfl_addrmodule(dwfl, addr);
-	scn = dwfl_module_address_section(m, &at, &bias);
 	return scn && gelf_getshdr(scn, &shdr) &&
 	       (shdr.sh_flags & SHF_EXECINSTR);
+}
+
+/* dwfl_getmodules: the start of the module that is rfbpf's page. */
+static int find_page(Dwfl_Module *m, void **userdata, const char *name,
+		     Dwarf_Addr start, void *arg)
+{
+	Dwarf_Addr *found = arg;
+
+	(void)m, (void)userdata;
+	if (name && strstr(name, "/memfd:" STUB_MEMFD_NAME)) {
+		*found = start;
+		return DWARF_CB_ABORT;
+	}
+	return DWARF_CB_OK;
+}
+
+/* rfbpf's page in the job, from its module (0 if not mapped). */
+static Dwarf_Addr rfbpf_page(Dwfl *dwfl)
+{
+	Dwarf_Addr found = 0;
+
+	dwfl_getmodules(dwfl, find_page, &found, 0);
+	return found;
 }
 
 /* Words of the stack looked at for the stub's return address. */
 #define STUB_STACK_WORDS 16
 
-/* The registers as rfbpf found the thread. Caught in rfbpf's start stub
- * (safe point 3, where the kernel's uprobe may have left words of its
- * own on the stack), the walk begins in the stub's caller: the first
- * word of the stack that points into code is its return address. */
+/* The registers as rfbpf found the thread. Caught at safe point 3 it is
+ * in rfbpf's start stub, whose page has no unwind data: at its probe
+ * (the stub has pushed nothing, so the top of the stack is the return
+ * into the stub's caller), or, on an optimized uprobe, in the kernel's
+ * uprobe trampoline, which the probe's nop5 called: above the words the
+ * trampoline saved is its return into the stub, right after the nop5,
+ * and the word after that is the return into the stub's caller. The walk
+ * begins there, in RecordFunction's code. */
 static bool initial_registers(Dwfl_Thread *thread, void *arg)
 {
 	struct unwind *u = arg;
@@ -166,20 +176,30 @@ static bool initial_registers(Dwfl_Thread *thread, void *arg)
 		r->rsp, r->r8, r->r9, r->r10, r->r11, r->r12, r->r13,
 		r->r14, r->r15, r->rip,
 	};
+	Dwarf_Addr page = rfbpf_page(u->dwfl);
+	Dwarf_Addr after_probe = page + STUB_START_PROBE + 5;
 
-	if (in_rfbpf_page(u->dwfl, r->rip)) {
+	if (page && r->rip >= page && r->rip < page + STUB_PAGE_SIZE) {
+		Dwarf_Word ret;
+
+		if (target_read(u->h->pid, r->rsp, &ret, sizeof(ret)))
+			return false;
+		regs[16] = ret;
+		regs[7] = r->rsp + sizeof(ret);
+	} else if (page && target_addr_in_mapping(u->h->pid, r->rip,
+						  "[uprobes-trampoline]")) {
 		Dwarf_Word words[STUB_STACK_WORDS];
 		int i;
 
 		if (target_read(u->h->pid, r->rsp, words, sizeof(words)))
 			return false;
-		for (i = 0; i < STUB_STACK_WORDS; i++)
-			if (in_code(u->dwfl, words[i]))
+		for (i = 0; i + 1 < STUB_STACK_WORDS; i++)
+			if (words[i] == after_probe)
 				break;
-		if (i == STUB_STACK_WORDS)
-			return false;
-		regs[16] = words[i];
-		regs[7] = r->rsp + sizeof(words[0]) * (i + 1);
+		if (i + 1 == STUB_STACK_WORDS)
+			return false;	/* not in our probe: not guessed */
+		regs[16] = words[i + 1];
+		regs[7] = r->rsp + sizeof(words[0]) * (i + 2);
 	}
 	if (!dwfl_thread_state_registers(thread, 0, DWARF_REGS, regs))
 		return false;
@@ -213,7 +233,10 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
 					  NULL, NULL);
 		symbol = dwfl_module_addrname(m, pc);
 	}
-	place = held_frame_place(module, symbol);
+	/* Only code counts: a stray address (a walk gone wrong) that
+	 * falls in a module's range is not a frame of it. */
+	place = in_code(m, pc) ? held_frame_place(module, symbol) :
+				 HELD_FRAME_OTHER;
 	if (u->verbose)
 		fprintf(stderr, "rfbpf: held thread %d: #%d %#llx %s (%s)\n",
 			u->h->tid, s->frames, (unsigned long long)pc,

@@ -9,9 +9,10 @@
  *
  * The modules are opened through /proc/PID/root, so a job in another
  * mount namespace is unwound as well. A thread caught in rfbpf's own
- * start stub (safe point 3: at its first instruction, in a page with no
- * unwind data) is stepped into the stub's caller by its return address,
- * which is at the top of the stack there.
+ * start stub (safe point 3: at its probe, in a page with no unwind data,
+ * or in the kernel's uprobe trampoline the probe called) is stepped into
+ * the stub's caller by the return address the call into the stub left
+ * (held_stack.c says where it is found).
  */
 #ifndef RFBPF_HELD_STACK_H
 #define RFBPF_HELD_STACK_H
