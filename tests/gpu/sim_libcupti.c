@@ -391,9 +391,12 @@ static const char *kept_name(const char *name)
 	return names[nr++] = strdup(name);
 }
 
-static void kernel_record(const char *name, uint32_t corr, uint64_t dur_ns)
+/* A record of `size` bytes in the held buffer, zeroed, or NULL (no
+ * buffer, or full). Takes held_lock either way: the caller releases it
+ * once the record is written. */
+static void *record_locked(size_t size)
 {
-	CUpti_ActivityKernel10 *k = NULL;
+	void *r = NULL;
 	size_t max;
 
 	pthread_mutex_lock(&held_lock);
@@ -401,10 +404,19 @@ static void kernel_record(const char *name, uint32_t corr, uint64_t dur_ns)
 		requested_fn(&held, &held_size, &max);
 		held_used = 0;
 	}
-	if (held && held_used + sizeof(*k) <= held_size) {
-		k = (CUpti_ActivityKernel10 *)(held + held_used);
-		held_used += sizeof(*k);
-		memset(k, 0, sizeof(*k));
+	if (held && held_used + size <= held_size) {
+		r = held + held_used;
+		held_used += size;
+		memset(r, 0, size);
+	}
+	return r;
+}
+
+static void kernel_record(const char *name, uint32_t corr, uint64_t dur_ns)
+{
+	CUpti_ActivityKernel10 *k = record_locked(sizeof(*k));
+
+	if (k) {
 		k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
 		k->start = record_now();
 		k->end = k->start + dur_ns;
@@ -423,18 +435,9 @@ static void kernel_record(const char *name, uint32_t corr, uint64_t dur_ns)
  * to end (its clock). */
 static void sync_record(uint32_t corr, uint64_t start, uint64_t end)
 {
-	sim_sync_record *r = NULL;
-	size_t max;
+	sim_sync_record *r = record_locked(sizeof(*r));
 
-	pthread_mutex_lock(&held_lock);
-	if (!held && requested_fn) {
-		requested_fn(&held, &held_size, &max);
-		held_used = 0;
-	}
-	if (held && held_used + sizeof(*r) <= held_size) {
-		r = (sim_sync_record *)(held + held_used);
-		held_used += sizeof(*r);
-		memset(r, 0, sizeof(*r));
+	if (r) {
 		r->kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
 		r->type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
 		r->start = start;
@@ -512,27 +515,6 @@ EXPORT uint32_t sim_cupti_stream_sync(uint64_t wait_ns)
 	runtime_callback(cbid, "cudaStreamSynchronize", NULL, corr,
 			 CUPTI_API_EXIT);
 	return corr;
-}
-
-/* A record of `size` bytes in the held buffer, zeroed, or NULL (no
- * buffer, or full). Takes held_lock either way: the caller releases it
- * once the record is written. */
-static void *record_locked(size_t size)
-{
-	void *r = NULL;
-	size_t max;
-
-	pthread_mutex_lock(&held_lock);
-	if (!held && requested_fn) {
-		requested_fn(&held, &held_size, &max);
-		held_used = 0;
-	}
-	if (held && held_used + size <= held_size) {
-		r = held + held_used;
-		held_used += size;
-		memset(r, 0, size);
-	}
-	return r;
 }
 
 /* The subscriber's driver API callback at one site, if enabled. */
