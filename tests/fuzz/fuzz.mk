@@ -87,6 +87,6 @@ $(OUT)/fuzz/fuzz_python: FUZZ_CFLAGS += -Wl,--wrap=target_read
 # libcupti is linked for its record iterator, and CUDA 12's is opened
 # from CUPTI12_LIB (cupti/cupti.mk) by the inputs flagged CUDA 12.
 FUZZ_EXTRA_cupti := $(addprefix cupti/,activity.c control.c clock.c \
-	callbacks.c torch_activation.c agent.c)
+	callbacks.c devices.c torch_activation.c agent.c)
 $(OUT)/fuzz/fuzz_cupti: FUZZ_CFLAGS += -I$(CUDA_HOME)/include -Icupti \
 	-Iuser/attach -DCUPTI12_LIB='"$(CUPTI12_LIB)"' $(CUPTI_MAPPED)

@@ -139,6 +139,19 @@ void rf_probe_gpu_sync(const struct rf_gpu_launch *sync)
 	rf_probe_gpu_launch(sync);
 }
 
+void rf_probe_gpu_sync_record(const struct rf_gpu_activity *a)
+{
+	if (a->size != sizeof(*a) || a->kind != RF_GPU_ACT_SYNC)
+		abort();
+}
+
+/* No libcuda in the fuzzer's process: never called. */
+void rf_probe_gpu_device(const struct rf_gpu_device *d)
+{
+	(void)d;
+	abort();
+}
+
 /* RFBPF_SAMPLE's op callbacks (torch_activation.c): not run here. */
 void rf_probe_op_start(void)
 {
