@@ -199,7 +199,8 @@ static void look_for_nvtx(struct gpu_session *gs, double now_s)
 	uint64_t off[2];
 	int ret;
 
-	if (gs->nvtx_attached || now_s - gs->nvtx_checked_s < 1.0)
+	if (gs->nvtx_attached || (gs->nvtx_checked_s &&
+				  now_s - gs->nvtx_checked_s < gs->nvtx_look_s))
 		return;
 	/* Ranges are all recorded, ops only when every one is: a sampled
 	 * session would weigh them as samples (and fleet mode would pay for
@@ -209,7 +210,11 @@ static void look_for_nvtx(struct gpu_session *gs, double now_s)
 		gs->nvtx_attached = true;
 		return;
 	}
+	/* The maps are read with the agent's backoff (the top of the
+	 * file says why). */
 	gs->nvtx_checked_s = now_s;
+	gs->nvtx_look_s = !gs->nvtx_look_s ? GPU_LOOK_FIRST_S :
+			  fmin(2 * gs->nvtx_look_s, GPU_LOOK_MAX_S);
 	if (target_find_library(pid, is_nvtx_name, path, sizeof(path)))
 		return;		/* not (yet) mapped */
 	gs->nvtx_attached = true;	/* one try */

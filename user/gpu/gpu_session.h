@@ -36,6 +36,7 @@ struct gpu_session {
 				 * not be: tried once) */
 	bool nvtx_attached;	/* NVTX push/pop probed (or tried once) */
 	double nvtx_checked_s;	/* last look for the job's NVTX library */
+	double nvtx_look_s;	/* ...and how long until the next */
 	bool inject_retry;	/* a load left pending: its thread waited */
 	double inject_next_s;	/* ...tried again then, */
 	uint64_t inject_ops;	/* ...if the job ran ops since this many */
@@ -59,7 +60,7 @@ void gpu_session_bind(struct gpu_session *gs, const pid_t *pid,
 
 /* Called on every loop turn: looks for the agent twice a second until
  * found, then renews the lease; looks for the job's shared NVTX library
- * (libnvToolsExt.so.1) once a second until found, and probes its range
+ * (libnvToolsExt.so.1) as for the agent, until found, and probes its range
  * push and pop. */
 void gpu_session_poll(struct gpu_session *gs, double now_s);
 /* Before the attach stop (it reads the job's maps, which no held thread
