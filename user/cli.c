@@ -67,7 +67,7 @@ enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_CONFIG, OPT_RAW_TIMES, OPT_PYTHON_STACKS, OPT_PYTHON_DEPTH,
        OPT_GROUP_BY, OPT_SHAPES, OPT_OFF_CPU, OPT_TOP_WAKERS,
        OPT_OFF_CPU_FOLDED, OPT_NO_GPU_INJECT, OPT_GPU_AGENT, OPT_USAGE,
-       OPT_MAN };
+       OPT_MAN, OPT_STEPS, OPT_FROM_STEP, OPT_STEP_OP, OPT_PER_STEP };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -163,6 +163,22 @@ static const struct argp_option options[] = {
 	  "location, as key_averages(group_by_stack_n=N); or per op and "
 	  "input shapes (needs --shapes), as group_by_input_shape=True. "
 	  "Give it twice for both", 0 },
+	{ "steps", OPT_STEPS, "N", 0,
+	  "Trace N whole training steps, then stop: the outputs hold only "
+	  "what began in them. A step is torch.profiler's ProfilerStep#N "
+	  "where the job has a schedule, else the span between two ends of "
+	  "the optimizer's step() (Optimizer.step#...), else --step-op",
+	  0 },
+	{ "from-step", OPT_FROM_STEP, "K", 0,
+	  "Begin at step K: ProfilerStep's own number, else steps counted "
+	  "from the first marker rfbpf sees (in launch mode, the job's "
+	  "count from 0)", 0 },
+	{ "step-op", OPT_STEP_OP, "NAME", 0,
+	  "The op (a record_function scope) each of whose calls is one "
+	  "step, instead of ProfilerStep or the optimizer", 0 },
+	{ "per-step", OPT_PER_STEP, NULL, 0,
+	  "Print a block of the heaviest ops (--top, default 10 here) for "
+	  "each step, after the table", 0 },
 	{ "no-activate", OPT_NO_ACTIVATE, NULL, 0,
 	  "Do not switch RecordFunction on: see only what the target's own "
 	  "callbacks (e.g. torch.profiler) make it record", 0 },
@@ -362,6 +378,10 @@ static void check_continuous(struct options *opt)
 		    "-p PID, not a command", "");
 	else if (!opt->all && !opt->nr_pids)
 		bad("%s--continuous needs --all or -p PID", "");
+	else if (opt->steps || opt->from_step >= 0 || opt->step_op ||
+		 opt->per_step)
+		bad("%s--steps, --from-step, --step-op and --per-step are for "
+		    "one run, not --continuous", "");
 	else if (opt->trace_path || opt->folded_path || opt->gpu_folded_path ||
 		 opt->off_cpu_folded_path)
 		bad("%s--continuous writes --pprof-dir, --prom-file and "
@@ -465,6 +485,7 @@ static bool parse_output_arg(int key, char *arg, struct options *opt)
 		/* Any int: more rows than the table has shows them all. */
 		opt->top = parse_long(arg, 0, INT_MAX, "--top",
 				      "expected a count >= 0, 0 for all");
+		opt->top_set = true;
 		break;
 	case OPT_SORT: parse_sort(arg, opt); break;
 	case OPT_OFF_CPU_FOLDED: opt->off_cpu_folded_path = arg; break;
@@ -501,6 +522,20 @@ static bool parse_tracing_arg(int key, char *arg, struct options *opt)
 	case OPT_NO_ACTIVATE: opt->activate = false; break;
 	case OPT_CHILDREN: opt->children = true; break;
 	case OPT_PYTHON_STACKS: opt->python_stacks = true; break;
+	case OPT_STEPS:
+		opt->steps = parse_long(arg, 1, 1000000, "--steps",
+					"expected a number of steps >= 1");
+		break;
+	case OPT_FROM_STEP:
+		opt->from_step = parse_long(arg, 0, LONG_MAX, "--from-step",
+					    "expected a step number >= 0");
+		break;
+	case OPT_STEP_OP:
+		if (!*arg)
+			bad("invalid --step-op '%s': expected an op name", arg);
+		opt->step_op = arg;
+		break;
+	case OPT_PER_STEP: opt->per_step = true; break;
 	case OPT_SHAPES: opt->shapes = true; break;
 	case OPT_OFF_CPU: opt->off_cpu = true; break;
 	case OPT_PYTHON_DEPTH:
@@ -601,6 +636,18 @@ static void check_one_shot_options(const struct options *opt)
 		bad("%s--sort by a GPU column needs GPU tracing (drop "
 		    "--no-gpu, or sort by self, total, calls, avg, min, "
 		    "max or name)", "");
+	/* Steps are told from their markers, which a sampler may skip,
+	 * and which are user scopes. */
+	if ((opt->steps || opt->from_step >= 0 || opt->step_op ||
+	     opt->per_step) && (opt->sample_prob != 1.0 ||
+				opt->tree_prob != 1.0))
+		bad("%s--steps, --from-step, --step-op and --per-step need "
+		    "every op seen, to find each step's marker: drop --sample "
+		    "and --tree-sample", "");
+	if ((opt->steps || opt->from_step >= 0 || opt->step_op ||
+	     opt->per_step) && !(opt->scopes & (1u << RF_SCOPE_USER)))
+		bad("%ssteps are marked by record_function scopes: add "
+		    "user_scope to --scopes", "");
 	/* A stack needs every op above the leaf; RecordFunction's
 	 * sampler drops some, so a stack would be made up. */
 	if (opt->sample_prob != 1.0 &&
@@ -676,6 +723,7 @@ static void set_defaults(struct options *opt)
 	opt->pprof_keep = 10;
 	opt->max_ops = 2000;
 	opt->python_depth = 64;
+	opt->from_step = -1;
 }
 
 static bool known_option(const char *name)

@@ -27,6 +27,7 @@ struct options {
 	const char *lib;	/* --lib */
 	bool table;		/* off with --no-table */
 	int top;		/* --top, rows of the table (0 = all) */
+	bool top_set;		/* --top was given */
 	enum sort_key sort;
 	unsigned ringbuf_mb;	/* --ringbuf-mb */
 	bool ringbuf_set;	/* given (else fleet mode takes less) */
@@ -48,6 +49,11 @@ struct options {
 				 * input dims */
 	bool off_cpu;		/* --off-cpu: threads off CPU, per op */
 	unsigned top_wakers;	/* --top-wakers N (0: none) */
+	/* Training steps (model/steps.h). */
+	unsigned long steps;	/* --steps N: N whole steps, then stop */
+	long from_step;		/* --from-step K (-1: the first whole one) */
+	const char *step_op;	/* --step-op NAME: the op that is a step */
+	bool per_step;		/* --per-step: a table block per step */
 	/* Fleet mode (--continuous): a daemon for every PyTorch job. */
 	bool continuous;	/* --continuous */
 	bool all;		/* --all: every process mapping libtorch_cpu */

@@ -481,6 +481,28 @@ static void write_probe_cost(FILE *f, const struct trace *t)
 	}
 }
 
+/* --steps and the rest: what a step was, and which the file holds. */
+static void write_steps(FILE *f, const struct trace *t)
+{
+	const struct steps *s = t->steps;
+
+	if (!s)
+		return;
+	fputs(",\"steps\":{\"marker\":", f);
+	json_string(f, steps_source_name(s));
+	fprintf(f, ",\"whole_steps\":%llu,\"asked\":%llu,\"from_step\":%lld,"
+		"\"only_steps\":%s,\"ops_outside_steps\":%llu,\"thread\":%u",
+		(unsigned long long)s->done, (unsigned long long)s->want,
+		(long long)s->from, s->gate ? "true" : "false",
+		(unsigned long long)t->counts.ops_outside_steps, s->tid);
+	if (s->done) {
+		fprintf(f, ",\"first_step\":%lld", (long long)s->first);
+		fputs(",\"longest_step_us\":", f);
+		json_us(f, s->longest_ns);
+	}
+	fputc('}', f);
+}
+
 static void write_other_data(const struct chrome_writer *w,
 			     const struct trace *t, const struct aggregate *a)
 {
@@ -495,6 +517,7 @@ static void write_other_data(const struct chrome_writer *w,
 		json_string(f, note);
 	}
 	write_probe_cost(f, t);
+	write_steps(f, t);
 	COUNT("fwdbwd_flows", w->fwdbwd_flows);
 	COUNT("fwdbwd_forward_ops_forgotten", w->fwdbwd.forgotten);
 	fprintf(f, ",\"fwd_thread_ids\":%s", t->fwd_threads ? "true" :
@@ -535,6 +558,31 @@ static void on_off_cpu(void *ctx, struct trace *t,
 	chrome_write_off_cpu(w, t, iv);
 }
 
+/* A step whose marker is not itself a step (the optimizer's scope, a
+ * --step-op) is drawn as Kineto draws its own steps: a ProfilerStep#N
+ * slice on the step's thread, around the step's ops. */
+static void on_step(void *ctx, struct trace *t, const struct step *st)
+{
+	struct chrome_writer *w = ctx;
+	long i = trace_thread_index(t, st->tid);
+	FILE *f = w->f;
+
+	if (steps_marker_is_step(t->steps))
+		return;
+	if (i >= 0)
+		name_thread(w, t, &t->threads[i], trace_pid_of(t, st->tid));
+	fprintf(f, "%s{\"ph\":\"X\",\"cat\":\"user_annotation\","
+		"\"name\":\"ProfilerStep#%lld\",\"pid\":%u,\"tid\":%u,"
+		"\"ts\":", chrome_next(w), (long long)st->number,
+		trace_pid_of(t, st->tid), st->tid);
+	chrome_ts(w, st->start_ns);
+	fputs(",\"dur\":", f);
+	json_us(f, st->end_ns - st->start_ns);
+	fputs(",\"args\":{\"rfbpf step marker\":", f);
+	json_string(f, steps_source_name(t->steps));
+	fputs("}}", f);
+}
+
 static void on_thread_exit(void *ctx, struct trace *t, uint32_t tid)
 {
 	chrome_py_thread_exit(ctx, t, tid);
@@ -546,7 +594,7 @@ struct trace_sink chrome_sink(struct chrome_writer *w)
 				    .gpu_sync = on_gpu,
 				    .gpu_api = on_gpu_api,
 				    .py_stack = on_py_stack,
-				    .off_cpu = on_off_cpu,
+				    .off_cpu = on_off_cpu, .step = on_step,
 				    .thread_exit = on_thread_exit, .ctx = w };
 }
 

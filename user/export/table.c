@@ -454,10 +454,47 @@ static void print_estimate_notes(FILE *f, const struct trace *t,
 			"");
 }
 
+/* --steps, --from-step, --per-step: which steps the table holds. */
+static void print_steps(FILE *f, const struct trace *t)
+{
+	const struct steps *s = t->steps;
+	char longest[32];
+
+	if (!s)
+		return;
+	if (s->source == STEP_NONE || (!s->done && !s->in_step)) {
+		fprintf(f, "Steps: none %s: no %s ended on a traced thread%s\n",
+			s->gate ? "traced" : "seen",
+			s->source == STEP_NONE ? "ProfilerStep#N or "
+			"Optimizer.step#... scope" : steps_source_name(s),
+			s->source == STEP_NONE ? " (name the step's "
+			"record_function scope with --step-op)" : "");
+		return;
+	}
+	format_duration(s->longest_ns, longest, sizeof(longest));
+	fprintf(f, "Steps: %llu whole (%s on thread %u), longest %s",
+		(unsigned long long)s->done, steps_source_name(s), s->tid,
+		longest);
+	if (s->gate)
+		fprintf(f, "; only what began in them is counted (%llu ops "
+			"outside them left out)", (unsigned long long)
+			t->counts.ops_outside_steps);
+	if (s->from >= 0 && s->first > s->from)
+		fprintf(f, "; from step %lld: step %lld had passed when "
+			"tracing began", (long long)s->first,
+			(long long)s->from);
+	if (s->want && s->done < s->want)
+		fprintf(f, "; %llu of the %llu asked for",
+			(unsigned long long)s->done,
+			(unsigned long long)s->want);
+	fputc('\n', f);
+}
+
 static void print_footer(FILE *f, const struct trace *t,
 			 const struct aggregate *a, enum sort_key sort)
 {
 	print_summary(f, t, a);
+	print_steps(f, t);
 	print_probe_cost(f, t);
 	if (sort == SORT_SELF && !trace_self_known(t))
 		fprintf(f, "Sorted by Est. total: self time is not "
@@ -466,8 +503,9 @@ static void print_footer(FILE *f, const struct trace *t,
 	print_estimate_notes(f, t, a);
 }
 
-void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
-		 enum sort_key sort, int top)
+/* The rows, between rules, and how many more there were. */
+static void print_rows(FILE *f, const struct trace *t,
+		       const struct aggregate *a, enum sort_key sort, int top)
 {
 	size_t shown = 0, nr;
 	bool sampled = trace_keep_prob(t) < 1.0;
@@ -514,9 +552,33 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 	if (shown < a->nr_called)
 		fprintf(f, "(%zu more ops not shown: --top 0 shows all)\n",
 			a->nr_called - shown);
+	free(rows);
+}
+
+void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
+		 enum sort_key sort, int top)
+{
+	print_rows(f, t, a, sort, top);
+	if (a->oom)
+		return;
 	print_idle_threads(f, t, a, top);
 	print_footer(f, t, a, sort);
-	free(rows);
+}
+
+void print_step_table(FILE *f, const struct trace *t,
+		      const struct aggregate *a, const struct step *st,
+		      enum sort_key sort, int top)
+{
+	char dur[32];
+
+	format_duration(st->end_ns > st->start_ns ?
+			st->end_ns - st->start_ns : 0, dur, sizeof(dur));
+	fprintf(f, "\nStep %lld: %s on thread %u", (long long)st->number,
+		st->end_ns ? dur : "(not ended)", st->tid);
+	if (t->steps && !steps_marker_is_step(t->steps))
+		fprintf(f, " (ended by %s)", steps_source_name(t->steps));
+	fputc('\n', f);
+	print_rows(f, t, a, sort, top);
 }
 
 static int by_wakes(const void *x, const void *y)

@@ -10,6 +10,10 @@
 /* top = 0 prints every row. */
 void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 		 enum sort_key sort, int top);
+/* --per-step: a step's heading and its heaviest top rows (no footer). */
+void print_step_table(FILE *f, const struct trace *t,
+		      const struct aggregate *a, const struct step *st,
+		      enum sort_key sort, int top);
 /* "1.234ms"-style durations, as torch.profiler prints them. */
 void format_duration(uint64_t ns, char *buf, size_t len);
 

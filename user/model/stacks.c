@@ -52,6 +52,23 @@ static uint64_t minus(uint64_t a, uint64_t b)
 	return a > b ? a - b : 0;
 }
 
+/* An op that ended with its own end() may end a step: the sinks hear of
+ * the step before the op (a step slice drawn for a --step-op then
+ * encloses that op's own, which has the same span). */
+static void close_step(struct trace *t, const struct op *o)
+{
+	struct step done;
+
+	if (o->flags & (OP_TRUNCATED | OP_ASYNC_END))
+		return;
+	if (!steps_op_close(t->steps, names_get(&t->names, o->name), o->tid,
+			    o->start_ns, o->end_ns, &done))
+		return;
+	for (int s = 0; s < t->nr_sinks; s++)
+		if (t->sinks[s].step)
+			t->sinks[s].step(t->sinks[s].ctx, t, &done);
+}
+
 /* Hands a closed op to every sink, then frees its slot. Its own probes
  * put probe_cost.inside_ns in its interval; each op below it put all of
  * its cost there; and each direct child's cost outside the child's own
@@ -92,7 +109,11 @@ static void emit(struct trace *t, uint32_t i)
 	}
 	c.thread = th >= 0 ? &t->threads[th] : NULL;
 	c.frames = trace_frames(t, i, &c.depth);
-	for (int s = 0; s < t->nr_sinks; s++)
+	if (t->steps)
+		close_step(t, o);
+	if (!trace_passes(t, o->start_ns))
+		t->counts.ops_outside_steps++;
+	for (int s = 0; s < t->nr_sinks && trace_passes(t, o->start_ns); s++)
 		if (t->sinks[s].op)
 			t->sinks[s].op(t->sinks[s].ctx, t, &c);
 	o->next_free = t->free_slot;
@@ -230,6 +251,9 @@ int32_t stacks_before(struct trace *t, const struct rf_event_hdr *h,
 	}
 	if (th->started_traced)
 		t->counts.ops_on_started_threads++;
+	if (t->steps)
+		steps_op_open(t->steps, names_get(&t->names, id), h->tid,
+			      h->ts_ns);
 	return (int32_t)slot;
 }
 
@@ -317,7 +341,7 @@ void stacks_off_cpu(struct trace *t, const struct rf_off_cpu_event *e)
 	}
 	if (th)
 		th->waker_op_tid = 0;
-	for (int k = 0; k < t->nr_sinks; k++)
+	for (int k = 0; k < t->nr_sinks && trace_passes(t, iv.start_ns); k++)
 		if (t->sinks[k].off_cpu)
 			t->sinks[k].off_cpu(t->sinks[k].ctx, t, &iv);
 }
@@ -399,7 +423,8 @@ void stacks_py_stack(struct trace *t, const struct rf_py_stack_event *e,
 	l = py_frames_get(&t->py, id, &o->py_live);
 	if (o->scope == RF_SCOPE_USER)
 		o->py_live = user_scope_context(t, th, slot, l, o->py_live);
-	for (int k = 0; k < t->nr_sinks; k++)
+	for (int k = 0; k < t->nr_sinks &&
+	     trace_passes(t, t->ops[slot].start_ns); k++)
 		if (t->sinks[k].py_stack)
 			t->sinks[k].py_stack(t->sinks[k].ctx, t,
 					     &t->ops[slot]);

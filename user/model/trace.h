@@ -21,6 +21,7 @@
 #include "names.h"
 #include "op_inputs.h"
 #include "py_frames.h"
+#include "steps.h"
 #include "u64map.h"
 
 /* Why an op's interval is not a clean before..end pair. */
@@ -150,6 +151,9 @@ struct counts {
 	uint64_t child_ops_missed;	/* --children: ops a child process
 					 * began before it was traced */
 	uint64_t off_cpu_by_reason_ns[RF_OFF_NR];
+	uint64_t ops_outside_steps;	/* --steps, --from-step: ops that
+					 * began outside the window of steps,
+					 * in no output */
 	uint64_t wakes;			/* by a traced thread */
 	uint64_t wakes_in_ops;		/* of those, by one in an op */
 };
@@ -231,6 +235,9 @@ struct trace_sink {
 	/* --off-cpu: a traced thread was off CPU. */
 	void (*off_cpu)(void *ctx, struct trace *t,
 			const struct off_cpu_interval *iv);
+	/* Steps (trace.steps): a whole step in the window completed;
+	 * called before the op that ended it is handed on. */
+	void (*step)(void *ctx, struct trace *t, const struct step *s);
 	void *ctx;
 };
 #define TRACE_MAX_SINKS 8
@@ -283,6 +290,9 @@ struct trace {
 	bool children;			/* --children is on */
 	/* --shapes: the input sets seen (nr_dtypes 0: shapes are off). */
 	struct op_inputs inputs;
+	/* --steps, --from-step, --per-step: the job's training steps, and
+	 * the window of them the outputs get (NULL: no steps kept). */
+	struct steps *steps;
 	uint32_t *chain;		/* scratch for trace_frames */
 	uint32_t cap_chain;
 	uint32_t *frame_inputs;		/* ... and its input sets */
@@ -383,6 +393,13 @@ void trace_gpu_launch(struct trace *t, const struct rf_gpu_launch_event *e);
 /* A GPU record: joined to its launch and handed to the sinks. */
 void trace_gpu_activity(struct trace *t,
 			const struct rf_gpu_activity_event *e);
+
+/* Whether what began at ts reaches the sinks: outside the window of
+ * steps asked for, nothing does. */
+static inline bool trace_passes(const struct trace *t, uint64_t ts)
+{
+	return !t->steps || steps_pass(t->steps, ts);
+}
 
 /* The chance an op was recorded, for estimates over all ops. */
 static inline double trace_keep_prob(const struct trace *t)

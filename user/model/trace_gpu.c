@@ -35,7 +35,8 @@ void trace_gpu_launch(struct trace *t, const struct rf_gpu_launch_event *e)
 	if (!call) {
 		t->counts.oom++;
 	} else {
-		for (int s = 0; s < t->nr_sinks; s++)
+		for (int s = 0; s < t->nr_sinks &&
+		     trace_passes(t, h->ts_ns); s++)
 			if (t->sinks[s].gpu_api)
 				t->sinks[s].gpu_api(t->sinks[s].ctx, t, call);
 	}
@@ -54,7 +55,9 @@ void trace_gpu_activity(struct trace *t, const struct rf_gpu_activity_event *e)
 	}
 	if (done.launch)
 		done.pid = done.launch->pid;
-	for (int s = 0; s < t->nr_sinks; s++) {
+	/* Work launched in the window belongs to it, wherever it ran. */
+	for (int s = 0; s < t->nr_sinks && trace_passes(t, done.launch ?
+			done.launch->ts_ns : act.start_ns); s++) {
 		const struct trace_sink *k = &t->sinks[s];
 		void (*fn)(void *, struct trace *, const struct gpu_done *) =
 			act.kind == RF_GPU_ACT_SYNC ? k->gpu_sync : k->gpu;

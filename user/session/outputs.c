@@ -24,6 +24,19 @@ int outputs_start(struct outputs *o, struct trace *t,
 	struct trace_sink s;
 
 	memset(o, 0, sizeof(*o));
+	/* Steps first: each op is counted in (or kept out of) its step
+	 * before any sink sees it. */
+	if (opt->steps || opt->from_step >= 0 || opt->step_op ||
+	    opt->per_step) {
+		steps_init(&o->steps, opt->step_op, opt->from_step, opt->steps,
+			   opt->steps || opt->from_step >= 0);
+		t->steps = &o->steps;
+	}
+	per_step_init(&o->per_step);
+	if (opt->per_step) {
+		s = per_step_sink(&o->per_step);
+		trace_add_sink(t, &s);
+	}
 	aggregate_init(&o->agg);
 	stack_profile_init(&o->stacks);
 	stack_profile_init(&o->gpu_stacks);
@@ -85,6 +98,25 @@ static int failed(const char *path)
 	return 1;
 }
 
+/* --per-step: a block for each step, after the table; --top if given,
+ * else 10 rows a step. */
+static void print_per_step(FILE *f, const struct trace *t,
+			   const struct per_step *p, const struct options *opt)
+{
+	int top = opt->top_set ? opt->top : 10;
+
+	for (size_t i = 0; i < p->nr; i++)
+		print_step_table(f, t, &p->blocks[i].agg, &p->blocks[i].step,
+				 opt->sort, top);
+	if (!p->nr)
+		fprintf(f, "\nNo step to show per step: %s\n",
+			t->steps->source == STEP_NONE ? "no step marker was "
+			"seen (--step-op names one)" : "none began");
+	if (p->ops_past_max)
+		fprintf(f, "(%llu ops in steps past the first %d not shown)\n",
+			(unsigned long long)p->ops_past_max, PER_STEP_MAX);
+}
+
 /* The table and --top-wakers on standard output, through an out_file so
  * that a full disk or a closed pipe is said with its errno. 0, or -1
  * with errno. */
@@ -101,6 +133,8 @@ static int print_tables(struct outputs *o, const struct trace *t,
 		    &o->grouped : &o->agg, opt->sort, opt->top);
 	if (opt->top_wakers)
 		print_wakers(f, t, &o->agg, opt->top_wakers);
+	if (opt->per_step)
+		print_per_step(f, t, &o->per_step, opt);
 	if (f != stdout)
 		return out_file_close(&out);
 	return fflush(stdout) ? -1 : 0;
@@ -161,6 +195,7 @@ void outputs_free(struct outputs *o)
 {
 	aggregate_free(&o->agg);
 	aggregate_free(&o->grouped);
+	per_step_free(&o->per_step);
 	stack_profile_free(&o->stacks);
 	stack_profile_free(&o->gpu_stacks);
 }

@@ -11,6 +11,8 @@
 #include "cli.h"
 #include "export/chrome.h"
 #include "model/aggregate.h"
+#include "model/per_step.h"
+#include "model/steps.h"
 #include "model/stack_profile.h"
 #include "model/trace.h"
 
@@ -19,6 +21,8 @@ struct outputs {
 	struct aggregate grouped;	/* the table with --group-by */
 	struct stack_profile stacks;	/* --folded */
 	struct stack_profile gpu_stacks;/* --gpu-folded */
+	struct steps steps;		/* --steps and the rest */
+	struct per_step per_step;	/* --per-step */
 	struct chrome_writer chrome;	/* -o */
 	bool chrome_open;
 	bool published;			/* outputs_publish was done */

@@ -724,6 +724,8 @@ void session_run(struct session *s)
 			break;
 		if (s->opt->duration_s && now >= s->opt->duration_s)
 			break;
+		if (s->trace.steps && steps_finished(s->trace.steps))
+			break;
 	}
 	status_clear(&s->status);
 	session_finish(s);
