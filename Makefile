@@ -47,7 +47,7 @@ LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 	$(addprefix user/attach/,elf_symbols.c torch_symbols.c torch_layouts.c \
 		target.c state_dir.c ptrace_denied.c) \
 	$(addprefix user/export/,table.c chrome.c chrome_gpu.c chrome_fwdbwd.c \
-		chrome_python.c chrome_off_cpu.c \
+		chrome_python.c chrome_off_cpu.c flight_recorder.c \
 		folded.c json_writer.c utf8.c atomic_file.c text_cell.c \
 		table_sort.c out_file.c) \
 	user/python/line_table.c user/python/py_stack.c user/python/py_threads.c

@@ -67,7 +67,8 @@ enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_CONFIG, OPT_RAW_TIMES, OPT_PYTHON_STACKS, OPT_PYTHON_DEPTH,
        OPT_GROUP_BY, OPT_SHAPES, OPT_OFF_CPU, OPT_TOP_WAKERS,
        OPT_OFF_CPU_FOLDED, OPT_NO_GPU_INJECT, OPT_GPU_AGENT, OPT_USAGE,
-       OPT_MAN, OPT_STEPS, OPT_FROM_STEP, OPT_STEP_OP, OPT_PER_STEP };
+       OPT_MAN, OPT_STEPS, OPT_FROM_STEP, OPT_STEP_OP, OPT_PER_STEP,
+       OPT_FLIGHT_RECORDER, OPT_SLOW_STEP };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -179,6 +180,15 @@ static const struct argp_option options[] = {
 	{ "per-step", OPT_PER_STEP, NULL, 0,
 	  "Print a block of the heaviest ops (--top, default 10 here) for "
 	  "each step, after the table", 0 },
+	{ "flight-recorder", OPT_FLIGHT_RECORDER, "SECONDS[,MB]", 0,
+	  "Trace all along but keep only the last SECONDS of the Chrome "
+	  "trace, in at most MB of rfbpf's memory (default 256): -o gets "
+	  "that window at the end, and FILE.sigusr1-N.json on each SIGUSR1 "
+	  "to rfbpf", 0 },
+	{ "slow-step", OPT_SLOW_STEP, "MS", 0,
+	  "With --flight-recorder: when a training step (as --steps tells "
+	  "them) lasts longer than MS, write the window, which holds it and "
+	  "the steps before, to FILE.slow-step-N.json", 0 },
 	{ "no-activate", OPT_NO_ACTIVATE, NULL, 0,
 	  "Do not switch RecordFunction on: see only what the target's own "
 	  "callbacks (e.g. torch.profiler) make it record", 0 },
@@ -331,6 +341,28 @@ static unsigned parse_scopes(const char *arg)
 	return mask;
 }
 
+/* SECONDS[,MB] */
+static void parse_flight_recorder(const char *arg, struct options *opt)
+{
+	char *end;
+	double mb = 256;
+
+	errno = 0;
+	opt->flight_s = strtod(arg, &end);
+	if (!errno && end != arg && *end == ',') {
+		const char *m = end + 1;
+
+		mb = strtod(m, &end);
+		if (end == m)
+			mb = -1;
+	}
+	if (errno || end == arg || *end || !(opt->flight_s > 0) ||
+	    opt->flight_s > 86400 || !(mb >= 1) || mb > 65536)
+		bad("invalid --flight-recorder '%s': expected SECONDS (above "
+		    "0, at most 86400) and optionally ,MB (1 to 65536)", arg);
+	opt->flight_mb = mb;
+}
+
 /* Fleet mode's options (the daemon's own); false if key is not one. */
 static bool parse_fleet_arg(int key, char *arg, struct options *opt)
 {
@@ -378,10 +410,10 @@ static void check_continuous(struct options *opt)
 		    "-p PID, not a command", "");
 	else if (!opt->all && !opt->nr_pids)
 		bad("%s--continuous needs --all or -p PID", "");
-	else if (opt->steps || opt->from_step >= 0 || opt->step_op ||
-		 opt->per_step)
-		bad("%s--steps, --from-step, --step-op and --per-step are for "
-		    "one run, not --continuous", "");
+	else if (options_want_steps(opt) || opt->flight_s)
+		bad("%s--steps, --from-step, --step-op, --per-step, "
+		    "--flight-recorder and --slow-step are for one run, not "
+		    "--continuous", "");
 	else if (opt->trace_path || opt->folded_path || opt->gpu_folded_path ||
 		 opt->off_cpu_folded_path)
 		bad("%s--continuous writes --pprof-dir, --prom-file and "
@@ -536,6 +568,12 @@ static bool parse_tracing_arg(int key, char *arg, struct options *opt)
 		opt->step_op = arg;
 		break;
 	case OPT_PER_STEP: opt->per_step = true; break;
+	case OPT_FLIGHT_RECORDER: parse_flight_recorder(arg, opt); break;
+	case OPT_SLOW_STEP:
+		opt->slow_step_ms = parse_double(arg, 1e-3, 86400e3,
+			"invalid --slow-step '%s': expected milliseconds above "
+			"0");
+		break;
 	case OPT_SHAPES: opt->shapes = true; break;
 	case OPT_OFF_CPU: opt->off_cpu = true; break;
 	case OPT_PYTHON_DEPTH:
@@ -638,16 +676,23 @@ static void check_one_shot_options(const struct options *opt)
 		    "max or name)", "");
 	/* Steps are told from their markers, which a sampler may skip,
 	 * and which are user scopes. */
-	if ((opt->steps || opt->from_step >= 0 || opt->step_op ||
-	     opt->per_step) && (opt->sample_prob != 1.0 ||
-				opt->tree_prob != 1.0))
+	if (options_want_steps(opt) && (opt->sample_prob != 1.0 ||
+					opt->tree_prob != 1.0))
 		bad("%s--steps, --from-step, --step-op and --per-step need "
 		    "every op seen, to find each step's marker: drop --sample "
 		    "and --tree-sample", "");
-	if ((opt->steps || opt->from_step >= 0 || opt->step_op ||
-	     opt->per_step) && !(opt->scopes & (1u << RF_SCOPE_USER)))
+	if (options_want_steps(opt) && !(opt->scopes & (1u << RF_SCOPE_USER)))
 		bad("%ssteps are marked by record_function scopes: add "
 		    "user_scope to --scopes", "");
+	if (opt->flight_s && !opt->trace_path)
+		bad("%s--flight-recorder needs -o FILE, where its window is "
+		    "written", "");
+	if (opt->flight_s && (opt->steps || opt->from_step >= 0))
+		bad("%s--flight-recorder keeps the last window; --steps and "
+		    "--from-step trace chosen steps: give one or the other",
+		    "");
+	if (opt->slow_step_ms && !opt->flight_s)
+		bad("%s--slow-step needs --flight-recorder", "");
 	/* A stack needs every op above the leaf; RecordFunction's
 	 * sampler drops some, so a stack would be made up. */
 	if (opt->sample_prob != 1.0 &&

@@ -54,6 +54,10 @@ struct options {
 	long from_step;		/* --from-step K (-1: the first whole one) */
 	const char *step_op;	/* --step-op NAME: the op that is a step */
 	bool per_step;		/* --per-step: a table block per step */
+	/* --flight-recorder SECONDS[,MB]: -o holds the last window only,
+	 * written on SIGUSR1, after a --slow-step and at the end. */
+	double flight_s, flight_mb;
+	double slow_step_ms;	/* --slow-step MS (0: off) */
 	/* Fleet mode (--continuous): a daemon for every PyTorch job. */
 	bool continuous;	/* --continuous */
 	bool all;		/* --all: every process mapping libtorch_cpu */
@@ -74,6 +78,13 @@ struct options {
 	unsigned max_ops;	/* --max-ops, op series per job, default 2000 */
 	const char *config;	/* --config FILE */
 };
+
+/* Whether the run tells training steps apart (model/steps.h). */
+static inline bool options_want_steps(const struct options *opt)
+{
+	return opt->steps || opt->from_step >= 0 || opt->step_op ||
+	       opt->per_step || opt->slow_step_ms;
+}
 
 /* Parses argv (and the --config file it names, whose keys are the long
  * options: the command line wins); on a bad value prints one line and

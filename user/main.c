@@ -44,6 +44,12 @@ static int libbpf_print_fn(enum libbpf_print_level level, const char *fmt,
 
 static volatile sig_atomic_t last_signal;
 
+static void on_dump_signal(int sig)
+{
+	(void)sig;
+	dump_signals++;
+}
+
 static void on_signal(int sig)
 {
 	last_signal = sig;
@@ -238,6 +244,8 @@ int main(int argc, char **argv)
 	signal(SIGTERM, on_signal);
 	signal(SIGHUP, on_signal);
 	signal(SIGPIPE, SIG_IGN);	/* a closed pipe is an error, not death */
+	if (opt.flight_s)
+		signal(SIGUSR1, on_dump_signal);
 	if (!opt.table && !opt.trace_path && !opt.folded_path &&
 	    !opt.gpu_folded_path && !opt.off_cpu_folded_path)
 		fprintf(stderr, "rfbpf: warning: --no-table and no -o, --folded, "

@@ -157,7 +157,8 @@ def test_help_is_laid_out_in_columns():
         assert len(line) <= 79, line
     src = open(os.path.join(os.path.dirname(RFBPF), "user", "cli.c")).read()
     longs = [name for name, flags in re.findall(
-        r'^\t\{ "([a-z0-9-]+)", [^,]+, [^,]+, ([^,]+),', src, re.M)
+        r'^\t\{ "([a-z0-9-]+)", [^,]+, (?:"[^"]*"|NULL), ([^,]+),', src,
+        re.M)
         if "OPTION_HIDDEN" not in flags]
     assert len(longs) > 30
     for name in longs:

@@ -525,6 +525,8 @@ static void write_other_data(const struct chrome_writer *w,
 	write_gpu_counts(f, t);
 	if (a)
 		write_op_stats(f, t, a);
+	if (w->extra_other)
+		fputs(w->extra_other, f);
 	fputc('}', f);
 }
 
@@ -622,7 +624,27 @@ void chrome_begin(struct chrome_writer *w, FILE *f, uint64_t base_ns,
 int chrome_open(struct chrome_writer *w, const char *path)
 {
 	struct timespec mono, wall;
-	uint64_t mono_ns, wall_ns;
+
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	clock_gettime(CLOCK_REALTIME, &wall);
+	/* The base is this instant on both clocks: ops begin after it (a
+	 * GPU record may come before and is written negative). */
+	return chrome_open_at(w, path,
+			      mono.tv_sec * 1000000000ull + mono.tv_nsec,
+			      wall.tv_sec * 1000000000ull + wall.tv_nsec);
+}
+
+void chrome_name_threads(struct chrome_writer *w, const struct trace *t)
+{
+	for (size_t i = 0; i < t->nr_threads; i++)
+		if (t->threads[i].ran_ops)
+			name_thread(w, t, &t->threads[i],
+				    trace_pid_of(t, t->threads[i].tid));
+}
+
+int chrome_open_at(struct chrome_writer *w, const char *path,
+		   uint64_t mono_ns, uint64_t wall_ns)
+{
 	int fd;
 
 	/* Cleared before the file is made: its stream keeps &w->out. */
@@ -642,12 +664,6 @@ int chrome_open(struct chrome_writer *w, const char *path)
 		return -1;
 	}
 	close(fd);
-	clock_gettime(CLOCK_MONOTONIC, &mono);
-	clock_gettime(CLOCK_REALTIME, &wall);
-	mono_ns = mono.tv_sec * 1000000000ull + mono.tv_nsec;
-	wall_ns = wall.tv_sec * 1000000000ull + wall.tv_nsec;
-	/* The base is this instant on both clocks: ops begin after it (a
-	 * GPU record may come before and is written negative). */
 	begin(w, w->out.f, mono_ns, wall_ns);
 	w->own_file = true;
 	return 0;

@@ -23,6 +23,12 @@
 /* Starts the file (0, or -1 with errno), beside path: a file already
  * there stays as it was until chrome_publish (see atomic_stream). */
 int chrome_open(struct chrome_writer *w, const char *path);
+/* The same with a base chosen before (a flight recorder's dump, whose
+ * events were written against it). */
+int chrome_open_at(struct chrome_writer *w, const char *path,
+		   uint64_t base_ns, uint64_t base_wall_ns);
+/* The name of every thread the trace knows, as metadata events. */
+void chrome_name_threads(struct chrome_writer *w, const struct trace *t);
 /* Tracing began: the file replaces the one at its path and is written on
  * there. 0, or -1 with errno. */
 int chrome_publish(struct chrome_writer *w);

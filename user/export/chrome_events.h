@@ -43,6 +43,9 @@ struct chrome_writer {
 	 * as wall-clock "baseTimeNanoseconds". */
 	uint64_t base_ns;
 	struct chrome_py py;
+	/* More of otherData, as JSON members each after a comma (the
+	 * flight recorder's account), or NULL. */
+	const char *extra_other;
 };
 
 /* The separator before the next event ("" for the first). */

@@ -18,16 +18,31 @@ static int creatable(const char *path)
 	return f ? fclose(f) : -1;
 }
 
+/* --slow-step: remembered here, written by outputs_poll once the op
+ * that ended the step is in the window too. */
+static void on_step(void *ctx, struct trace *t, const struct step *st)
+{
+	struct outputs *o = ctx;
+
+	(void)t;
+	if (st->end_ns - st->start_ns > o->slow_ns) {
+		o->slow_step = st->number;
+		o->slow_steps++;
+		o->slow_dur_ns = st->end_ns - st->start_ns;
+	}
+}
+
 int outputs_start(struct outputs *o, struct trace *t,
 		  const struct options *opt)
 {
 	struct trace_sink s;
 
 	memset(o, 0, sizeof(*o));
+	o->slow_ns = (uint64_t)(opt->slow_step_ms * 1e6);
 	/* Steps first: each op is counted in (or kept out of) its step
 	 * before any sink sees it. */
-	if (opt->steps || opt->from_step >= 0 || opt->step_op ||
-	    opt->per_step) {
+	o->slow_step = -1;
+	if (options_want_steps(opt)) {
 		steps_init(&o->steps, opt->step_op, opt->from_step, opt->steps,
 			   opt->steps || opt->from_step >= 0);
 		t->steps = &o->steps;
@@ -79,7 +94,25 @@ int outputs_start(struct outputs *o, struct trace *t,
 		o->bad_path = opt->off_cpu_folded_path;
 		return -1;
 	}
-	if (opt->trace_path) {
+	if (opt->flight_s) {
+		/* The file is made only when a window is written: tried
+		 * now, so a bad path fails before anything is traced. */
+		o->bad_path = opt->trace_path;
+		if (chrome_open(&o->chrome, opt->trace_path))
+			return -1;
+		chrome_discard(&o->chrome);
+		if (flight_recorder_init(&o->flight, opt->flight_s,
+					 opt->flight_mb))
+			return -1;
+		o->bad_path = NULL;
+		o->flight_on = true;
+		s = flight_recorder_sink(&o->flight);
+		trace_add_sink(t, &s);
+		if (opt->slow_step_ms) {
+			s = (struct trace_sink){ .step = on_step, .ctx = o };
+			trace_add_sink(t, &s);
+		}
+	} else if (opt->trace_path) {
 		o->bad_path = opt->trace_path;
 		if (chrome_open(&o->chrome, opt->trace_path))
 			return -1;
@@ -140,6 +173,56 @@ static int print_tables(struct outputs *o, const struct trace *t,
 	return fflush(stdout) ? -1 : 0;
 }
 
+/* FILE.json -> FILE.<what>.json (the extension kept last, where
+ * viewers look for it). */
+static void dump_path(char *buf, size_t len, const char *path,
+		      const char *what)
+{
+	const char *slash = strrchr(path, '/');
+	const char *dot = strrchr(slash ? slash : path, '.');
+
+	if (!dot || dot == (slash ? slash + 1 : path))
+		snprintf(buf, len, "%s.%s", path, what);
+	else
+		snprintf(buf, len, "%.*s.%s%s", (int)(dot - path), path, what,
+			 dot);
+}
+
+static void dump(struct outputs *o, const struct trace *t, const char *path,
+		 const char *why)
+{
+	if (flight_recorder_dump(&o->flight, path, t, NULL, why))
+		fprintf(stderr, "rfbpf: cannot write %s: %s\n", path,
+			strerror(errno));
+	else
+		fprintf(stderr, "rfbpf: wrote the last %.3g s (%s) to %s\n",
+			o->flight.window_ns / 1e9, why, path);
+}
+
+void outputs_poll(struct outputs *o, const struct trace *t,
+		  const struct options *opt, unsigned dump_requests)
+{
+	char path[4096], what[64], why[96];
+
+	if (!o->flight_on)
+		return;
+	if (dump_requests) {
+		snprintf(what, sizeof(what), "sigusr1-%u", ++o->sigusr1_dumps);
+		dump_path(path, sizeof(path), opt->trace_path, what);
+		dump(o, t, path, "SIGUSR1");
+	}
+	if (o->slow_step >= 0) {
+		snprintf(what, sizeof(what), "slow-step-%lld",
+			 (long long)o->slow_step);
+		snprintf(why, sizeof(why), "step %lld took %.1f ms, over "
+			 "--slow-step %g", (long long)o->slow_step,
+			 o->slow_dur_ns / 1e6, opt->slow_step_ms);
+		dump_path(path, sizeof(path), opt->trace_path, what);
+		dump(o, t, path, why);
+		o->slow_step = -1;
+	}
+}
+
 int outputs_publish(struct outputs *o, const struct options *opt)
 {
 	if (!o->chrome_open || o->published)
@@ -173,6 +256,11 @@ int outputs_finish(struct outputs *o, const struct trace *t,
 		fprintf(stderr, "rfbpf: warning: %s\n", bias);
 	if (o->chrome_open && chrome_finish(&o->chrome, t, &o->agg))
 		ret = failed(opt->trace_path);
+	/* A slow step seen only in the last events read. */
+	outputs_poll(o, t, opt, 0);
+	if (o->flight_on && flight_recorder_dump(&o->flight, opt->trace_path,
+						 t, &o->agg, "end of tracing"))
+		ret = failed(opt->trace_path);
 	o->chrome_open = false;
 	if (opt->folded_path &&
 	    export_folded(t, &o->stacks, opt->folded_path))
@@ -196,6 +284,8 @@ void outputs_free(struct outputs *o)
 	aggregate_free(&o->agg);
 	aggregate_free(&o->grouped);
 	per_step_free(&o->per_step);
+	if (o->flight_on)
+		flight_recorder_free(&o->flight);
 	stack_profile_free(&o->stacks);
 	stack_profile_free(&o->gpu_stacks);
 }

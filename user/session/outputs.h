@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "export/chrome.h"
+#include "export/flight_recorder.h"
 #include "model/aggregate.h"
 #include "model/per_step.h"
 #include "model/steps.h"
@@ -24,6 +25,13 @@ struct outputs {
 	struct steps steps;		/* --steps and the rest */
 	struct per_step per_step;	/* --per-step */
 	struct chrome_writer chrome;	/* -o */
+	struct flight_recorder flight;	/* -o with --flight-recorder */
+	bool flight_on;
+	int64_t slow_step;		/* --slow-step: a step to dump for
+					 * (-1: none) */
+	uint64_t slow_steps;		/* steps past --slow-step */
+	uint64_t slow_ns, slow_dur_ns;
+	unsigned sigusr1_dumps;
 	bool chrome_open;
 	bool published;			/* outputs_publish was done */
 	const char *bad_path;		/* the one outputs_start could not make */
@@ -47,6 +55,11 @@ bool outputs_discard(struct outputs *o);
  * stderr). */
 int outputs_finish(struct outputs *o, const struct trace *t,
 		   const struct options *opt);
+/* --flight-recorder: writes the window now if asked (dump_requests
+ * SIGUSR1s came since the last call) or if a step was slower than
+ * --slow-step; says so on stderr. */
+void outputs_poll(struct outputs *o, const struct trace *t,
+		  const struct options *opt, unsigned dump_requests);
 void outputs_free(struct outputs *o);
 
 #endif

@@ -21,6 +21,7 @@
 #include "python/py_stack.h"
 
 volatile sig_atomic_t stop_signals;
+volatile sig_atomic_t dump_signals;
 
 /* A thread seen for the first time: name it while it is alive. It may be
  * a thread of a child process (--children). One that is gone already (its
@@ -688,7 +689,7 @@ static bool should_stop(struct session *s, int *signals_seen)
 
 void session_run(struct session *s)
 {
-	int signals_seen = 0;
+	int signals_seen = 0, dumps_seen = dump_signals;
 	struct counts bpf;
 
 	s->start_s = monotonic_s();
@@ -710,6 +711,13 @@ void session_run(struct session *s)
 		 * its path (it ends whole whatever signal comes now). */
 		if (s->trace.nr_ops)
 			outputs_publish(&s->out, s->opt);
+		if (dump_signals != dumps_seen || s->out.slow_step >= 0) {
+			int now_seen = dump_signals;
+
+			outputs_poll(&s->out, &s->trace, s->opt,
+				     now_seen != dumps_seen);
+			dumps_seen = now_seen;
+		}
 		gpu_session_poll(&s->gpu, monotonic_s());
 		session_retry_gpu_inject(s);
 		session_children_poll(s, monotonic_s());

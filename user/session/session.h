@@ -109,6 +109,8 @@ void session_free(struct session *s);
 
 /* Set by the signal handlers in main.c. */
 extern volatile sig_atomic_t stop_signals;
+/* SIGUSR1s so far: --flight-recorder writes its window on each. */
+extern volatile sig_atomic_t dump_signals;
 
 /* Lets activation stop threads at the op-entry safe point (the BPF
  * object must be loaded). */
