@@ -47,7 +47,7 @@ LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 	$(addprefix user/attach/,elf_symbols.c torch_symbols.c torch_layouts.c \
 		target.c state_dir.c ptrace_denied.c) \
 	$(addprefix user/export/,table.c chrome.c chrome_gpu.c chrome_fwdbwd.c \
-		chrome_python.c chrome_off_cpu.c flight_recorder.c \
+		chrome_python.c chrome_off_cpu.c flight_recorder.c perfetto.c \
 		folded.c json_writer.c utf8.c atomic_file.c text_cell.c \
 		table_sort.c out_file.c) \
 	user/python/line_table.c user/python/py_stack.c user/python/py_threads.c
@@ -89,7 +89,7 @@ LOADER_SRCS += $(FLEET_SRCS) $(STACK_PROFILE_SRCS) $(PPROF_SRCS) $(PROM_SRCS) \
 # $(OUT)/gen/: generated, never edited or committed. It is pure logic, so
 # the unit tests and benches compile it with the rest of LOGIC_SRCS.
 PROTOC_C ?= protoc-c
-GEN_SRCS := $(OUT)/gen/profile.pb-c.c
+GEN_SRCS := $(OUT)/gen/profile.pb-c.c $(OUT)/gen/perfetto_trace.pb-c.c
 GEN_HDRS := $(GEN_SRCS:.c=.h)
 GEN_OBJS := $(GEN_SRCS:.c=.o)
 LOGIC_SRCS += $(GEN_SRCS)
@@ -216,8 +216,15 @@ $(OUT)/control_loop.bin: $(OUT)/control_loop.o $(OUT)/control_loop.lds
 		$(OUT)/control_loop.o -o $(OUT)/control_loop.elf
 	$(Q)objcopy -O binary -j .text $(OUT)/control_loop.elf $@
 
-# One protoc-c run writes both files (&: makes them one grouped target).
-$(GEN_SRCS) $(GEN_HDRS) &: user/export/profile.proto
+# One protoc-c run writes each schema's two files (&: makes them one
+# grouped target).
+$(OUT)/gen/profile.pb-c.c $(OUT)/gen/profile.pb-c.h &: \
+		user/export/profile.proto
+	$(call msg,PROTOC-C,$@)
+	$(Q)mkdir -p $(OUT)/gen
+	$(Q)$(PROTOC_C) --proto_path=user/export --c_out=$(OUT)/gen $<
+$(OUT)/gen/perfetto_trace.pb-c.c $(OUT)/gen/perfetto_trace.pb-c.h &: \
+		user/export/perfetto_trace.proto
 	$(call msg,PROTOC-C,$@)
 	$(Q)mkdir -p $(OUT)/gen
 	$(Q)$(PROTOC_C) --proto_path=user/export --c_out=$(OUT)/gen $<
@@ -228,7 +235,8 @@ $(OUT)/gen/%.o: $(OUT)/gen/%.c $(GEN_HDRS)
 
 # The encoder includes the generated header; both loaders link the
 # generated code (the asan one is built with OUT=build-asan).
-$(patsubst user/%.c,$(OUT)/%.o,$(PPROF_SRCS)): | $(GEN_HDRS)
+$(patsubst user/%.c,$(OUT)/%.o,$(PPROF_SRCS) user/export/perfetto.c): \
+	| $(GEN_HDRS)
 rfbpf build-asan/rfbpf-asan: $(GEN_OBJS)
 # The loader's own objects include the skeleton: it must exist before
 # their first build (afterwards their .d files name it).

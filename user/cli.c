@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "export/perfetto.h"
 #include "cli/help.h"
 #include "model/trace.h"
 #include "version.h"
@@ -691,6 +692,9 @@ static void check_one_shot_options(const struct options *opt)
 		bad("%s--flight-recorder keeps the last window; --steps and "
 		    "--from-step trace chosen steps: give one or the other",
 		    "");
+	if (opt->flight_s && perfetto_path(opt->trace_path))
+		bad("%s--flight-recorder writes Chrome JSON: give -o FILE.json "
+		    "(or .json.gz)", "");
 	if (opt->slow_step_ms && !opt->flight_s)
 		bad("%s--slow-step needs --flight-recorder", "");
 	/* A stack needs every op above the leaf; RecordFunction's

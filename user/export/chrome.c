@@ -642,6 +642,15 @@ void chrome_name_threads(struct chrome_writer *w, const struct trace *t)
 				    trace_pid_of(t, t->threads[i].tid));
 }
 
+/* trace.json.gz: written gzipped, as Kineto's readers (Perfetto, HTA,
+ * TensorBoard) take it. */
+static bool gzipped(const char *path)
+{
+	size_t n = strlen(path);
+
+	return n > 3 && !strcmp(path + n - 3, ".gz");
+}
+
 int chrome_open_at(struct chrome_writer *w, const char *path,
 		   uint64_t mono_ns, uint64_t wall_ns)
 {
@@ -655,7 +664,7 @@ int chrome_open_at(struct chrome_writer *w, const char *path,
 		errno = -fd;
 		return -1;
 	}
-	if (out_file_dup(&w->out, fd)) {
+	if ((gzipped(path) ? out_file_dup_gzip : out_file_dup)(&w->out, fd)) {
 		int err = errno;
 
 		close(fd);

@@ -11,10 +11,13 @@
 
 #include <stdio.h>
 
+struct z_stream_s;
+
 struct out_file {
 	FILE *f;	/* write through this */
 	int fd;
 	int err;	/* errno of the first failed write or close */
+	struct z_stream_s *z;	/* gzip: the compressor, else NULL */
 };
 
 /* Creates (truncates) path: 0, or -1 with errno. */
@@ -22,6 +25,8 @@ int out_file_open(struct out_file *o, const char *path);
 /* The same over a duplicate of fd (standard output: closing the
  * out_file leaves fd open). */
 int out_file_dup(struct out_file *o, int fd);
+/* The same, gzipped (what is written is compressed as it comes). */
+int out_file_dup_gzip(struct out_file *o, int fd);
 /* Flushes and closes: 0, or -1 with errno set to the first failure's. */
 int out_file_close(struct out_file *o);
 

@@ -112,6 +112,14 @@ int outputs_start(struct outputs *o, struct trace *t,
 			s = (struct trace_sink){ .step = on_step, .ctx = o };
 			trace_add_sink(t, &s);
 		}
+	} else if (opt->trace_path && perfetto_path(opt->trace_path)) {
+		o->bad_path = opt->trace_path;
+		if (perfetto_open(&o->perfetto, opt->trace_path))
+			return -1;
+		o->bad_path = NULL;
+		o->perfetto_open = true;
+		s = perfetto_sink(&o->perfetto);
+		trace_add_sink(t, &s);
 	} else if (opt->trace_path) {
 		o->bad_path = opt->trace_path;
 		if (chrome_open(&o->chrome, opt->trace_path))
@@ -180,6 +188,12 @@ static void dump_path(char *buf, size_t len, const char *path,
 {
 	const char *slash = strrchr(path, '/');
 	const char *dot = strrchr(slash ? slash : path, '.');
+	size_t n = strlen(path);
+
+	/* trace.json.gz -> trace.<what>.json.gz */
+	if (n > 8 && !strcmp(path + n - 8, ".json.gz") &&
+	    path + n - 8 > (slash ? slash + 1 : path))
+		dot = path + n - 8;
 
 	if (!dot || dot == (slash ? slash + 1 : path))
 		snprintf(buf, len, "%s.%s", path, what);
@@ -225,17 +239,21 @@ void outputs_poll(struct outputs *o, const struct trace *t,
 
 int outputs_publish(struct outputs *o, const struct options *opt)
 {
-	if (!o->chrome_open || o->published)
+	if ((!o->chrome_open && !o->perfetto_open) || o->published)
 		return 0;
 	o->published = true;
+	if (o->perfetto_open)
+		return perfetto_publish(&o->perfetto) ?
+		       failed(opt->trace_path) : 0;
 	return chrome_publish(&o->chrome) ? failed(opt->trace_path) : 0;
 }
 
 bool outputs_discard(struct outputs *o)
 {
-	bool had = o->chrome_open && chrome_discard(&o->chrome);
+	bool had = (o->chrome_open && chrome_discard(&o->chrome)) |
+		   (o->perfetto_open && perfetto_discard(&o->perfetto));
 
-	o->chrome_open = false;
+	o->chrome_open = o->perfetto_open = false;
 	return had;
 }
 
@@ -256,6 +274,9 @@ int outputs_finish(struct outputs *o, const struct trace *t,
 		fprintf(stderr, "rfbpf: warning: %s\n", bias);
 	if (o->chrome_open && chrome_finish(&o->chrome, t, &o->agg))
 		ret = failed(opt->trace_path);
+	if (o->perfetto_open && perfetto_finish(&o->perfetto, t))
+		ret = failed(opt->trace_path);
+	o->perfetto_open = false;
 	/* A slow step seen only in the last events read. */
 	outputs_poll(o, t, opt, 0);
 	if (o->flight_on && flight_recorder_dump(&o->flight, opt->trace_path,

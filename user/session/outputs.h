@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "export/chrome.h"
 #include "export/flight_recorder.h"
+#include "export/perfetto.h"
 #include "model/aggregate.h"
 #include "model/per_step.h"
 #include "model/steps.h"
@@ -25,6 +26,8 @@ struct outputs {
 	struct steps steps;		/* --steps and the rest */
 	struct per_step per_step;	/* --per-step */
 	struct chrome_writer chrome;	/* -o */
+	struct perfetto_writer perfetto;/* -o FILE.perfetto-trace */
+	bool perfetto_open;
 	struct flight_recorder flight;	/* -o with --flight-recorder */
 	bool flight_on;
 	int64_t slow_step;		/* --slow-step: a step to dump for
