@@ -21,7 +21,8 @@ packages=(
 	libcap2-bin util-linux		# capsh/setpriv: the no-privilege test
 	debootstrap			# a sid root to trace torch 2.14 in
 	patchelf			# a pip-wheel layout of torch (e2e tests)
-	libprotobuf-c-dev protobuf-c-compiler	# pprof profiles (fleet mode)
+	libprotobuf-c-dev protobuf-c-compiler	# pprof and Perfetto protobuf
+	protobuf-compiler		# protoc --decode: tests read them back
 	libmicrohttpd-dev		# /metrics and /debug/pprof (fleet mode)
 	prometheus golang-go		# real clients the fleet tests check with
 	chromium			# speedscope opens the outputs in it

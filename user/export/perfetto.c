@@ -868,10 +868,10 @@ int perfetto_finish(struct perfetto_writer *w, const struct trace *t)
 	free_state(w);
 	if (w->own_file) {
 		w->f = NULL;
-		w->own_file = false;
 		err = out_file_close(&w->out);
 		if (!err && perfetto_publish(w))
 			err = -1;
+		w->own_file = false;
 		atomic_stream_discard(&w->file);
 		return err;
 	}
