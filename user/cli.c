@@ -221,7 +221,8 @@ static const struct argp_option options[] = {
 	{ "prom-file", OPT_PROM_FILE, "FILE", 0, "Write Prometheus metrics "
 	  "to FILE each interval, for node_exporter's textfile collector", 1 },
 	{ "listen", OPT_LISTEN, "ADDR:PORT", 0, "Serve /metrics, "
-	  "/debug/pprof/profile and /healthz over HTTP", 1 },
+	  "/debug/pprof/profile, /debug/rfbpf/trace and /healthz over HTTP "
+	  "(no authentication: bind loopback or put a proxy in front)", 1 },
 	{ "max-ops", OPT_MAX_OPS, "N", 0, "Op series per job in the metrics; "
 	  "the rest add up in op=\"[other]\" (default 2000)", 1 },
 	{ "config", OPT_CONFIG, "FILE", 0, "Read long options from FILE, one "

@@ -279,6 +279,12 @@ static void end_job_now(struct daemon *d, size_t i, const char *why)
 	d->jobs[i] = d->jobs[--d->nr_jobs];
 	lease_keeper_unlock(&d->keeper);
 	logf_("pid %d (%s): %s", j->proc.pid, j->proc.comm, why);
+	if (d->http && job_capture_holds_bursts(j)) {
+		static const char gone[] = "the job ended during the capture\n";
+
+		http_answer_trace(d->http, j->proc.pid, 410, gone,
+				  strlen(gone));
+	}
 	job_stop(j);
 	free(j);
 	d->st.jobs_ended++;
@@ -620,6 +626,58 @@ static void serve_on_demand(struct daemon *d, double now)
 	d->on_demand_secs = 0;
 }
 
+/* GET /debug/rfbpf/trace: new requests start (or join) a capture of
+ * their job; finished captures answer every request for their job. */
+static void serve_traces(struct daemon *d)
+{
+	struct http_trace_request req[16];
+	int n = http_trace_requests(d->http, req, 16);
+	char line[200];
+
+	for (int i = 0; i < n; i++) {
+		struct job *j = find_job(d, req[i].pid);
+
+		if (!j) {
+			snprintf(line, sizeof(line), "pid %d is not a job this "
+				 "daemon traces (see /metrics: "
+				 "rfbpf_job_torch_info)\n", req[i].pid);
+			http_answer_trace(d->http, req[i].pid, 404, line,
+					  strlen(line));
+		} else if (req[i].steps) {
+			snprintf(line, sizeof(line), "?steps is not served "
+				 "yet: ask for ?seconds\n");
+			http_answer_trace(d->http, req[i].pid, 501, line,
+					  strlen(line));
+		} else if (!j->bursts) {
+			snprintf(line, sizeof(line), "pid %d has no rfbpf "
+				 "control thread (--sampled, or its CUPTI agent "
+				 "owns the callback): no capture\n",
+				 req[i].pid);
+			http_answer_trace(d->http, req[i].pid, 409, line,
+					  strlen(line));
+		} else if (job_capture_start(j, req[i].seconds)) {
+			logf_("pid %d (%s): capturing a full trace of %u s "
+			      "(asked over HTTP)", j->proc.pid, j->proc.comm,
+			      req[i].seconds);
+		}
+	}
+	for (size_t i = 0; i < d->nr_jobs; i++) {
+		struct job *j = d->jobs[i];
+		unsigned status;
+		uint8_t *body;
+		size_t len;
+
+		if (!job_capture_poll(j))
+			continue;
+		job_capture_take(j, &status, &body, &len);
+		logf_("pid %d (%s): capture done: %u, %zu bytes%s",
+		      j->proc.pid, j->proc.comm, status, len,
+		      status == 200 ? " gzipped" : "");
+		http_answer_trace(d->http, j->proc.pid, status, body, len);
+		free(body);
+	}
+}
+
 /* SIGHUP: the options again (--config may have changed); what applies
  * to a running daemon is taken, the rest needs a restart. */
 static void reload(struct daemon *d)
@@ -765,8 +823,10 @@ int fleet_run(const struct options *opt, int argc, char **argv)
 		safe_point_poll_late();
 		if (now >= d.interval_start + d.opt.interval_s)
 			end_interval(&d, now);
-		if (d.http)
+		if (d.http) {
 			serve_on_demand(&d, now);
+			serve_traces(&d);
+		}
 		sleep_until_due(&d);
 	}
 	logf_("stopping: switching %zu process%s off", d.nr_jobs,

@@ -63,6 +63,17 @@ struct window_wait {
 	struct blob *answer;	/* set, and unlinked, by the window's profile */
 };
 
+/* A /debug/rfbpf/trace request blocked in its connection's thread. */
+struct trace_wait {
+	struct trace_wait *next;
+	struct http_trace_request req;
+	bool claimed;		/* the main loop took it */
+	bool answered;
+	unsigned status;
+	struct blob *answer;
+	char why[200];		/* the one line of an error */
+};
+
 struct http_server {
 	struct MHD_Daemon *mhd;
 	unsigned port;
@@ -72,6 +83,7 @@ struct http_server {
 	pthread_cond_t changed;
 	struct blob *metrics, *profile;	/* NULL until first published */
 	struct window_wait *waiting;
+	struct trace_wait *traces;	/* trace requests waiting */
 	/* ?seconds requests not yet completed (answered ones included, until
 	 * libmicrohttpd has sent the answer). */
 	unsigned window_requests;
@@ -322,9 +334,123 @@ static enum MHD_Result serve_profile(struct http_server *s,
 	return queue(s, c, MHD_HTTP_OK, profile_response(b));
 }
 
+/* A whole decimal number from min to max, or -1. */
+static long parse_count(const char *v, long min, long max)
+{
+	long n = 0;
+
+	if (!v || !*v)
+		return -1;
+	for (; *v; v++) {
+		if (*v < '0' || *v > '9')
+			return -1;
+		n = n * 10 + (*v - '0');
+		if (n > max)
+			return -1;
+	}
+	return n < min ? -1 : n;
+}
+
+static const char *arg_of(struct MHD_Connection *c, const char *key)
+{
+	const char *v = NULL;
+
+	MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, key,
+				      strlen(key), &v, NULL);
+	return v;
+}
+
+/* Blocks until the main loop answers w, the wait times out, or the
+ * server stops. */
+static void wait_for_trace(struct http_server *s, struct trace_wait *w)
+{
+	unsigned limit = w->req.seconds ? w->req.seconds + WINDOW_GRACE_S :
+			 HTTP_TRACE_STEPS_WAIT_S;
+	struct timespec deadline = deadline_after(limit);
+
+	pthread_mutex_lock(&s->lock);
+	w->next = s->traces;
+	s->traces = w;
+	s->window_requests++;
+	while (!w->answered && !s->stopping)
+		if (pthread_cond_timedwait(&s->changed, &s->lock,
+					   &deadline) == ETIMEDOUT)
+			break;
+	for (struct trace_wait **p = &s->traces; *p; p = &(*p)->next)
+		if (*p == w) {
+			*p = w->next;
+			break;
+		}
+	if (!w->answered) {
+		w->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+		snprintf(w->why, sizeof(w->why), "%s\n", s->stopping ?
+			 "rfbpf is stopping" : "timed out waiting for the "
+			 "trace (is rfbpf's main loop stuck?)");
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* GET /debug/rfbpf/trace?pid=P&seconds=S (or &steps=N): a full trace of
+ * job P, gzipped Chrome JSON, recorded from now on. */
+static enum MHD_Result serve_trace(struct http_server *s,
+				   struct MHD_Connection *c, void **req_cls)
+{
+	const char *pid = arg_of(c, "pid"), *sec = arg_of(c, "seconds");
+	const char *steps = arg_of(c, "steps");
+	struct trace_wait w = { .status = 0 };
+	struct MHD_Response *r;
+	long n;
+
+	count(s, &s->stats.trace);
+	if ((n = parse_count(pid, 1, 0x7fffffff)) < 0)
+		return queue(s, c, MHD_HTTP_BAD_REQUEST,
+			text("bad ?pid: want the process id of a job this "
+			     "daemon traces\n"));
+	w.req.pid = (int)n;
+	if (!sec == !steps)
+		return queue(s, c, MHD_HTTP_BAD_REQUEST,
+			text("want one of ?seconds=S (1 to 600) or ?steps=N "
+			     "(1 to 100)\n"));
+	if (sec && (n = parse_count(sec, 1, HTTP_TRACE_MAX_S)) < 0)
+		return queue(s, c, MHD_HTTP_BAD_REQUEST,
+			text("bad ?seconds: want a whole number of seconds "
+			     "from 1 to 600\n"));
+	if (sec)
+		w.req.seconds = (unsigned)n;
+	if (steps && (n = parse_count(steps, 1, HTTP_TRACE_MAX_STEPS)) < 0)
+		return queue(s, c, MHD_HTTP_BAD_REQUEST,
+			text("bad ?steps: want a whole number of steps from "
+			     "1 to 100\n"));
+	if (steps)
+		w.req.steps = (unsigned)n;
+	*req_cls = &window_request;	/* http_stop waits for its answer */
+	wait_for_trace(s, &w);
+	if (w.status == MHD_HTTP_OK && w.answer) {
+		char disp[96];
+
+		r = blob_response(w.answer, "application/gzip");
+		snprintf(disp, sizeof(disp), "attachment; filename=\"rfbpf-%d."
+			 "pt.trace.json.gz\"", w.req.pid);
+		if (r)
+			MHD_add_response_header(r, "Content-Disposition",
+						disp);
+		return queue(s, c, MHD_HTTP_OK, r);
+	}
+	if (w.answer)
+		blob_put(w.answer);
+	r = MHD_create_response_from_buffer(strlen(w.why), w.why,
+					    MHD_RESPMEM_MUST_COPY);
+	if (r)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+					TEXT_TYPE);
+	return queue(s, c, w.status, r);
+}
+
 static enum MHD_Result route(struct http_server *s, struct MHD_Connection *c,
 			     const char *url, void **req_cls)
 {
+	if (!strcmp(url, "/debug/rfbpf/trace"))
+		return serve_trace(s, c, req_cls);
 	if (!strcmp(url, "/metrics"))
 		return serve_metrics(s, c);
 	if (!strcmp(url, "/debug/pprof/profile"))
@@ -335,8 +461,8 @@ static enum MHD_Result route(struct http_server *s, struct MHD_Connection *c,
 	}
 	count(s, &s->stats.not_found);
 	return queue(s, c, MHD_HTTP_NOT_FOUND,
-		text("not found: rfbpf serves /metrics, /debug/pprof/profile "
-		     "and /healthz\n"));
+		text("not found: rfbpf serves /metrics, /debug/pprof/profile, "
+		     "/debug/rfbpf/trace and /healthz\n"));
 }
 
 static enum MHD_Result method_not_allowed(struct http_server *s,
@@ -735,4 +861,48 @@ void http_get_stats(struct http_server *s, struct http_stats *out)
 	pthread_mutex_lock(&s->lock);
 	*out = s->stats;
 	pthread_mutex_unlock(&s->lock);
+}
+
+int http_trace_requests(struct http_server *s,
+			struct http_trace_request *out, int max)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (struct trace_wait *w = s->traces; w && n < max; w = w->next)
+		if (!w->claimed) {
+			w->claimed = true;
+			out[n++] = w->req;
+		}
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+void http_answer_trace(struct http_server *s, int pid, unsigned status,
+		       const void *body, size_t len)
+{
+	struct blob *b = status == 200 ? blob_new(body, len) : NULL;
+
+	if (status == 200 && !b) {
+		status = MHD_HTTP_SERVICE_UNAVAILABLE;
+		body = "out of memory holding the trace\n";
+		len = strlen(body);
+	}
+	pthread_mutex_lock(&s->lock);
+	for (struct trace_wait *w = s->traces; w; w = w->next) {
+		if (w->req.pid != pid || !w->claimed || w->answered)
+			continue;
+		w->answered = true;
+		w->status = status;
+		if (b)
+			w->answer = blob_get(b);
+		else
+			snprintf(w->why, sizeof(w->why), "%.*s",
+				 (int)(len < sizeof(w->why) ? len :
+				       sizeof(w->why) - 1), (const char *)body);
+	}
+	pthread_cond_broadcast(&s->changed);
+	pthread_mutex_unlock(&s->lock);
+	if (b)
+		blob_put(b);
 }

@@ -8,6 +8,12 @@
  *                              net/http/pprof serves it
  *       ?seconds=N             waits for a profile of a window of N
  *                              seconds that starts after the request came
+ *   GET /debug/rfbpf/trace     a full trace of one job, gzipped Chrome
+ *       ?pid=P&seconds=S       JSON, recorded from the request on for S
+ *       ?pid=P&steps=N         seconds (1..600) or N training steps
+ *                              (1..100): the main loop takes the request
+ *                              (http_trace_requests) and answers it
+ *                              (http_answer_trace)
  *   GET /healthz               "ok"
  *
  * The server never reaches into the profiler: the main loop publishes
@@ -54,12 +60,29 @@ unsigned http_window_wanted(struct http_server *s);
 void http_set_window_profile(struct http_server *s, const uint8_t *gz,
 			     size_t len, double start_s, double seconds);
 
+#define HTTP_TRACE_MAX_S	600
+#define HTTP_TRACE_MAX_STEPS	100
+/* How long a ?steps request waits for its steps. */
+#define HTTP_TRACE_STEPS_WAIT_S	900
+
+struct http_trace_request {
+	int pid;
+	unsigned seconds, steps;	/* one of them is 0 */
+};
+/* Trace requests not yet taken, now taken (at most max). */
+int http_trace_requests(struct http_server *s,
+			struct http_trace_request *out, int max);
+/* Answers every taken request for pid: status 200 with the gzipped
+ * trace as body, else the status and a one-line body. */
+void http_answer_trace(struct http_server *s, int pid, unsigned status,
+		       const void *body, size_t len);
+
 /* Requests since start, for rfbpf's own metrics. metrics, profile and
  * healthz count every request to that path whatever its answer;
  * not_found counts the 404s; errors counts answers 400, 405 and 503 and
  * requests that could not be answered at all. */
 struct http_stats {
-	uint64_t metrics, profile, healthz, not_found, errors;
+	uint64_t metrics, profile, healthz, trace, not_found, errors;
 };
 void http_get_stats(struct http_server *s, struct http_stats *out);
 

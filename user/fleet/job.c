@@ -134,6 +134,7 @@ static void on_gpu_api(void *ctx, struct trace *t,
  * session_abort). */
 static void free_job(struct job *j)
 {
+	job_capture_abort(j);
 	session_free(&j->s);
 	stack_profile_free(&j->window_stacks);
 	aggregate_free(&j->window_agg);
@@ -191,6 +192,8 @@ int job_start(struct job *j, const struct torch_process *proc,
 	j->fixed_p = !j->s.act.handle && !j->bursts;
 	if (j->fixed_p)
 		j->p = j->s.trace.sample_prob;
+	trace_add_sink(&j->s.trace, &sink);
+	sink = job_capture_sink(j);
 	trace_add_sink(&j->s.trace, &sink);
 	j->s.trace.child_weight = child_weight;
 	j->s.trace.child_weight_ctx = j;

@@ -36,6 +36,7 @@
 #include "fleet/budget.h"
 #include "attach/target.h"
 #include "fleet/job_bursts.h"
+#include "fleet/job_capture.h"
 #include "fleet/job_ops.h"
 #include "fleet/job_window.h"
 
@@ -45,6 +46,10 @@
 /* rfbpf reads a burst's events this long after it: time for the ops
  * closed in it to reach the ring buffer */
 #define BURST_DRAIN_NS		5000000ull
+/* How far ahead the thread is handed its bursts (the daemon polls every
+ * 0.5 s at the least, and a burst must reach the thread BURST_START_NS
+ * before it starts). */
+#define BURST_HORIZON_NS	3000000000ull
 /* the interval's end is left free: its last burst is read before it */
 #define BURST_TAIL_NS		30000000ull
 /* ...and its start: the control thread, with no burst to run, looks for
@@ -213,6 +218,7 @@ void job_bursts_plan(struct job *j, const struct budget_plan *plan,
 	j->nr_bursts = j->next_open = j->next_close = 0;
 	j->nr_periods = j->next_period = 0;
 	j->period_seq0 = j->s.control.written;
+	j->nr_capture_seqs = 0;
 	for (size_t i = 0; i < k; i++) {
 		uint64_t a = t0 + i * s + BURST_LEAD_NS +
 			     (uint64_t)(drand48() * room);
@@ -292,14 +298,29 @@ void job_burst_close(struct job *j, const struct job_burst *b)
 static void write_periods(struct job *j)
 {
 	size_t room = control_thread_room(&j->s.control);
+	uint64_t now = monotonic_ns();
 
-	while (room-- && j->next_period < j->nr_periods) {
+	/* A capture (job_capture.h) holds the thread; the periods due
+	 * meanwhile are dropped, not handed late. */
+	if (job_capture_holds_bursts(j))
+		return;
+	while (j->capture.resuming && j->next_period < j->nr_periods &&
+	       j->period[j->next_period].off_ns < now + BURST_START_NS) {
+		j->next_period++;
+		j->bursts_dropped++;
+	}
+	j->capture.resuming = false;
+	/* Only the next BURST_HORIZON_NS: a capture waits for the bursts
+	 * handed before it, and would otherwise wait for the interval's. */
+	while (room && j->next_period < j->nr_periods &&
+	       j->period[j->next_period].on_ns < now + BURST_HORIZON_NS) {
 		const struct control_burst *p = &j->period[j->next_period];
 
 		if (control_thread_add_burst(&j->s.control, p->on_ns,
 					     p->off_ns, p->count_only))
 			break;
 		j->next_period++;
+		room--;
 	}
 }
 
@@ -317,6 +338,10 @@ static void read_results(struct job *j)
 		uint64_t k = r[i].seq - 1 - j->period_seq0;
 		int kind;
 
+		if (job_capture_owns(j, r[i].seq))
+			continue;	/* not a planned period */
+		for (size_t c = 0; c < j->nr_capture_seqs; c++)
+			k -= j->capture_seqs[c] < r[i].seq;
 		j->bursts_total++;
 		if (!r[i].on_ns) {
 			j->bursts_skipped++;

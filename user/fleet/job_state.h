@@ -36,6 +36,7 @@
 #include <sys/types.h>
 #include "attach/control_block.h"
 #include "fleet/discovery.h"
+#include "fleet/job_capture.h"
 #include "fleet/window_self.h"
 #include "model/aggregate.h"
 #include "model/stack_profile.h"
@@ -134,6 +135,7 @@ struct job {
 	double burst_weight;	/* stratum / measured length: an op begun
 				 * in a measured part stands for this many */
 	uint64_t bursts_total, bursts_skipped, bursts_late;
+	uint64_t bursts_dropped;	/* planned periods a capture took */
 	uint64_t bursts_counting;	/* of them, counting only */
 	/* What a traced op costs the job, measured in it: its CPU and ops
 	 * in traced bursts [0] and in bursts that only count [1], decayed
@@ -148,6 +150,11 @@ struct job {
 	uint32_t *touched;	/* series with something in this burst */
 	size_t nr_touched, cap_touched;
 	size_t bursts_folded;	/* bursts read this interval */
+	/* GET /debug/rfbpf/trace (job_capture.c), and the bursts it
+	 * handed the thread this interval (not planned periods). */
+	struct job_capture capture;
+	uint64_t capture_seqs[8];
+	size_t nr_capture_seqs;
 	/* what a switch costs: the control thread's CPU per switch,
 	 * measured, and when last read */
 	double switch_ns;

@@ -150,11 +150,15 @@ bool steps_op_close(struct steps *s, const char *name, uint32_t tid,
 /* Steps that are an op's span (ProfilerStep, --step-op) leave gaps
  * between them (torch.profiler's step() runs ops there): what began in
  * a gap is in no step. */
+bool steps_in_window(const struct steps *s, uint64_t ts)
+{
+	return s->started && ts >= s->from_ns && ts < s->to_ns &&
+	       (s->source == STEP_OPTIMIZER || steps_number_at(s, ts) >= 0);
+}
+
 bool steps_pass(const struct steps *s, uint64_t ts)
 {
-	return !s->gate || (s->started && ts >= s->from_ns && ts < s->to_ns &&
-			    (s->source == STEP_OPTIMIZER ||
-			     steps_number_at(s, ts) >= 0));
+	return !s->gate || steps_in_window(s, ts);
 }
 
 int64_t steps_number_at(const struct steps *s, uint64_t ts)

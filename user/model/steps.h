@@ -71,6 +71,8 @@ bool steps_op_close(struct steps *s, const char *name, uint32_t tid,
 		    uint64_t start_ns, uint64_t end_ns, struct step *done);
 /* Whether something that began at ts reaches the outputs. */
 bool steps_pass(const struct steps *s, uint64_t ts);
+/* Whether ts is inside the window of whole steps (gate or not). */
+bool steps_in_window(const struct steps *s, uint64_t ts);
 /* --steps N: the N-th whole step completed. */
 static inline bool steps_finished(const struct steps *s)
 {
