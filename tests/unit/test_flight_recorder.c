@@ -90,6 +90,7 @@ TEST(keeps_the_last_window_and_counts_the_rest)
 	CHECK_EQ_U64(r.dropped_old, 89);
 	CHECK_EQ_U64(r.dropped_full, 0);
 	CHECK_EQ_U64(dump_and_count(&r, &t, "new", &root), 11);
+	jv_free(&root);
 	CHECK_EQ_U64(dump_and_count(&r, &t, "old", &root), 0);
 	{
 		const struct jv *fr = jget(jget(&root, "otherData"),
