@@ -23,29 +23,10 @@ BUSY = os.path.join(ROOT, "tests", "workloads", "busy_ops.py")
 PROTO = os.path.join(ROOT, "user", "export", "perfetto_trace.proto")
 
 
-def json_slices(trace):
-    """(name, enclosing op's name) of every op slice, per thread nesting
-    rebuilt from times."""
+def nesting(by_track):
+    """(name, enclosing slice's name) counted over every track's slices,
+    each given as (start, -duration, name): nesting rebuilt from times."""
     out = collections.Counter()
-    by_tid = collections.defaultdict(list)
-    for e in trace["traceEvents"]:
-        if e.get("ph") == "X":
-            by_tid[e["tid"]].append((e["ts"], -e["dur"], e["name"]))
-    for evs in by_tid.values():
-        stack = []
-        for ts, mdur, name in sorted(evs):
-            while stack and stack[-1][0] <= ts:
-                stack.pop()
-            out[(name, stack[-1][1] if stack else None)] += 1
-            stack.append((ts - mdur, name))
-    return out
-
-
-def proto_slices(slices):
-    out = collections.Counter()
-    by_track = collections.defaultdict(list)
-    for s in slices:
-        by_track[s["track"]].append((s["ts"], -s["dur"], s["name"]))
     for evs in by_track.values():
         stack = []
         for ts, mdur, name in sorted(evs):
@@ -54,6 +35,21 @@ def proto_slices(slices):
             out[(name, stack[-1][1] if stack else None)] += 1
             stack.append((ts - mdur, name))
     return out
+
+
+def json_slices(trace):
+    by_tid = collections.defaultdict(list)
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X":
+            by_tid[e["tid"]].append((e["ts"], -e["dur"], e["name"]))
+    return nesting(by_tid)
+
+
+def proto_slices(slices):
+    by_track = collections.defaultdict(list)
+    for s in slices:
+        by_track[s["track"]].append((s["ts"], -s["dur"], s["name"]))
+    return nesting(by_track)
 
 
 def protoc_decode(path):

@@ -654,42 +654,18 @@ static bool gzipped(const char *path)
 int chrome_open_at(struct chrome_writer *w, const char *path,
 		   uint64_t mono_ns, uint64_t wall_ns)
 {
-	int fd;
-
-	/* Cleared before the file is made: its stream keeps &w->out. */
+	/* Cleared before the file is made: its stream keeps &w->file. */
 	memset(w, 0, sizeof(*w));
-	fd = atomic_stream_create(&w->file, path);
-	if (fd < 0) {
-		atomic_stream_discard(&w->file);
-		errno = -fd;
+	if (output_file_open(&w->file, path, gzipped(path)))
 		return -1;
-	}
-	if ((gzipped(path) ? out_file_dup_gzip : out_file_dup)(&w->out, fd)) {
-		int err = errno;
-
-		close(fd);
-		atomic_stream_discard(&w->file);
-		errno = err;
-		return -1;
-	}
-	close(fd);
-	begin(w, w->out.f, mono_ns, wall_ns);
+	begin(w, w->file.out.f, mono_ns, wall_ns);
 	w->own_file = true;
 	return 0;
 }
 
-static int chrome_publish_file(struct atomic_stream *f)
-{
-	int err = atomic_stream_publish(f);
-
-	if (err)
-		errno = -err;
-	return err ? -1 : 0;
-}
-
 int chrome_publish(struct chrome_writer *w)
 {
-	return w->own_file ? chrome_publish_file(&w->file) : 0;
+	return w->own_file ? output_file_publish(&w->file) : 0;
 }
 
 bool chrome_discard(struct chrome_writer *w)
@@ -698,9 +674,8 @@ bool chrome_discard(struct chrome_writer *w)
 
 	if (!w->own_file)
 		return false;
-	out_file_close(&w->out);
 	w->f = NULL;
-	had = atomic_stream_discard(&w->file);
+	had = output_file_discard(&w->file);
 	u64map_free(&w->threads);
 	u64map_free(&w->tracks);
 	fwdbwd_free(&w->fwdbwd);
@@ -725,11 +700,7 @@ int chrome_finish(struct chrome_writer *w, const struct trace *t,
 	if (w->own_file) {
 		w->f = NULL;
 		w->own_file = false;
-		err = out_file_close(&w->out);	/* errno: the first failure */
-		if (!err && chrome_publish_file(&w->file))
-			err = -1;
-		atomic_stream_discard(&w->file);
-		return err;
+		return output_file_close(&w->file);
 	}
 	err = ferror(w->f);
 	w->f = NULL;

@@ -12,7 +12,7 @@
 #include "model/trace.h"
 #include "model/u64map.h"
 #include "chrome_fwdbwd.h"
-#include "atomic_file.h"
+#include "output_file.h"
 #include "json_writer.h"
 #include "out_file.h"
 
@@ -29,8 +29,8 @@ struct chrome_py {
 struct chrome_writer {
 	FILE *f;
 	bool own_file;		/* opened by chrome_open (closed by finish) */
-	struct out_file out;	/* the file chrome_open made (f is its) */
-	struct atomic_stream file;	/* ...beside its path until published */
+	struct output_file file;	/* the file chrome_open made (f is
+					 * its) */
 	uint64_t events;	/* written so far */
 	struct u64map threads;	/* tids whose name was written */
 	struct u64map tracks;	/* GPU devices and streams named */

@@ -182,32 +182,15 @@ void perfetto_begin(struct perfetto_writer *w, FILE *f)
 
 int perfetto_open(struct perfetto_writer *w, const char *path)
 {
-	int fd;
+	struct output_file file;
 
-	memset(w, 0, sizeof(*w));
-	fd = atomic_stream_create(&w->file, path);
-	if (fd < 0) {
-		atomic_stream_discard(&w->file);
-		errno = -fd;
+	/* Opened in place: its stream keeps &w->file.out, which begin's
+	 * clearing of w must leave as it was. */
+	if (output_file_open(&w->file, path, false))
 		return -1;
-	}
-	if (out_file_dup(&w->out, fd)) {
-		int err = errno;
-
-		close(fd);
-		atomic_stream_discard(&w->file);
-		errno = err;
-		return -1;
-	}
-	close(fd);
-	{
-		struct out_file out = w->out;
-		struct atomic_stream file = w->file;
-
-		begin(w, out.f);
-		w->out = out;
-		w->file = file;
-	}
+	file = w->file;
+	begin(w, file.out.f);
+	w->file = file;
 	w->own_file = true;
 	return 0;
 }
@@ -761,11 +744,7 @@ struct trace_sink perfetto_sink(struct perfetto_writer *w)
 
 int perfetto_publish(struct perfetto_writer *w)
 {
-	int err = w->own_file ? atomic_stream_publish(&w->file) : 0;
-
-	if (err)
-		errno = -err;
-	return err ? -1 : 0;
+	return w->own_file ? output_file_publish(&w->file) : 0;
 }
 
 static void free_state(struct perfetto_writer *w)
@@ -797,9 +776,8 @@ bool perfetto_discard(struct perfetto_writer *w)
 
 	if (!w->own_file)
 		return false;
-	out_file_close(&w->out);
 	w->f = NULL;
-	had = atomic_stream_discard(&w->file);
+	had = output_file_discard(&w->file);
 	free_state(w);
 	w->own_file = false;
 	return had;
@@ -868,12 +846,8 @@ int perfetto_finish(struct perfetto_writer *w, const struct trace *t)
 	free_state(w);
 	if (w->own_file) {
 		w->f = NULL;
-		err = out_file_close(&w->out);
-		if (!err && perfetto_publish(w))
-			err = -1;
 		w->own_file = false;
-		atomic_stream_discard(&w->file);
-		return err;
+		return output_file_close(&w->file);
 	}
 	err = ferror(w->f);
 	w->f = NULL;

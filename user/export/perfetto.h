@@ -32,19 +32,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "atomic_file.h"
 #include "chrome_fwdbwd.h"
 #include "model/trace.h"
 #include "model/u64map.h"
-#include "out_file.h"
+#include "output_file.h"
 
 struct pf_seq;
 
 struct perfetto_writer {
 	FILE *f;
 	bool own_file;
-	struct out_file out;
-	struct atomic_stream file;
+	struct output_file file;
 	struct pf_seq *global;		/* sequence 1 */
 	struct pf_seq **threads;	/* a sequence per thread */
 	size_t nr_threads, cap_threads;
