@@ -88,7 +88,8 @@ def test_a_job_traced_on_request(tmp_path):
                 (f"pid={a.pid}&seconds=1&steps=1", 400, "want one of"),
                 ("seconds=2", 400, "bad ?pid"),
                 ("pid=-3&seconds=2", 400, "bad ?pid"),
-                (f"pid={a.pid}&steps=2", 501, "?steps is not served yet")]:
+                (f"pid={a.pid}&steps=0", 400, "bad ?steps"),
+                (f"pid={a.pid}&steps=101", 400, "bad ?steps")]:
             status, body = get(f.url(query))
             assert status == code, (query, status, body)
             assert body.decode().count("\n") == 1 and words in \
@@ -144,6 +145,30 @@ def test_requests_together_share_one_capture_and_memory_stays_flat():
         # Flat: what one capture holds is freed with its answer.
         assert max(rss[5:]) - rss[4] < 8 * 1024, rss
         assert f.d.log().count("capture done: 200") == 21
+    finally:
+        assert f.close() == 0, f.d.log()
+
+
+def test_a_capture_of_whole_steps_ends_with_them():
+    f = Fleet()
+    try:
+        a = f.jobs[0]
+        t0 = time.monotonic()
+        status, body = get(f.url(f"pid={a.pid}&steps=3"))
+        assert status == 200, body
+        t, ev = x_events(body)
+        marks = sorted((e for e in ev if e["name"].startswith(
+            "ProfilerStep#")), key=lambda e: e["ts"])
+        assert len(marks) == 3 and t["otherData"]["capture"][
+            "whole_steps"] == 3
+        lo, hi = marks[0]["ts"], marks[-1]["ts"] + marks[-1]["dur"]
+        assert all(lo <= e["ts"] < hi for e in ev)
+        assert len({e["tid"] for e in ev}) == 2
+        # The burst ended with the steps, not at its 120 s cap: a
+        # capture asked next waits for it, and comes within seconds.
+        status, body = get(f.url(f"pid={a.pid}&seconds=1"), timeout=30)
+        assert status == 200, body
+        assert time.monotonic() - t0 < 30
     finally:
         assert f.close() == 0, f.d.log()
 

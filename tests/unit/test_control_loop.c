@@ -230,6 +230,36 @@ TEST(a_burst_already_over_is_skipped)
 	finish(t);
 }
 
+/* What control_thread_end_burst does to a burst that is on (an
+ * on-demand capture whose steps are in): the thread switches off within
+ * its longest sleep, and reports the burst done. */
+TEST(a_burst_brought_forward_ends_at_the_next_wakeup)
+{
+	pthread_t t = start();
+	uint64_t now = mono_ns(), cut;
+
+	burst(now, now + 60000000000ull);		/* 60 s */
+	burst(now + 61000000000ull, now + 62000000000ull);
+	for (int i = 0; i < 300 && !blk->handle; i++)
+		sleep_ms(1);
+	CHECK(blk->handle != 0);
+	sleep_ms(50);
+	cut = mono_ns();
+	__atomic_store_n(&blk->burst[0].off_ns, cut, __ATOMIC_RELEASE);
+	for (int i = 0; i < 1000 && blk->done < 1; i++)
+		sleep_ms(1);
+	CHECK(blk->done == 1);
+	CHECK(blk->handle == 0);
+	CHECK(adds == 1 && removes == 1);
+	CHECK(blk->result[0].off_ns >= cut);
+	CHECK(blk->result[0].off_ns - cut <=
+	      CONTROL_MAX_SLEEP_NS + 50000000ull);
+	/* The next burst is left as it was: still waiting for its on. */
+	sleep_ms(150);
+	CHECK(blk->done == 1 && adds == 1);
+	finish(t);
+}
+
 TEST(the_lease_ends_a_burst_and_the_thread)
 {
 	pthread_t t = start();

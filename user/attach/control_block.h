@@ -15,7 +15,11 @@
  *
  * Protocol (one writer per field):
  *   rfbpf writes burst[k % CONTROL_BURSTS] and then `written` = k + 1;
- *   it never writes more than CONTROL_BURSTS ahead of `done`.
+ *   it never writes more than CONTROL_BURSTS ahead of `done`. It may
+ *   bring the off_ns of the burst that is on forward (an on-demand
+ *   capture that ended early): the thread copies its burst from the
+ *   block at each wakeup, so it switches off at its next one. (A burst
+ *   not on yet still waits for its on_ns, and is then skipped.)
  *   The thread runs bursts in order: at on_ns it registers `cb` (or
  *   `cb_count` for a burst that only counts), at off_ns it removes it,
  *   then writes result[k % CONTROL_BURSTS] and `done` = k + 1. A burst

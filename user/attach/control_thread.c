@@ -252,6 +252,23 @@ int control_thread_add_burst(struct control_thread *ct, uint64_t on_ns,
 	return ret;
 }
 
+int control_thread_end_burst(struct control_thread *ct, uint64_t seq,
+			     uint64_t off_ns)
+{
+	uint64_t done = 0;
+
+	if (!ct->block || !seq || seq > ct->written)
+		return -ENOENT;
+	if (read_u64(ct->pid, ct->block, FIELD(done), &done))
+		return -ESRCH;
+	if (done >= seq)
+		return 0;	/* over already */
+	return write_u64(ct->pid, ct->block, FIELD(burst) +
+			 ((seq - 1) % CONTROL_BURSTS) *
+			 sizeof(struct control_burst) +
+			 offsetof(struct control_burst, off_ns), off_ns);
+}
+
 int control_thread_results(struct control_thread *ct,
 			   struct control_result *out, size_t max)
 {

@@ -56,6 +56,13 @@ size_t control_thread_room(struct control_thread *ct);
  * count_only: the callback registered counts ops and probes nothing. */
 int control_thread_add_burst(struct control_thread *ct, uint64_t on_ns,
 			     uint64_t off_ns, bool count_only);
+/* Brings the end of burst seq (1: the first written), which is on,
+ * forward to off_ns: the thread reads its burst afresh at each wakeup (at
+ * most CONTROL_MAX_SLEEP_NS apart) and switches off then (one not on
+ * yet is skipped at its on_ns). 0 (also when the burst is over
+ * already), or -errno. */
+int control_thread_end_burst(struct control_thread *ct, uint64_t seq,
+			     uint64_t off_ns);
 /* The bursts finished since the last call, up to max, into out (seq is
  * the burst's index + 1). Returns how many, or -errno. */
 int control_thread_results(struct control_thread *ct,

@@ -643,11 +643,6 @@ static void serve_traces(struct daemon *d)
 				 "rfbpf_job_torch_info)\n", req[i].pid);
 			http_answer_trace(d->http, req[i].pid, 404, line,
 					  strlen(line));
-		} else if (req[i].steps) {
-			snprintf(line, sizeof(line), "?steps is not served "
-				 "yet: ask for ?seconds\n");
-			http_answer_trace(d->http, req[i].pid, 501, line,
-					  strlen(line));
 		} else if (!j->bursts) {
 			snprintf(line, sizeof(line), "pid %d has no rfbpf "
 				 "control thread (--sampled, or its CUPTI agent "
@@ -655,10 +650,12 @@ static void serve_traces(struct daemon *d)
 				 req[i].pid);
 			http_answer_trace(d->http, req[i].pid, 409, line,
 					  strlen(line));
-		} else if (job_capture_start(j, req[i].seconds)) {
-			logf_("pid %d (%s): capturing a full trace of %u s "
+		} else if (job_capture_start(j, req[i].seconds,
+					     req[i].steps)) {
+			logf_("pid %d (%s): capturing a full trace of %u %s "
 			      "(asked over HTTP)", j->proc.pid, j->proc.comm,
-			      req[i].seconds);
+			      req[i].steps ? req[i].steps : req[i].seconds,
+			      req[i].steps ? "steps" : "s");
 		}
 	}
 	for (size_t i = 0; i < d->nr_jobs; i++) {

@@ -63,7 +63,7 @@ void http_set_window_profile(struct http_server *s, const uint8_t *gz,
 #define HTTP_TRACE_MAX_S	600
 #define HTTP_TRACE_MAX_STEPS	100
 /* How long a ?steps request waits for its steps. */
-#define HTTP_TRACE_STEPS_WAIT_S	900
+#define HTTP_TRACE_STEPS_WAIT_S	240
 
 struct http_trace_request {
 	int pid;

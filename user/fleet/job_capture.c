@@ -26,14 +26,15 @@ static struct job_capture *cap(struct job *j)
 	return &j->capture;
 }
 
-bool job_capture_start(struct job *j, unsigned seconds)
+bool job_capture_start(struct job *j, unsigned seconds, unsigned steps)
 {
 	struct job_capture *c = cap(j);
 
 	if (c->state != CAPTURE_IDLE)
 		return false;
 	c->state = CAPTURE_WAITING;
-	c->seconds = seconds;
+	c->seconds = steps ? CAPTURE_STEPS_MAX_S : seconds;
+	c->steps = steps;
 	c->ops = 0;
 	return true;
 }
@@ -78,6 +79,12 @@ static int open_writer(struct job *j)
 	chrome_begin(&c->w, c->out.f,
 		     mono.tv_sec * 1000000000ull + mono.tv_nsec,
 		     wall.tv_sec * 1000000000ull + wall.tv_nsec);
+	if (c->steps) {
+		/* No gate: the job's other sinks see every op as before;
+		 * the capture keeps what began in the steps. */
+		steps_init(&c->step_tracker, NULL, -1, c->steps, false);
+		j->s.trace.steps = &c->step_tracker;
+	}
 	return 0;
 }
 
@@ -122,17 +129,26 @@ static void finish(struct job *j)
 	ssize_t got = -1;
 
 	snprintf(extra, sizeof(extra), ",\"capture\":{\"seconds\":%u,"
-		 "\"ops\":%llu}", c->seconds, (unsigned long long)c->ops);
+		 "\"steps\":%u,\"whole_steps\":%llu,\"ops\":%llu}",
+		 c->steps ? 0 : c->seconds, c->steps,
+		 (unsigned long long)(c->steps ? c->step_tracker.done : 0),
+		 (unsigned long long)c->ops);
 	c->w.extra_other = extra;
 	chrome_finish(&c->w, &j->s.trace, NULL);
+	j->s.trace.steps = NULL;
 	if (out_file_close(&c->out) == 0 && !fstat(c->memfd, &st) &&
 	    (body = malloc(st.st_size ? st.st_size : 1)))
 		got = pread(c->memfd, body, st.st_size, 0);
 	close(c->memfd);
 	c->memfd = -1;
-	if (got < 0) {
+	if (got < 0 || (c->steps && !c->step_tracker.done)) {
 		free(body);
-		fail(c, 503, "cannot write the trace\n");
+		if (got < 0)
+			fail(c, 503, "cannot write the trace\n");
+		else
+			fail(c, 504, "no whole step within the wait: no "
+			     "ProfilerStep#N or Optimizer.step#... scope "
+			     "ended in the job\n");
 		return;
 	}
 	free(c->body);
@@ -150,6 +166,12 @@ bool job_capture_poll(struct job *j)
 
 	if (c->state == CAPTURE_WAITING)
 		start_burst(j);
+	if (c->state == CAPTURE_RUNNING && c->steps &&
+	    steps_finished(&c->step_tracker) && c->off_ns > monotonic_ns()) {
+		/* Its steps are in: the burst ends now, not at its cap. */
+		c->off_ns = monotonic_ns();
+		control_thread_end_burst(&j->s.control, c->seq, c->off_ns);
+	}
 	if (c->state == CAPTURE_RUNNING &&
 	    monotonic_ns() >= c->off_ns + CAPTURE_DRAIN_NS)
 		finish(j);
@@ -178,19 +200,22 @@ void job_capture_abort(struct job *j)
 		out_file_close(&c->out);
 		close(c->memfd);
 		c->memfd = -1;
+		j->s.trace.steps = NULL;
 	}
 	free(c->body);
 	c->body = NULL;
 	c->state = CAPTURE_IDLE;
 }
 
-/* Whether what began at ts is in the capture. */
+/* Whether what began at ts is in the capture (with ?steps, in its
+ * whole steps). */
 static bool in_capture(struct job *j, uint64_t ts)
 {
 	struct job_capture *c = cap(j);
 
 	return c->state == CAPTURE_RUNNING && ts >= c->on_ns &&
-	       ts < c->off_ns;
+	       ts < c->off_ns &&
+	       (!c->steps || steps_in_window(&c->step_tracker, ts));
 }
 
 static void on_op(void *ctx, struct trace *t, const struct closed_op *o)
@@ -220,9 +245,18 @@ static void on_gpu_api(void *ctx, struct trace *t,
 		chrome_sink(&j->capture.w).gpu_api(&j->capture.w, t, l);
 }
 
+static void on_step(void *ctx, struct trace *t, const struct step *st)
+{
+	struct job *j = ctx;
+
+	if (j->capture.state == CAPTURE_RUNNING && j->capture.steps)
+		chrome_sink(&j->capture.w).step(&j->capture.w, t, st);
+}
+
 struct trace_sink job_capture_sink(struct job *j)
 {
 	return (struct trace_sink){ .op = on_op, .gpu = on_gpu,
 				    .gpu_sync = on_gpu,
-				    .gpu_api = on_gpu_api, .ctx = j };
+				    .gpu_api = on_gpu_api, .step = on_step,
+				    .ctx = j };
 }

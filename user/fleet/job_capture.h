@@ -9,9 +9,11 @@
  * while a capture waits for the thread's queue to drain and while it
  * runs; those planned meanwhile are dropped, not handed late.
  *
- * Not yet: ?steps=N. A burst handed to the thread cannot be shortened,
- * and one that ends with the steps would need the control block to say
- * "off now" (a change to code that runs in the job).
+ * ?steps=N: the burst is CAPTURE_STEPS_MAX_S long, and brought forward
+ * to its end (control_thread_end_burst) once N whole steps
+ * (model/steps.h, tracked on the job's trace without a gate) have
+ * completed; only what began in them is written. Fewer steps by then:
+ * those that completed; none: 504.
  */
 #ifndef RFBPF_FLEET_JOB_CAPTURE_H
 #define RFBPF_FLEET_JOB_CAPTURE_H
@@ -21,19 +23,24 @@
 #include <stdint.h>
 #include "export/chrome_events.h"
 #include "export/out_file.h"
+#include "model/steps.h"
 #include "model/trace.h"
+
+/* The longest a ?steps capture waits for its steps. */
+#define CAPTURE_STEPS_MAX_S	120
 
 enum capture_state { CAPTURE_IDLE, CAPTURE_WAITING, CAPTURE_RUNNING,
 		     CAPTURE_DONE };
 
 struct job_capture {
 	enum capture_state state;
-	unsigned seconds;
+	unsigned seconds, steps;
 	uint64_t on_ns, off_ns;		/* its burst */
 	uint64_t seq;			/* that burst's number (seq) */
 	struct chrome_writer w;
 	struct out_file out;
 	int memfd;
+	struct steps step_tracker;	/* ?steps */
 	uint64_t ops;			/* written */
 	/* The answer, once DONE: 200 and the gzipped trace, or an error
 	 * status and its line. */
@@ -46,9 +53,9 @@ struct job_capture {
 };
 
 struct job;
-/* Starts a capture of seconds; false if one is under way (the request
- * then shares it). */
-bool job_capture_start(struct job *j, unsigned seconds);
+/* Starts a capture of seconds, or of steps; false if one is under way
+ * (the request then shares it). */
+bool job_capture_start(struct job *j, unsigned seconds, unsigned steps);
 /* Moves a capture on: its burst handed to the thread once the queue is
  * empty, its end, its file. Returns true when an answer is ready (taken
  * with job_capture_take). */
