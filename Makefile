@@ -77,7 +77,7 @@ FLEET_METRICS_SRCS := user/fleet/job_ops.c user/fleet/job_window.c \
 	user/fleet/fleet_metrics.c user/fleet/window_self.c
 # The daemon itself (needs BPF: not in the unit tests).
 FLEET_SRCS := user/fleet/job.c user/fleet/job_bursts.c user/fleet/daemon.c \
-	user/fleet/job_capture.c \
+	user/fleet/job_capture.c user/fleet/job_recorder.c \
 	user/fleet/lease_keeper.c
 CALIBRATE_SRCS := user/attach/calibrate.c user/attach/calibrate_target.S
 LOGIC_SRCS += $(STACK_PROFILE_SRCS) $(PPROF_SRCS) $(PROM_SRCS) \

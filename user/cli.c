@@ -69,7 +69,7 @@ enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_GROUP_BY, OPT_SHAPES, OPT_OFF_CPU, OPT_TOP_WAKERS,
        OPT_OFF_CPU_FOLDED, OPT_NO_GPU_INJECT, OPT_GPU_AGENT, OPT_USAGE,
        OPT_MAN, OPT_STEPS, OPT_FROM_STEP, OPT_STEP_OP, OPT_PER_STEP,
-       OPT_FLIGHT_RECORDER, OPT_SLOW_STEP };
+       OPT_FLIGHT_RECORDER, OPT_SLOW_STEP, OPT_TRACE_DIR };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -185,7 +185,8 @@ static const struct argp_option options[] = {
 	  "Trace all along but keep only the last SECONDS of the Chrome "
 	  "trace, in at most MB of rfbpf's memory (default 256): -o gets "
 	  "that window at the end, and FILE.sigusr1-N.json on each SIGUSR1 "
-	  "to rfbpf", 0 },
+	  "to rfbpf (with --continuous: each job's bursts, see --trace-dir)",
+	  0 },
 	{ "slow-step", OPT_SLOW_STEP, "MS", 0,
 	  "With --flight-recorder: when a training step (as --steps tells "
 	  "them) lasts longer than MS, write the window, which holds it and "
@@ -216,6 +217,9 @@ static const struct argp_option options[] = {
 	  1 },
 	{ "pprof-dir", OPT_PPROF_DIR, "DIR", 0, "Write one gzipped pprof "
 	  "profile per interval into DIR (profile-*.pb.gz)", 1 },
+	{ "trace-dir", OPT_TRACE_DIR, "DIR", 0, "With --flight-recorder: "
+	  "write each job's window (the bursts it holds) into DIR on SIGUSR1 "
+	  "and when the job ends, as rfbpf-PID.WHY.json.gz", 1 },
 	{ "pprof-keep", OPT_PPROF_KEEP, "N", 0,
 	  "Keep the newest N profiles in --pprof-dir (default 10)", 1 },
 	{ "prom-file", OPT_PROM_FILE, "FILE", 0, "Write Prometheus metrics "
@@ -382,6 +386,7 @@ static bool parse_fleet_arg(int key, char *arg, struct options *opt)
 	case OPT_BURSTS: opt->bursts = true; break;
 	case OPT_SAMPLED: opt->sampled = true; break;
 	case OPT_PPROF_DIR: opt->pprof_dir = arg; break;
+	case OPT_TRACE_DIR: opt->trace_dir = arg; break;
 	case OPT_PPROF_KEEP:
 		opt->pprof_keep = parse_long(arg, 1, 1000000, "--pprof-keep",
 					     "expected a count >= 1");
@@ -412,10 +417,15 @@ static void check_continuous(struct options *opt)
 		    "-p PID, not a command", "");
 	else if (!opt->all && !opt->nr_pids)
 		bad("%s--continuous needs --all or -p PID", "");
-	else if (options_want_steps(opt) || opt->flight_s)
-		bad("%s--steps, --from-step, --step-op, --per-step, "
-		    "--flight-recorder and --slow-step are for one run, not "
-		    "--continuous", "");
+	else if (options_want_steps(opt))
+		bad("%s--steps, --from-step, --step-op, --per-step and "
+		    "--slow-step are for one run, not --continuous (its "
+		    "bursts hold no whole step)", "");
+	else if (opt->flight_s && !opt->trace_dir)
+		bad("%s--flight-recorder with --continuous needs --trace-dir "
+		    "DIR, where each job's window is written", "");
+	else if (opt->trace_dir && !opt->flight_s)
+		bad("%s--trace-dir needs --flight-recorder", "");
 	else if (opt->trace_path || opt->folded_path || opt->gpu_folded_path ||
 		 opt->off_cpu_folded_path)
 		bad("%s--continuous writes --pprof-dir, --prom-file and "
@@ -627,8 +637,8 @@ static void check_one_shot_target(const struct options *opt)
 		bad("%s--bursts and --sampled need --continuous", "");
 	if (opt->nr_pids > 1)
 		bad("%sseveral -p need --continuous", "");
-	if (opt->pprof_dir || opt->prom_file || opt->listen)
-		bad("%s--pprof-dir, --prom-file and --listen need "
+	if (opt->pprof_dir || opt->prom_file || opt->listen || opt->trace_dir)
+		bad("%s--pprof-dir, --prom-file, --listen and --trace-dir need "
 		    "--continuous", "");
 	if (opt->pid && opt->command)
 		bad("%s-p and a command exclude each other", "");

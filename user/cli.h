@@ -72,6 +72,7 @@ struct options {
 	bool sampled;		/* --sampled: p < 1 and one full-trace window
 				 * a span instead of bursts */
 	const char *pprof_dir;	/* --pprof-dir */
+	const char *trace_dir;	/* --trace-dir: --flight-recorder's files */
 	unsigned pprof_keep;	/* --pprof-keep, default 10 */
 	const char *prom_file;	/* --prom-file */
 	const char *listen;	/* --listen ADDR:PORT */

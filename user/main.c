@@ -236,6 +236,8 @@ int main(int argc, char **argv)
 		signal(SIGINT, on_signal);
 		signal(SIGTERM, on_signal);
 		signal(SIGPIPE, SIG_IGN);
+		if (opt.flight_s)
+			signal(SIGUSR1, on_dump_signal);
 		return fleet_run(&opt, argc, argv);
 	}
 	/* Before anything touches the target: a signal then only sets a

@@ -9,6 +9,7 @@ import gzip
 import json
 import os
 import re
+import signal
 import threading
 import time
 import urllib.error
@@ -206,3 +207,50 @@ def test_a_sampled_job_has_no_capture():
         assert status == 409 and b"no rfbpf control thread" in body
     finally:
         assert f.close() == 0, f.d.log()
+
+
+def test_the_fleet_flight_recorder_holds_each_jobs_bursts(tmp_path):
+    out = tmp_path / "traces"
+    out.mkdir()
+    f = Fleet(["--flight-recorder", "5,8", "--trace-dir", str(out)])
+    try:
+        time.sleep(6)
+        f.d.send_signal(signal.SIGUSR1)
+        for j in f.jobs:
+            f.d.wait_for(rf"pid {j.pid} .*flight recorder written to "
+                         rf".*rfbpf-{j.pid}\.sigusr1-1\.json\.gz")
+    finally:
+        assert f.close() == 0, f.d.log()
+    for j in f.jobs:
+        for tag in ("sigusr1-1", "end"):
+            t, ev = x_events((out / f"rfbpf-{j.pid}.{tag}.json.gz")
+                             .read_bytes())
+            fr = t["otherData"]["flight_recorder"]
+            assert "bursts" in fr["holds"] and fr["window_s"] == 5
+            assert fr["peak_bytes"] <= 8 << 20
+            # Bursts of that job only, on both its threads, within the
+            # last five seconds.
+            assert ev and {e["pid"] for e in ev} == {j.pid}
+            assert len({e["tid"] for e in ev}) == 2
+            end = max(e["ts"] + e["dur"] for e in ev)
+            assert all(e["ts"] + e["dur"] >= end - 5.2e6 for e in ev)
+        assert fr["why"] == "the job ended or the daemon stopped"
+    assert sorted(os.listdir(out)) == sorted(
+        f"rfbpf-{j.pid}.{tag}.json.gz" for j in f.jobs
+        for tag in ("sigusr1-1", "end"))
+
+
+def test_fleet_recorder_options_get_one_line(tmp_path):
+    for args, words in [
+            (["--flight-recorder", "5"], "needs --trace-dir DIR"),
+            (["--trace-dir", str(tmp_path)], "--trace-dir needs "
+             "--flight-recorder"),
+            (["--flight-recorder", "5", "--trace-dir", str(tmp_path),
+              "--slow-step", "100"], "are for one run"),
+            (["--flight-recorder", "5", "--trace-dir",
+              str(tmp_path / "none")], "--trace-dir")]:
+        r = run([os.path.join(ROOT, "rfbpf"), "--continuous", "--all",
+                 "--listen", "127.0.0.1:0", *args], timeout=60)
+        assert r.returncode != 0, args
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0], (args, r.stderr)

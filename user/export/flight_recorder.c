@@ -36,6 +36,7 @@ int flight_recorder_init(struct flight_recorder *r, double seconds,
 	r->memf = open_memstream(&r->mem, &r->mem_len);
 	if (!r->memf)
 		return -1;
+	r->holds = "every op traced";
 	r->base_ns = now_ns(CLOCK_MONOTONIC);
 	r->base_wall_ns = now_ns(CLOCK_REALTIME);
 	/* The header goes into the stream too: it is dropped with the
@@ -199,7 +200,7 @@ int flight_recorder_dump(struct flight_recorder *r, const char *path,
 			 const char *why)
 {
 	struct chrome_writer d;
-	char extra[512];
+	char extra[768];
 	uint64_t first = r->nr ? r->ring[r->head]->ts_ns : 0;
 	uint64_t last = r->nr ? r->ring[(r->head + r->nr - 1) %
 					 r->cap]->ts_ns : 0;
@@ -215,10 +216,10 @@ int flight_recorder_dump(struct flight_recorder *r, const char *path,
 		fwrite(rec->bytes, 1, rec->len, d.f);
 	}
 	snprintf(extra, sizeof(extra), ",\"flight_recorder\":{\"why\":\"%s\","
-		 "\"window_s\":%.3f,\"max_mb\":%.1f,\"held_bytes\":%zu,"
+		 "\"holds\":\"%s\",\"window_s\":%.3f,\"max_mb\":%.1f,\"held_bytes\":%zu,"
 		 "\"peak_bytes\":%zu,\"records\":%zu,\"span_s\":%.3f,"
 		 "\"let_go_past_window\":%llu,\"let_go_past_memory\":%llu,"
-		 "\"not_kept_out_of_memory\":%s}", why,
+		 "\"not_kept_out_of_memory\":%s}", why, r->holds,
 		 r->window_ns / 1e9, r->max_bytes / 1048576.0, r->bytes,
 		 r->peak_bytes, r->nr, (last - first) / 1e9,
 		 (unsigned long long)r->dropped_old,

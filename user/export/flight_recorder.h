@@ -40,6 +40,7 @@ struct flight_recorder {
 	size_t peak_bytes;
 	uint64_t base_ns, base_wall_ns;
 	unsigned dumps;
+	const char *holds;		/* what it is fed, in words */
 	bool oom;			/* a record could not be kept */
 };
 

@@ -24,6 +24,7 @@
 #include "fleet/fleet_metrics.h"
 #include "fleet/http.h"
 #include "fleet/job.h"
+#include "fleet/job_recorder.h"
 #include "fleet/lease_keeper.h"
 
 /* New processes are looked for this often (the bar is 2 s). */
@@ -42,6 +43,7 @@ struct refusal {
 
 struct daemon {
 	struct options opt;
+	unsigned recorder_dumps;	/* SIGUSR1s answered */
 	int argc;
 	char **argv;
 	struct job **jobs;	/* changed with keeper's lock held */
@@ -123,6 +125,8 @@ static int check_outputs(const struct options *o, char *err, size_t len)
 	struct stat st;
 
 	if (o->pprof_dir && check_dir(o->pprof_dir, "--pprof-dir", err, len))
+		return -1;
+	if (o->trace_dir && check_dir(o->trace_dir, "--trace-dir", err, len))
 		return -1;
 	/* The file is replaced by a rename each interval: over /dev/full
 	 * (or any device, FIFO or directory) that would swap the node
@@ -626,6 +630,27 @@ static void serve_on_demand(struct daemon *d, double now)
 	d->on_demand_secs = 0;
 }
 
+/* SIGUSR1: every job's flight recorder to --trace-dir. */
+static void dump_recorders(struct daemon *d)
+{
+	char tag[32];
+
+	d->recorder_dumps++;
+	snprintf(tag, sizeof(tag), "sigusr1-%u", d->recorder_dumps);
+	for (size_t i = 0; i < d->nr_jobs; i++) {
+		struct job *j = d->jobs[i];
+
+		if (job_recorder_dump(j, tag, "SIGUSR1"))
+			logf_("pid %d (%s): cannot write its flight recorder: "
+			      "%s", j->proc.pid, j->proc.comm, strerror(errno));
+		else
+			logf_("pid %d (%s): flight recorder written to "
+			      "%s/rfbpf-%d.%s.json.gz", j->proc.pid,
+			      j->proc.comm, d->opt.trace_dir, j->proc.pid,
+			      tag);
+	}
+}
+
 /* GET /debug/rfbpf/trace: new requests start (or join) a capture of
  * their job; finished captures answer every request for their job. */
 static void serve_traces(struct daemon *d)
@@ -767,6 +792,7 @@ static void on_hup(int sig)
 int fleet_run(const struct options *opt, int argc, char **argv)
 {
 	static struct daemon d;
+	int dumps_seen = dump_signals;
 	char err[768];
 	double now;
 	int ret;
@@ -823,6 +849,10 @@ int fleet_run(const struct options *opt, int argc, char **argv)
 		if (d.http) {
 			serve_on_demand(&d, now);
 			serve_traces(&d);
+		}
+		if (dump_signals != dumps_seen) {
+			dumps_seen = dump_signals;
+			dump_recorders(&d);
 		}
 		sleep_until_due(&d);
 	}

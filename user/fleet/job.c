@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "attach/target.h"
 #include "fleet/budget.h"
 #include "fleet/job.h"
+#include "fleet/job_recorder.h"
 #include "fleet/job_bursts.h"
 #include "fleet/job_ops.h"
 #include "fleet/job_window.h"
@@ -135,6 +137,7 @@ static void on_gpu_api(void *ctx, struct trace *t,
 static void free_job(struct job *j)
 {
 	job_capture_abort(j);
+	job_recorder_free(j);
 	session_free(&j->s);
 	stack_profile_free(&j->window_stacks);
 	aggregate_free(&j->window_agg);
@@ -195,6 +198,9 @@ int job_start(struct job *j, const struct torch_process *proc,
 	trace_add_sink(&j->s.trace, &sink);
 	sink = job_capture_sink(j);
 	trace_add_sink(&j->s.trace, &sink);
+	if (job_recorder_start(j))
+		fprintf(stderr, "rfbpf: pid %d: no flight recorder: %s\n",
+			proc->pid, strerror(errno));
 	j->s.trace.child_weight = child_weight;
 	j->s.trace.child_weight_ctx = j;
 	j->interval_start = now;
@@ -495,5 +501,10 @@ void job_stop(struct job *j)
 {
 	session_finish(&j->s);
 	remote_set_idle(NULL, NULL);	/* it drained this job's ring */
+	if (job_recorder_dump(j, "end", "the job ended or the daemon "
+			      "stopped"))
+		fprintf(stderr, "rfbpf: pid %d: cannot write its flight "
+			"recorder into %s: %s\n", j->proc.pid,
+			j->opt.trace_dir, strerror(errno));
 	free_job(j);
 }

@@ -37,6 +37,7 @@
 #include "attach/control_block.h"
 #include "fleet/discovery.h"
 #include "fleet/job_capture.h"
+#include "export/flight_recorder.h"
 #include "fleet/window_self.h"
 #include "model/aggregate.h"
 #include "model/stack_profile.h"
@@ -153,6 +154,8 @@ struct job {
 	/* GET /debug/rfbpf/trace (job_capture.c), and the bursts it
 	 * handed the thread this interval (not planned periods). */
 	struct job_capture capture;
+	/* --flight-recorder (job_recorder.c), or NULL. */
+	struct flight_recorder *recorder;
 	uint64_t capture_seqs[8];
 	size_t nr_capture_seqs;
 	/* what a switch costs: the control thread's CPU per switch,

@@ -94,7 +94,7 @@ int outputs_start(struct outputs *o, struct trace *t,
 		o->bad_path = opt->off_cpu_folded_path;
 		return -1;
 	}
-	if (opt->flight_s) {
+	if (opt->flight_s && opt->trace_path) {	/* fleet jobs: job_recorder.c */
 		/* The file is made only when a window is written: tried
 		 * now, so a bad path fails before anything is traced. */
 		o->bad_path = opt->trace_path;
