@@ -323,10 +323,45 @@ begin_before(struct pt_regs *ctx, __u8 variant)
 	return begin_before_of(ctx, variant, (void *)PT_REGS_PARM1(ctx), true);
 }
 
+/* The first 8 bytes of s as one little-endian word, masked to n bytes. */
+#define RF_PREFIX_WORD(s, n) \
+	((__u64)(s)[0] | (__u64)(s)[1] << 8 | (__u64)(s)[2] << 16 | \
+	 (__u64)(s)[3] << 24 | (__u64)(s)[4] << 32 | \
+	 ((n) > 5 ? (__u64)(s)[5] << 40 : 0) | \
+	 ((n) > 6 ? (__u64)(s)[6] << 48 : 0) | \
+	 ((n) > 7 ? (__u64)(s)[7] << 56 : 0))
+#define RF_MASK(n) ((n) > 7 ? ~0ull : (1ull << (8 * (n))) - 1)
+
+/* A collective, by its name (in_cfg.collectives): the process group's
+ * work ("gloo:all_reduce", "nccl:all_reduce"), which is handed its
+ * tensors whatever the callbacks asked for, or 2.x's
+ * "record_param_comms". (The dispatcher's "c10d::allreduce_" boxes its
+ * inputs only for --shapes.) Two word compares, so every other op pays
+ * almost nothing. */
+static __always_inline bool is_collective(const struct rf_before_event *e)
+{
+	__u64 w0, w1;
+
+	if (e->hdr.name_len < 5)
+		return false;
+	w0 = *(const __u64 *)e->name;
+	if ((w0 & RF_MASK(5)) == RF_PREFIX_WORD("gloo:", 5) ||
+	    (w0 & RF_MASK(5)) == RF_PREFIX_WORD("nccl:", 5))
+		return true;
+	if (e->hdr.name_len != 18 || w0 != RF_PREFIX_WORD("record_p", 8))
+		return false;
+	w1 = *(const __u64 *)(e->name + 8);
+	return w1 == RF_PREFIX_WORD("aram_com", 8) &&
+	       e->name[16] == 'm' && e->name[17] == 's';
+}
+
 static __always_inline void submit_before(struct rf_before_event *e)
 {
 	struct rf_event_hdr h;
 	bool py = py_cfg.runtime, in = in_cfg.enabled;
+
+	if (!in && in_cfg.collectives && is_collective(e))
+		in = true;
 
 	if (e->hdr.flags & RF_F_NAME_FAULT)
 		count(RF_CNT_NAME_FAULTS);

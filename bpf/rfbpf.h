@@ -292,7 +292,11 @@ struct rf_py_stack_event {
 
 /* Where a build keeps what the reader needs (offsets in bytes). */
 struct rf_inputs_config {
-	__u32 enabled;
+	__u32 enabled;		/* --shapes: every op's inputs */
+	__u32 collectives;	/* the inputs of collectives (names starting
+				 * "gloo:" or "nccl:", and
+				 * "record_param_comms"), shapes or not: their
+				 * tensors give the bytes they move */
 	__u32 rf_inputs;	/* RecordFunction: inputs_ {data, size} */
 	__u32 impl_sizes;	/* TensorImpl: sizes_and_strides_ */
 	__u32 impl_dtype;	/* TensorImpl: data_type_ (u16 index) */

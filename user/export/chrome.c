@@ -683,6 +683,45 @@ bool chrome_discard(struct chrome_writer *w)
 	return had;
 }
 
+/* ,"distributedInfo":{...} at the top level, as Kineto writes it (HTA's
+ * multi-rank analyses read rank and world_size there), for a job that is
+ * distributed; what rfbpf read beyond Kineto's keys after them. */
+static void write_distributed(FILE *f, const struct dist_info *d)
+{
+	bool comma = false;
+
+	if (!dist_info_known(d))
+		return;
+	fputs(",\n\"distributedInfo\":{", f);
+	if (d->backend[0]) {
+		fputs("\"backend\":", f);
+		json_string(f, d->backend);
+		comma = true;
+	}
+#define NUMBER(key, v) do { \
+	if ((v) >= 0) { \
+		fprintf(f, "%s\"" key "\":%d", comma ? "," : "", (v)); \
+		comma = true; \
+	} \
+} while (0)
+#define TEXT(key, v) do { \
+	if ((v)[0]) { \
+		fprintf(f, "%s\"" key "\":", comma ? "," : ""); \
+		json_string(f, (v)); \
+		comma = true; \
+	} \
+} while (0)
+	NUMBER("rank", d->rank);
+	NUMBER("world_size", d->world_size);
+	NUMBER("local_rank", d->local_rank);
+	TEXT("master_addr", d->master_addr);
+	TEXT("master_port", d->master_port);
+	TEXT("run_id", d->run_id);
+#undef NUMBER
+#undef TEXT
+	fputc('}', f);
+}
+
 int chrome_finish(struct chrome_writer *w, const struct trace *t,
 		  const struct aggregate *a)
 {
@@ -693,6 +732,7 @@ int chrome_finish(struct chrome_writer *w, const struct trace *t,
 	fputs("\n],\n", w->f);
 	write_other_data(w, t, a);
 	chrome_write_devices(w->f, t);
+	write_distributed(w->f, &t->dist);
 	fputs("}\n", w->f);
 	u64map_free(&w->threads);
 	u64map_free(&w->tracks);

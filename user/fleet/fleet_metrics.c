@@ -163,7 +163,7 @@ static void input_records(struct prom_buf *b, struct job *const *jobs,
 		struct prom_label l[JOB_LABELS];
 		char pid[16];
 
-		if (!jobs[i]->s.trace.inputs.nr_dtypes)
+		if (!jobs[i]->s.trace.inputs.every_op)
 			continue;
 		job_labels(jobs[i], l, pid, sizeof(pid));
 		prom_sample(b, read, l, JOB_LABELS,
@@ -179,7 +179,7 @@ static void input_records(struct prom_buf *b, struct job *const *jobs,
 			{ "unreadable", c->inputs_faults },
 		};
 
-		if (jobs[i]->s.trace.inputs.nr_dtypes)
+		if (jobs[i]->s.trace.inputs.every_op)
 			reason_samples(b, lost, jobs[i], r,
 				       sizeof(r) / sizeof(r[0]));
 	}

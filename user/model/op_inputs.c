@@ -33,6 +33,14 @@ static const char *const dtypes[] = {
 };
 #define NR_DTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
 
+/* Each scalar type's bytes per element, in the same order (the sub-byte
+ * packed types count a byte per element, as element_size() does). */
+static const unsigned char dtype_bytes[] = {
+	1, 1, 2, 4, 8, 2, 4, 8, 4, 8, 16, 1, 1, 1, 4, 2, 1, 1, 1, 1, 1, 1, 2,
+	1, 1, 1, 1, 2, 4, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 4,
+};
+_Static_assert(sizeof(dtype_bytes) == NR_DTYPES, "a size per dtype");
+
 /* c10::TypeKind::TensorType: 3 in every build rfbpf knows. */
 #define TYPE_KIND_TENSOR 3
 
@@ -225,6 +233,58 @@ void op_inputs_format(const uint64_t *w, uint32_t nw, unsigned nr_dtypes,
 		done(all[k]);
 }
 
+/* One tensor's elements and bytes; false if not read whole. */
+static bool tensor_bytes(uint64_t h, const uint64_t *w, uint32_t at,
+			 uint32_t nw, unsigned nr_dtypes, uint64_t *elems,
+			 uint64_t *bytes)
+{
+	unsigned dtype = RF_IN_AUX(h);
+	uint64_t n = 1;
+
+	if (RF_IN_FLAGS(h) || RF_IN_KEPT(h) != RF_IN_COUNT(h) ||
+	    at + RF_IN_KEPT(h) >= nw)
+		return false;
+	if (undefined(h, nr_dtypes))	/* None: nothing moved */
+		return true;
+	for (uint32_t k = 0; k < RF_IN_KEPT(h); k++)
+		n *= w[at + 1 + k];
+	*elems += n;
+	*bytes += n * dtype_bytes[dtype];
+	return true;
+}
+
+bool op_inputs_bytes(const uint64_t *w, uint32_t nw, unsigned nr_dtypes,
+		     uint64_t *elems, uint64_t *bytes)
+{
+	bool whole = true;
+
+	*elems = *bytes = 0;
+	for (uint32_t at = 0; at < nw;) {
+		uint64_t h = w[at];
+
+		if (RF_IN_KIND(h) == RF_IN_LIST) {
+			uint32_t p = at + 1;
+
+			if (RF_IN_FLAGS(h) || RF_IN_KEPT(h) != RF_IN_COUNT(h))
+				whole = false;
+			for (uint32_t i = 0; i < RF_IN_KEPT(h) && p < nw; i++) {
+				if (RF_IN_KIND(w[p]) == RF_IN_TENSOR &&
+				    !tensor_bytes(w[p], w, p, nw, nr_dtypes,
+						  elems, bytes))
+					whole = false;
+				p += value_words(w[p]);
+			}
+			at = p;
+			continue;
+		}
+		if (RF_IN_KIND(h) == RF_IN_TENSOR &&
+		    !tensor_bytes(h, w, at, nw, nr_dtypes, elems, bytes))
+			whole = false;
+		at += value_words(h);
+	}
+	return whole;
+}
+
 static uint64_t record_hash(const uint64_t *w, uint32_t nw)
 {
 	uint64_t h = 0xcbf29ce484222325ull ^ nw;
@@ -262,6 +322,7 @@ uint32_t op_inputs_add(struct op_inputs *oi, struct names *names,
 	l.strides = oi->buf + 2 * LIST_LEN;
 	l.concrete = oi->buf + 3 * LIST_LEN;
 	op_inputs_format(w, nw, oi->nr_dtypes, &l);
+	s.sized = op_inputs_bytes(w, nw, oi->nr_dtypes, &s.elems, &s.bytes);
 	s.dims = names_intern(names, l.dims, strlen(l.dims));
 	s.types = names_intern(names, l.types, strlen(l.types));
 	s.strides = names_intern(names, l.strides, strlen(l.strides));

@@ -19,15 +19,20 @@
 #include "names.h"
 #include "u64map.h"
 
-/* The four lists of one input set, ids in the names table. */
+/* The four lists of one input set, ids in the names table, and what its
+ * tensors hold. */
 struct input_set {
 	uint32_t dims, types, strides, concrete;
+	bool sized;		/* every tensor's sizes were read whole */
+	uint64_t elems, bytes;	/* its tensors' (a tensor list's too) */
 };
 
 struct op_inputs {
 	unsigned nr_dtypes;	/* the build's scalar types: dtype indexes at
 				 * or past it are no scalar type (an
-				 * undefined tensor) */
+				 * undefined tensor; 0: no inputs read) */
+	bool every_op;		/* --shapes: every op's inputs are read, not
+				 * only collectives' */
 	struct u64map by_record;	/* hash of a record -> set id */
 	struct input_set *sets;		/* id - 1 -> its lists */
 	size_t nr, cap;
@@ -45,6 +50,10 @@ struct input_lists {
  * op_inputs_add. */
 void op_inputs_format(const uint64_t *w, uint32_t nw, unsigned nr_dtypes,
 		      const struct input_lists *out);
+/* The elements and bytes of a record's tensors, those in tensor lists
+ * too; false if some tensor's sizes or dtype could not be read whole. */
+bool op_inputs_bytes(const uint64_t *w, uint32_t nw, unsigned nr_dtypes,
+		     uint64_t *elems, uint64_t *bytes);
 /* The id (from 1) of the input set of a record, added if new; 0 on
  * ENOMEM. */
 uint32_t op_inputs_add(struct op_inputs *oi, struct names *names,

@@ -14,6 +14,7 @@ void trace_init(struct trace *t, uint32_t pid)
 	t->sample_prob = 1.0;
 	t->tree_prob = 1.0;
 	gpu_init(&t->gpu);
+	dist_info_init(&t->dist);
 }
 
 void trace_free(struct trace *t)
@@ -330,7 +331,9 @@ bool trace_inputs_note(const struct trace *t, char *buf, size_t len)
 {
 	const struct counts *c = &t->counts;
 
-	if (!t->inputs.nr_dtypes)
+	/* Without --shapes only collectives' inputs are read: a note only
+	 * if some were. */
+	if (!t->inputs.nr_dtypes || (!t->inputs.every_op && !c->inputs_records))
 		return false;
 	snprintf(buf, len, "%llu input records read (%zu distinct), %llu "
 		 "with no op open; cut: %llu past the caps (%u words, %u dims "

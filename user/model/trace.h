@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "rfbpf.h"
+#include "distributed.h"
 #include "gpu_activity.h"
 #include "loss_counters.h"
 #include "names.h"
@@ -293,6 +294,9 @@ struct trace {
 	/* --steps, --from-step, --per-step: the job's training steps, and
 	 * the window of them the outputs get (NULL: no steps kept). */
 	struct steps *steps;
+	/* The job's rank and the rest, if it is distributed (model/
+	 * distributed.h). */
+	struct dist_info dist;
 	uint32_t *chain;		/* scratch for trace_frames */
 	uint32_t cap_chain;
 	uint32_t *frame_inputs;		/* ... and its input sets */

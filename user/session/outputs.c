@@ -6,6 +6,7 @@
 #include "export/folded.h"
 #include "export/out_file.h"
 #include "export/table.h"
+#include "export/table_collectives.h"
 #include "export/table_sort.h"
 #include "model/profile_sink.h"
 #include "session/outputs.h"
@@ -52,6 +53,9 @@ int outputs_start(struct outputs *o, struct trace *t,
 		s = per_step_sink(&o->per_step);
 		trace_add_sink(t, &s);
 	}
+	collectives_init(&o->coll);
+	s = collectives_sink(&o->coll);
+	trace_add_sink(t, &s);
 	aggregate_init(&o->agg);
 	stack_profile_init(&o->stacks);
 	stack_profile_init(&o->gpu_stacks);
@@ -172,6 +176,7 @@ static int print_tables(struct outputs *o, const struct trace *t,
 		f = out.f;
 	print_table(f, t, opt->group_stack_n || opt->group_shapes ?
 		    &o->grouped : &o->agg, opt->sort, opt->top);
+	print_collectives(f, t, &o->coll);
 	if (opt->top_wakers)
 		print_wakers(f, t, &o->agg, opt->top_wakers);
 	if (opt->per_step)
@@ -305,6 +310,7 @@ void outputs_free(struct outputs *o)
 	aggregate_free(&o->agg);
 	aggregate_free(&o->grouped);
 	per_step_free(&o->per_step);
+	collectives_free(&o->coll);
 	if (o->flight_on)
 		flight_recorder_free(&o->flight);
 	stack_profile_free(&o->stacks);

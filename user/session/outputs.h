@@ -13,6 +13,7 @@
 #include "export/flight_recorder.h"
 #include "export/perfetto.h"
 #include "model/aggregate.h"
+#include "model/collectives.h"
 #include "model/per_step.h"
 #include "model/steps.h"
 #include "model/stack_profile.h"
@@ -25,6 +26,7 @@ struct outputs {
 	struct stack_profile gpu_stacks;/* --gpu-folded */
 	struct steps steps;		/* --steps and the rest */
 	struct per_step per_step;	/* --per-step */
+	struct collectives coll;	/* the table's collectives block */
 	struct chrome_writer chrome;	/* -o */
 	struct perfetto_writer perfetto;/* -o FILE.perfetto-trace */
 	bool perfetto_open;

@@ -452,17 +452,22 @@ void session_set_build(struct session *s, const char *path,
 	if (!torch_version_text(path, s->trace.torch_version,
 				sizeof(s->trace.torch_version)))
 		s->trace.torch_version[0] = 0;
-	if (!s->opt->shapes)
-		return;
+	/* Collectives' inputs are read in any case (their tensors give the
+	 * bytes a collective moves); every op's only with --shapes. */
 	torch_version(path, &major, &minor);
 	if (!torch_inputs_layout(major, minor, syms->old_string_abi, &cfg,
 				 &s->trace.inputs.nr_dtypes, why,
 				 sizeof(why))) {
+		if (!s->opt->shapes)
+			return;
 		status_clear(&s->status);
 		fprintf(stderr, "rfbpf: warning: --shapes: %s; ops are traced "
 			"without their inputs\n", why);
 		return;
 	}
+	cfg.enabled = s->opt->shapes;
+	cfg.collectives = 1;
+	s->trace.inputs.every_op = s->opt->shapes;
 	probes_set_inputs(&s->probes, &cfg);
 }
 

@@ -349,6 +349,26 @@ static int take_target(struct session *s, const struct options *opt)
 	return 0;
 }
 
+/* The job's rank and the rest (model/distributed.h) from its
+ * environment as it was at exec: /proc/PID/environ, or in launch mode
+ * rfbpf's own, which the command inherits. */
+static void read_dist_info(struct session *s, const struct options *opt)
+{
+	static char env[256 * 1024];
+	int got;
+
+	if (!opt->pid) {
+		for (char **e = environ; *e; e++)
+			dist_info_from_environ(&s->trace.dist, *e,
+					       strlen(*e) + 1);
+		return;
+	}
+	got = target_read_file_at("/proc", s->pid, "environ", env,
+				  sizeof(env));
+	if (got > 0)
+		dist_info_from_environ(&s->trace.dist, env, got);
+}
+
 /* The trace and its outputs, named after the process. */
 static int start_trace(struct session *s, const struct options *opt,
 		       const struct probe_cost *cost, const char *cost_note)
@@ -364,6 +384,7 @@ static int start_trace(struct session *s, const struct options *opt,
 	if (outputs_start(&s->out, &s->trace, opt))
 		return setup_error(s, "cannot create %s: %s", s->out.bad_path,
 			  strerror(errno));
+	read_dist_info(s, opt);
 	if (opt->pid)
 		target_comm(s->pid, s->trace.process_name,
 			    sizeof(s->trace.process_name));
