@@ -43,13 +43,14 @@ LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 		trace_gpu.c aggregate.c gpu_activity.c gpu_occupancy.c \
 		demangle.c \
 		profile_sink.c py_frames.c op_inputs.c events.c steps.c \
-		per_step.c collectives.c distributed.c) \
+		per_step.c collectives.c distributed.c rank_summary.c) \
 	$(addprefix user/attach/,elf_symbols.c torch_symbols.c torch_layouts.c \
 		target.c state_dir.c ptrace_denied.c) \
 	$(addprefix user/export/,table.c chrome.c chrome_gpu.c chrome_fwdbwd.c \
 		chrome_python.c chrome_off_cpu.c flight_recorder.c perfetto.c \
 		folded.c json_writer.c utf8.c atomic_file.c text_cell.c \
-		table_sort.c table_collectives.c out_file.c output_file.c) \
+		table_sort.c table_collectives.c table_ranks.c out_file.c \
+		output_file.c) \
 	user/python/line_table.c user/python/py_stack.c user/python/py_threads.c
 # rfbpf's BPF object and the thread-exit program every object shares: what
 # the benches and the agent's cost bench load rfbpf's programs with.
@@ -62,7 +63,7 @@ LOADER_SRCS := $(LOGIC_SRCS) user/cli.c user/cli/help.c $(PROBES_SRCS) \
 	user/python/py_session.c \
 	$(addprefix user/session/,status.c outputs.c session.c setup.c \
 		children.c off_cpu.c) \
-	user/main.c
+	user/all/all_processes.c user/main.c
 # Fleet mode's parts (each list owned by one part, so they grow apart).
 STACK_PROFILE_SRCS := user/model/stack_profile.c
 PPROF_SRCS := user/export/pprof.c

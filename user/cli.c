@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "cli.h"
 #include "export/perfetto.h"
 #include "cli/help.h"
@@ -69,7 +70,8 @@ enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_GROUP_BY, OPT_SHAPES, OPT_OFF_CPU, OPT_TOP_WAKERS,
        OPT_OFF_CPU_FOLDED, OPT_NO_GPU_INJECT, OPT_GPU_AGENT, OPT_USAGE,
        OPT_MAN, OPT_STEPS, OPT_FROM_STEP, OPT_STEP_OP, OPT_PER_STEP,
-       OPT_FLIGHT_RECORDER, OPT_SLOW_STEP, OPT_TRACE_DIR };
+       OPT_FLIGHT_RECORDER, OPT_SLOW_STEP, OPT_TRACE_DIR,
+       OPT_RANK_SUMMARY };
 
 static const struct argp_option options[] = {
 	{ "pid", 'p', "PID", 0, "Trace the running process PID", 0 },
@@ -199,8 +201,13 @@ static const struct argp_option options[] = {
 	{ "continuous", OPT_CONTINUOUS, NULL, 0,
 	  "Fleet mode: run as a daemon, sample every job (--all or -p, "
 	  "repeatable) within --budget, export per --interval", 1 },
-	{ "all", OPT_ALL, NULL, 0, "With --continuous: every process on the "
-	  "host that maps a libtorch_cpu, found within 2 s of its start", 1 },
+	{ "all", OPT_ALL, NULL, 0, "Every process on the host that maps a "
+	  "libtorch_cpu: at once, each into its own file in -o DIR/ (named "
+	  "by rank), then a table of the ranks' steps and collective waits; "
+	  "with --continuous, each found within 2 s of its start", 1 },
+	/* --all's children: where each writes what the rank table needs. */
+	{ "rank-summary", OPT_RANK_SUMMARY, "FILE", OPTION_HIDDEN,
+	  "Write this run's rank, steps and collective times to FILE", 1 },
 	{ "interval", OPT_INTERVAL, "SECONDS", 0,
 	  "Export period of --continuous (default 60)", 1 },
 	{ "budget", OPT_BUDGET, "PERCENT", 0, "Keep each job's estimated "
@@ -398,6 +405,7 @@ static bool parse_fleet_arg(int key, char *arg, struct options *opt)
 					  "expected a count >= 1");
 		break;
 	case OPT_CONFIG: opt->config = arg; break;
+	case OPT_RANK_SUMMARY: opt->rank_summary = arg; break;
 	default:
 		return false;
 	}
@@ -628,11 +636,43 @@ static bool parse_target_arg(int key, char *arg, struct options *opt)
 	return true;
 }
 
+/* Whether a path names a directory: it ends in '/' or is one. */
+static bool directory_path(const char *path)
+{
+	struct stat st;
+	size_t n = strlen(path);
+
+	return (n && path[n - 1] == '/') ||
+	       (!stat(path, &st) && S_ISDIR(st.st_mode));
+}
+
+/* One-shot --all: every process, one file each. */
+static void check_all(const struct options *opt)
+{
+	if (opt->pid || opt->command)
+		bad("%s--all traces every PyTorch process on the host: drop "
+		    "-p and the command", "");
+	if (opt->trace_path && !directory_path(opt->trace_path))
+		bad("--all writes one trace per process: give -o a directory "
+		    "(-o %s/), not a file", opt->trace_path);
+	if (opt->folded_path || opt->gpu_folded_path ||
+	    opt->off_cpu_folded_path)
+		bad("%s--folded, --gpu-folded and --off-cpu-folded take one "
+		    "process: with --all, give -o DIR/ (each trace holds its "
+		    "stacks)", "");
+	if (opt->flight_s)
+		bad("%s--flight-recorder takes one process, not --all", "");
+	if (opt->deactivate)
+		bad("%s--deactivate needs -p PID, not --all", "");
+}
+
 /* One-shot mode: what to trace, and options only fleet mode takes. */
 static void check_one_shot_target(const struct options *opt)
 {
 	if (opt->all)
-		bad("%s--all needs --continuous", "");
+		check_all(opt);
+	else if (!opt->pid && !opt->command)
+		bad("%snothing to trace: give -p PID, -- COMMAND or --all", "");
 	if (opt->bursts || opt->sampled)
 		bad("%s--bursts and --sampled need --continuous", "");
 	if (opt->nr_pids > 1)
@@ -644,8 +684,6 @@ static void check_one_shot_target(const struct options *opt)
 		bad("%s-p and a command exclude each other", "");
 	if (opt->deactivate && !opt->pid)
 		bad("%s--deactivate needs -p PID", "");
-	if (!opt->pid && !opt->command)
-		bad("%snothing to trace: give -p PID or -- COMMAND", "");
 }
 
 /* One-shot mode: options that need another one. */

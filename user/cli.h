@@ -61,6 +61,8 @@ struct options {
 	/* Fleet mode (--continuous): a daemon for every PyTorch job. */
 	bool continuous;	/* --continuous */
 	bool all;		/* --all: every process mapping libtorch_cpu */
+	const char *rank_summary;	/* --all's children: their summary
+					 * (model/rank_summary.h) goes here */
 	pid_t pids[CLI_MAX_PIDS];	/* -p, repeatable with --continuous */
 	int nr_pids;
 	double interval_s;	/* --interval, default 60 */

@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "attach/privileges.h"
 #include "attach/state_dir.h"
+#include "all/all_processes.h"
 #include "fleet/daemon.h"
 #include "session/outputs.h"
 #include "session/session.h"
@@ -240,6 +241,8 @@ int main(int argc, char **argv)
 			signal(SIGUSR1, on_dump_signal);
 		return fleet_run(&opt, argc, argv);
 	}
+	if (opt.all)
+		return all_processes_run(&opt, argc, argv);
 	/* Before anything touches the target: a signal then only sets a
 	 * flag, and every call into the target finishes and is undone. */
 	signal(SIGINT, on_signal);

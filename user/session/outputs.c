@@ -9,6 +9,7 @@
 #include "export/table_collectives.h"
 #include "export/table_sort.h"
 #include "model/profile_sink.h"
+#include "model/rank_summary.h"
 #include "session/outputs.h"
 
 /* 0 if path can be written (it is created, empty), else -1 with errno. */
@@ -43,7 +44,11 @@ int outputs_start(struct outputs *o, struct trace *t,
 	/* Steps first: each op is counted in (or kept out of) its step
 	 * before any sink sees it. */
 	o->slow_step = -1;
-	if (options_want_steps(opt)) {
+	/* --all's children keep steps for the rank table, when every op
+	 * (so every marker) is seen. */
+	if (options_want_steps(opt) ||
+	    (opt->rank_summary && opt->sample_prob == 1.0 &&
+	     opt->tree_prob == 1.0 && (opt->scopes & (1u << RF_SCOPE_USER)))) {
 		steps_init(&o->steps, opt->step_op, opt->from_step, opt->steps,
 			   opt->steps || opt->from_step >= 0);
 		t->steps = &o->steps;
@@ -262,6 +267,18 @@ bool outputs_discard(struct outputs *o)
 	return had;
 }
 
+/* --all's child: what the rank table needs, for the parent. */
+static int write_rank_summary(const struct outputs *o, const struct trace *t,
+			      const char *path)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		return -1;
+	rank_summary_write(f, t, &o->coll);
+	return fclose(f) ? -1 : 0;
+}
+
 int outputs_finish(struct outputs *o, const struct trace *t,
 		   const struct options *opt)
 {
@@ -302,6 +319,8 @@ int outputs_finish(struct outputs *o, const struct trace *t,
 	if (opt->gpu_folded_path &&
 	    export_gpu_folded(t, &o->gpu_stacks, opt->gpu_folded_path))
 		ret = failed(opt->gpu_folded_path);
+	if (opt->rank_summary && write_rank_summary(o, t, opt->rank_summary))
+		ret = failed(opt->rank_summary);
 	return ret;
 }
 

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <inttypes.h>
+#include <string.h>
+#include "rank_summary.h"
+
+#define MAGIC "rfbpf-rank-summary 1"
+
+void rank_summary_write(FILE *f, const struct trace *t,
+			const struct collectives *c)
+{
+	const struct dist_info *d = &t->dist;
+	uint64_t coll_ns = 0, calls = 0, steps = 0, step_ns = 0, in = 0,
+		 max = 0;
+
+	for (size_t i = 0; i < c->nr; i++) {
+		coll_ns += c->rows[i].dur_ns;
+		calls += c->rows[i].calls;
+	}
+	for (size_t i = 0; i < c->nr_steps; i++) {
+		const struct collective_step *s = &c->steps[i];
+
+		if (!s->dur_ns)		/* not ended: not whole */
+			continue;
+		steps++;
+		step_ns += s->dur_ns;
+		in += s->coll_ns;
+		if (s->dur_ns > max)
+			max = s->dur_ns;
+	}
+	fprintf(f, MAGIC "\npid %u\ncomm %.15s\nrank %d %d %d %s\n"
+		"span %" PRIu64 "\ncollectives %" PRIu64 " %" PRIu64 "\n"
+		"steps %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+		t->pid, t->process_name[0] ? t->process_name : "?", d->rank,
+		d->local_rank, d->world_size, d->backend[0] ? d->backend : "-",
+		t->last_ns > t->first_ns ? t->last_ns - t->first_ns : 0,
+		coll_ns, calls, steps, step_ns, in, max);
+}
+
+bool rank_summary_parse(const char *text, struct rank_summary *r)
+{
+	unsigned pid;
+	char backend[16];
+
+	memset(r, 0, sizeof(*r));
+	dist_info_init(&r->dist);
+	if (strncmp(text, MAGIC "\n", sizeof(MAGIC)))
+		return false;
+	if (sscanf(text + sizeof(MAGIC), "pid %u\ncomm %15s\nrank %d %d %d "
+		   "%15s\nspan %" SCNu64 "\ncollectives %" SCNu64 " %" SCNu64
+		   "\nsteps %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64,
+		   &pid, r->comm, &r->dist.rank, &r->dist.local_rank,
+		   &r->dist.world_size, backend, &r->span_ns, &r->coll_ns,
+		   &r->coll_calls, &r->steps, &r->step_ns, &r->step_coll_ns,
+		   &r->max_step_ns) != 13)
+		return false;
+	r->pid = (pid_t)pid;
+	if (strcmp(backend, "-"))
+		snprintf(r->dist.backend, sizeof(r->dist.backend), "%s",
+			 backend);
+	return true;
+}
+
+double rank_summary_wait(const struct rank_summary *r, bool per_step)
+{
+	if (per_step)
+		return r->steps ? (double)r->step_coll_ns / r->steps : 0;
+	return (double)r->coll_ns;
+}
+
+struct straggler rank_summary_straggler(const struct rank_summary *r,
+					size_t nr)
+{
+	struct straggler s = { .per_step = true, .index = -1 };
+	size_t with = 0;
+	double total = 0;
+
+	for (size_t i = 0; i < nr; i++) {
+		if (r[i].coll_calls)
+			with++;
+		if (!r[i].steps)
+			s.per_step = false;
+	}
+	if (nr < 2 || with < nr)
+		return s;
+	for (size_t i = 0; i < nr; i++) {
+		double w = rank_summary_wait(&r[i], s.per_step);
+
+		total += w;
+		if (s.index < 0 ||
+		    w < rank_summary_wait(&r[s.index], s.per_step))
+			s.index = (int)i;
+	}
+	s.others_wait_ns = (total - rank_summary_wait(&r[s.index],
+						       s.per_step)) /
+			   (double)(nr - 1) -
+			   rank_summary_wait(&r[s.index], s.per_step);
+	return s;
+}
