@@ -13,9 +13,11 @@ Each rank prints its losses (the same on every run, traced or not).
 the others wait for it there: a straggler. --wait-file F holds every rank
 before its first step until F exists (a tracer attaches meanwhile);
 --profile DIR writes each rank's torch.profiler trace to DIR/rank-R.json
-for comparison.
+and its collectives with their input shapes to DIR/rank-R.comms.json, for
+comparison.
 """
 import argparse
+import json
 import os
 import socket
 import subprocess
@@ -98,8 +100,17 @@ def main():
         prof.__exit__(None, None, None)
         os.makedirs(a.profile, exist_ok=True)
         prof.export_chrome_trace(os.path.join(a.profile, f"rank-{rank}.json"))
+        # The collectives as torch.profiler recorded them, in one form on
+        # every version (1.13's export writes no shapes).
+        comms = [{"name": e.name, "input_shapes": e.input_shapes}
+                 for e in prof.events()
+                 if e.name.startswith(("gloo:", "nccl:", "record_param"))]
+        with open(os.path.join(a.profile, f"rank-{rank}.comms.json"),
+                  "w") as f:
+            json.dump(comms, f)
     dist.barrier()
-    print(f"rank {rank}/{world} losses {losses}", flush=True)
+    # One write: the ranks share the launcher's output.
+    os.write(1, f"rank {rank}/{world} losses {losses}\n".encode())
     dist.destroy_process_group()
 
 
