@@ -75,7 +75,8 @@ BUDGET_SRCS := user/fleet/budget.c
 # time: pure logic over struct job and the trace (job.c's session is not
 # touched), so unit-tested.
 FLEET_METRICS_SRCS := user/fleet/job_ops.c user/fleet/job_window.c \
-	user/fleet/fleet_metrics.c user/fleet/window_self.c
+	user/fleet/fleet_metrics.c user/fleet/fleet_collectives.c \
+	user/fleet/window_self.c
 # The daemon itself (needs BPF: not in the unit tests).
 FLEET_SRCS := user/fleet/job.c user/fleet/job_bursts.c user/fleet/daemon.c \
 	user/fleet/job_capture.c user/fleet/job_recorder.c \

@@ -183,3 +183,110 @@ def test_all_without_a_pytorch_process_says_so():
     assert r.returncode == 1
     assert r.stderr.count("\n") == 1 and "no process on this host maps a " \
         "libtorch_cpu" in r.stderr, r.stderr
+
+
+# The PromQL docs/distributed.md gives for the straggler: per job (run_id),
+# the rank whose collectives took least time.
+STRAGGLER_PROMQL = (
+    "bottomk by (run_id) (1, sum by (instance, pid) "
+    "(rate(rfbpf_collective_seconds_total[2m])) * on (instance, pid) "
+    "group_left (rank, run_id) rfbpf_job_rank_info)")
+
+
+def samples(text, name):
+    """{labels text: value} of every sample of name."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            labels, value = line[len(name):].rsplit(" ", 1)
+            out[labels] = float(value)
+    return out
+
+
+def test_fleet_metrics_label_ranks_and_promql_finds_the_straggler(tmp_path):
+    """A daemon in bursts over the 3 ranks: each job's rank info, its
+    collectives' seconds, calls and bytes, and its steps; promtool reads
+    the file, and Prometheus's own engine (promtool test rules), fed two
+    exports of it, returns the slowed rank for the docs' query."""
+    from test_fleet import Daemon, metric
+    wait_file = tmp_path / "go"
+    slow = 1
+    job = subprocess.Popen(
+        [PYTHON, DIST, "--ranks", str(RANKS), "--steps", "100000",
+         "--slow-rank", str(slow), "--slow-ms", str(SLOW_MS),
+         "--wait-file", str(wait_file)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    prom = tmp_path / "m.prom"
+    d = None
+    try:
+        pids = [int(p) for p in job.stdout.readline().split()[1:]]
+        assert len(pids) == RANKS
+        assert wait_until(lambda: all(
+            "libtorch_cpu" in open(f"/proc/{p}/maps").read() for p in pids),
+            120)
+        open(wait_file, "w").close()
+        d = Daemon([a for p in pids for a in ("-p", str(p))] +
+                   ["--interval", "5", "--budget", "20", "--prom-file",
+                    str(prom)])
+        for p in pids:
+            d.wait_for(rf"pid {p} .*traced", 60)
+        exports = []
+        mtime = 0
+        while len(exports) < 4:
+            assert wait_until(lambda: prom.exists() and
+                              prom.stat().st_mtime > mtime, 30), d.log()
+            mtime = prom.stat().st_mtime
+            exports.append(prom.read_text())
+    finally:
+        if d:
+            assert d.finish() == 0, d.log()
+        job.kill()
+        job.wait()
+    first, last = exports[1], exports[-1]
+    r = subprocess.run(["promtool", "check", "metrics"], input=last,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for rank, pid in enumerate(pids):
+        assert metric(last, "rfbpf_job_rank_info", pid=pid, rank=rank,
+                      world_size=RANKS, backend="gloo",
+                      run_id="rfbpf-test") == 1, last
+        assert metric(last, "rfbpf_collective_seconds_total", pid=pid,
+                      collective="gloo:all_reduce", group="") > 0
+        calls = metric(last, "rfbpf_collective_calls_total", pid=pid,
+                       collective="gloo:all_reduce")
+        nbytes = metric(last, "rfbpf_collective_bytes_total", pid=pid,
+                        collective="gloo:all_reduce")
+        # Every all_reduce here moves one of 4 float tensors: 19210
+        # elements a step in 4 calls, so 19210 bytes a call on average,
+        # give or take which of them the bursts caught.
+        assert 0.25 * 19210 <= nbytes / calls <= 4 * 19210, (nbytes, calls)
+        assert metric(last, "rfbpf_job_steps_total", pid=pid) > 0
+        assert metric(last, "rfbpf_job_step_seconds", pid=pid) > 0
+
+    # Two exports 2 minutes apart, as Prometheus would have scraped them.
+    series, slow_rate = [], 0
+    for name in ("rfbpf_collective_seconds_total", "rfbpf_job_rank_info"):
+        a, b = samples(first, name), samples(last, name)
+        for labels in b:
+            lab = labels[:-1] + ',instance="host-a"}'
+            # "_": no sample then (the backend label comes with the
+            # first collective).
+            series.append(f"      - series: '{name}{lab}'\n"
+                          f"        values: '{a.get(labels, '_')} "
+                          f"{b[labels]}'\n")
+            if name.startswith("rfbpf_collective") and \
+                    f'pid="{pids[slow]}"' in labels:
+                slow_rate += (b[labels] - a.get(labels, 0)) / 120
+    test = tmp_path / "straggler.yml"
+    test.write_text(
+        "rule_files: []\nevaluation_interval: 2m\ntests:\n"
+        "  - interval: 2m\n    input_series:\n" + "".join(series) +
+        "    promql_expr_test:\n"
+        f"      - expr: '{STRAGGLER_PROMQL}'\n        eval_time: 2m\n"
+        "        exp_samples:\n"
+        f"          - labels: '{{instance=\"host-a\",pid=\"{pids[slow]}\","
+        f"rank=\"{slow}\",run_id=\"rfbpf-test\"}}'\n"
+        f"            value: {slow_rate!r}\n")
+    r = subprocess.run(["promtool", "test", "rules", str(test)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr + test.read_text()

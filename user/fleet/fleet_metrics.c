@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <math.h>
 #include <stdio.h>
+#include "fleet/fleet_collectives.h"
 #include "fleet/fleet_metrics.h"
 
 /* pid, process, container: the labels every job series starts with. */
@@ -585,5 +586,6 @@ void fleet_metrics_write(struct prom_buf *b, struct job *const *jobs,
 {
 	per_op(b, jobs, nr);
 	job_families(b, jobs, nr);
+	fleet_collectives_write(b, jobs, nr, st->interval_s);
 	daemon_families(b, st);
 }

@@ -68,6 +68,9 @@ static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
 	struct job_op *r = job_op_row(j, c->op->name);
 	uint64_t self_ns, calls;
 
+	const struct input_set *in = op_inputs_get(&t->inputs,
+						   c->op->inputs);
+
 	if (j->bursts) {	/* only ops begun in a measured part */
 		w = job_bursts_weight(j, c->op->start_ns);
 		if (r && w > 0) {
@@ -76,9 +79,13 @@ static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
 			job_op_count(r, w * j->calls_scale, w, c->dur_ns);
 			job_op_burst_add(j, r, BURST_CALLS, 1);
 			job_op_burst_add(j, r, BURST_TOTAL, c->dur_ns * 1e-9);
+			if (in && in->sized)
+				r->bytes += w * j->calls_scale * in->bytes;
 		}
 	} else if (r) {
 		job_op_add(r, w, c->dur_ns);
+		if (in && in->sized)
+			r->bytes += w * in->bytes;
 	}
 	j->closed_in_interval++;
 	if (!full && j->bursts) {

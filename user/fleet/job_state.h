@@ -71,6 +71,9 @@ struct job_op {
 	/* --bursts: estimated seconds its calls spent in CUDA synchronize
 	 * calls (its own or in ops nested in it), weighed as total_s. */
 	double gpu_wait_s;
+	/* Estimated bytes its calls' tensors held, weighed as calls (its
+	 * input records: collectives', or every op's with --shapes). */
+	double bytes;
 };
 enum { BURST_CALLS, BURST_TOTAL, BURST_SELF };
 
@@ -124,6 +127,8 @@ struct job {
 	int setup_err;		/* job_start: -errno of a failed activation */
 	uint64_t switches_prev;	/* --off-cpu: BPF's switch count at the
 				 * last interval */
+	double steps_exported;	/* estimated steps at the last export
+				 * (fleet_collectives.c) */
 	/* --bursts (job_bursts.c): the control thread switches the
 	 * callback; every op recorded began in a burst. */
 	bool bursts;
