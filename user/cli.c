@@ -37,6 +37,7 @@ static const char doc[] =
 "  sudo rfbpf -p 1234 --python-stacks --group-by stack:3  # per call site\n"
 "  sudo rfbpf -p 1234 --shapes --group-by shapes -o t.json  # input dims\n"
 "  sudo rfbpf -p 1234 --off-cpu --top-wakers 10 -o t.json  # waiting ops\n"
+"  sudo rfbpf --all --steps 4 -o traces/  # every rank, a trace each, the straggler\n"
 "  sudo rfbpf --deactivate -p 1234     # remove what a killed rfbpf left\n"
 "  sudo rfbpf --sort total --top 20 -- python3 train.py\n"
 "  sudo rfbpf --lib venv/lib/python3*/site-packages/torch/lib/libtorch_cpu.so \\\n"
@@ -56,7 +57,7 @@ static const char doc[] =
 "with\n"
 "                       its parents on first use)\n";
 
-static const char args_doc[] = "-p PID | -- COMMAND [ARGS...] | "
+static const char args_doc[] = "-p PID | -- COMMAND [ARGS...] | --all | "
 				"--continuous (--all | -p PID...)";
 
 enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
