@@ -37,7 +37,7 @@ static const char doc[] =
 "  sudo rfbpf -p 1234 --python-stacks --group-by stack:3  # per call site\n"
 "  sudo rfbpf -p 1234 --shapes --group-by shapes -o t.json  # input dims\n"
 "  sudo rfbpf -p 1234 --off-cpu --top-wakers 10 -o t.json  # waiting ops\n"
-"  sudo rfbpf --all --steps 4 -o traces/  # every rank, a trace each, the straggler\n"
+"  sudo rfbpf --all --steps 4 -o traces/  # every rank: traces, straggler\n"
 "  sudo rfbpf --deactivate -p 1234     # remove what a killed rfbpf left\n"
 "  sudo rfbpf --sort total --top 20 -- python3 train.py\n"
 "  sudo rfbpf --lib venv/lib/python3*/site-packages/torch/lib/libtorch_cpu.so \\\n"
@@ -663,17 +663,11 @@ static void check_all(const struct options *opt)
 		    "stacks)", "");
 	if (opt->flight_s)
 		bad("%s--flight-recorder takes one process, not --all", "");
-	if (opt->deactivate)
-		bad("%s--deactivate needs -p PID, not --all", "");
 }
 
 /* One-shot mode: what to trace, and options only fleet mode takes. */
 static void check_one_shot_target(const struct options *opt)
 {
-	if (opt->all)
-		check_all(opt);
-	else if (!opt->pid && !opt->command)
-		bad("%snothing to trace: give -p PID, -- COMMAND or --all", "");
 	if (opt->bursts || opt->sampled)
 		bad("%s--bursts and --sampled need --continuous", "");
 	if (opt->nr_pids > 1)
@@ -685,6 +679,10 @@ static void check_one_shot_target(const struct options *opt)
 		bad("%s-p and a command exclude each other", "");
 	if (opt->deactivate && !opt->pid)
 		bad("%s--deactivate needs -p PID", "");
+	if (opt->all)
+		check_all(opt);
+	else if (!opt->pid && !opt->command)
+		bad("%snothing to trace: give -p PID, -- COMMAND or --all", "");
 }
 
 /* One-shot mode: options that need another one. */

@@ -12,6 +12,7 @@ import glob
 import json
 import os
 import re
+import signal
 import subprocess
 
 import pytest
@@ -40,6 +41,16 @@ def rfbpf_comms(trace):
             if e.get("ph") == "X" and e["name"].startswith(("gloo:", "nccl:"))]
 
 
+def kill_job(job):
+    """The launcher and its ranks (its process group): none is left to
+    load the tests that follow."""
+    try:
+        os.killpg(job.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    job.wait()
+
+
 def traced_run(tmp_path, launch, wait_file, slow_rank):
     """The job held before its first step, `rfbpf --all` attached to every
     rank, then let go; (the job's output, rfbpf's run, the trace dir)."""
@@ -47,7 +58,7 @@ def traced_run(tmp_path, launch, wait_file, slow_rank):
     job = subprocess.Popen(launch + ["--slow-rank", str(slow_rank),
                                      "--slow-ms", str(SLOW_MS)],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True)
+                           text=True, start_new_session=True)
     try:
         first = job.stdout.readline()
         assert first.startswith("ranks "), first
@@ -69,8 +80,7 @@ def traced_run(tmp_path, launch, wait_file, slow_rank):
         stdout, rest = tracer.communicate(timeout=300)
         job_out, _ = job.communicate(timeout=300)
     finally:
-        job.kill()
-        job.wait()
+        kill_job(job)
     tracer.stderr_text = "".join(err_lines) + rest
     return first + job_out, tracer, stdout, out, pids
 
@@ -215,7 +225,8 @@ def test_fleet_metrics_label_ranks_and_promql_finds_the_straggler(tmp_path):
         [PYTHON, DIST, "--ranks", str(RANKS), "--steps", "100000",
          "--slow-rank", str(slow), "--slow-ms", str(SLOW_MS),
          "--wait-file", str(wait_file)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)
     prom = tmp_path / "m.prom"
     d = None
     try:
@@ -230,19 +241,31 @@ def test_fleet_metrics_label_ranks_and_promql_finds_the_straggler(tmp_path):
                     str(prom)])
         for p in pids:
             d.wait_for(rf"pid {p} .*traced", 60)
-        exports = []
-        mtime = 0
-        while len(exports) < 4:
+        # The first export with every rank's collectives (the first
+        # interval prices the bursts), then the third after it.
+        first = last = None
+        mtime, after = 0, 0
+        for _ in range(16):
+            if last is not None:
+                break
             assert wait_until(lambda: prom.exists() and
                               prom.stat().st_mtime > mtime, 30), d.log()
             mtime = prom.stat().st_mtime
-            exports.append(prom.read_text())
+            text = prom.read_text()
+            if first is None and all(
+                    metric(text, "rfbpf_collective_seconds_total", pid=p)
+                    for p in pids):
+                first = text
+            elif first is not None:
+                after += 1
+                if after == 3:
+                    last = text
+        assert first and last, "no 3 exports after one with every " \
+            "rank's collectives in 16: " + d.log()
     finally:
         if d:
             assert d.finish() == 0, d.log()
-        job.kill()
-        job.wait()
-    first, last = exports[1], exports[-1]
+        kill_job(job)
     r = subprocess.run(["promtool", "check", "metrics"], input=last,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -177,6 +177,8 @@ static struct rank_summary summary(int rank, uint64_t step_coll_ms,
 	snprintf(t.process_name, sizeof(t.process_name), "python3");
 	t.dist.rank = rank;
 	t.dist.world_size = 3;
+	snprintf(t.dist.run_id, sizeof(t.dist.run_id), "job-7");
+	snprintf(t.dist.master_addr, sizeof(t.dist.master_addr), "10.0.0.1");
 	t.first_ns = 1000;
 	t.last_ns = 2000001000;
 	collectives_init(&c);
@@ -213,6 +215,14 @@ TEST(a_summary_reads_back_and_the_straggler_waited_least)
 	CHECK_EQ_U64(r[1].step_ns, 153000000);
 	CHECK_EQ_U64(r[1].max_step_ns, 52000000);
 	CHECK_EQ_U64(r[1].step_coll_ns, 27000000);
+	CHECK_STR(r[1].dist.run_id, "job-7");
+	CHECK_STR(r[1].dist.master_addr, "10.0.0.1");
+	CHECK_STR(r[1].dist.master_port, "");	/* written "-" */
+	CHECK(rank_summary_same_job(&r[0], &r[1]));
+	snprintf(r[0].dist.run_id, sizeof(r[0].dist.run_id), "job-8");
+	CHECK(!rank_summary_same_job(&r[0], &r[1]));
+	r[0].dist.run_id[0] = 0;
+	snprintf(r[0].dist.run_id, sizeof(r[0].dist.run_id), "job-7");
 	s = rank_summary_straggler(r, 3);
 	CHECK(s.per_step);
 	CHECK_EQ_U64(s.index, 1);

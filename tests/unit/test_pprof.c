@@ -343,7 +343,7 @@ static void fixture_init(struct fixture *f)
 	memset(f->cmdline, 'a', 199);
 	strcpy(f->cmdline + 199, "\xc3\xa9 --epochs 3");
 	f->proc = (struct pprof_process){ "python3", "ctr-abc", f->cmdline,
-					  "2.14.1" };
+					  "2.14.1", true, 3 };
 
 	add(&f->p, 100, 101, main_thread,
 	    (uint32_t[]){ f->linear, f->addmm }, 2, 3, 1000, 500);
@@ -465,6 +465,7 @@ TEST(pprof_samples_leaf_first_scaled_labelled)
 		CHECK(l && !strncmp(str(pr, l->str), f.cmdline, 199));
 		CHECK((l = label(pr, s, "torch_version")) &&
 		      !strcmp(str(pr, l->str), "2.14.1"));
+		CHECK((l = label(pr, s, "rank")) && l->num == 3);
 	}
 	s = sample_with_stack(pr, "aten::linear", 100);
 	CHECK(s && s->value[0] == 5 && s->value[1] == 750 && !s->value[2]);
@@ -509,6 +510,7 @@ TEST(pprof_without_gpu_or_process_labels)
 		CHECK(!label(pr, pr->sample[i], "process"));
 		CHECK(!label(pr, pr->sample[i], "cmdline"));
 		CHECK(!label(pr, pr->sample[i], "torch_version"));
+		CHECK(!label(pr, pr->sample[i], "rank"));
 		CHECK(label(pr, pr->sample[i], "pid"));
 	}
 	perftools__profiles__profile__free_unpacked(pr, NULL);

@@ -17,12 +17,20 @@ and its collectives with their input shapes to DIR/rank-R.comms.json, for
 comparison.
 """
 import argparse
+import ctypes
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+
+
+def die_with_parent():
+    """A rank is killed with its launcher (PR_SET_PDEATHSIG), as torchrun's
+    are, so a test that kills the launcher leaves no rank behind."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
 def launch(ranks):
@@ -41,7 +49,9 @@ def launch(ranks):
                    TORCHELASTIC_RUN_ID="rfbpf-test", OMP_NUM_THREADS="1",
                    USE_LIBUV="0")    # Debian builds torch without libuv
         procs.append(subprocess.Popen([sys.executable, __file__] + argv,
-                                      env=env))
+                                      env=env, preexec_fn=die_with_parent))
+    # SIGTERM ends the ranks too (SIGKILL does, by their death signal).
+    signal.signal(signal.SIGTERM, lambda *_: [p.kill() for p in procs])
     print("ranks " + " ".join(str(p.pid) for p in procs), flush=True)
     return max(p.wait() for p in procs)
 

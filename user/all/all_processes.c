@@ -226,6 +226,27 @@ static void report(struct traced *t, size_t nr)
 	free(sum);
 }
 
+/* Where some processes are ranks, the others (torchrun's agent, which
+ * imports torch too) run no step and no collective: they are left out,
+ * and said so, rather than traced with --steps waiting for steps that
+ * never come. t is sorted by rank, the unranked last. Returns how many
+ * are kept. */
+static size_t keep_ranks(const struct traced *t, size_t nr)
+{
+	size_t ranked = 0;
+
+	while (ranked < nr && t[ranked].dist.rank >= 0)
+		ranked++;
+	if (!ranked)
+		return nr;
+	for (size_t i = ranked; i < nr; i++)
+		fprintf(stderr, "rfbpf: --all: PID %d (%s) has no RANK in its "
+			"environment (a launcher, such as torchrun's agent): "
+			"not traced; -p %d traces it\n", t[i].proc.pid,
+			t[i].proc.comm, t[i].proc.pid);
+	return ranked;
+}
+
 int all_processes_run(const struct options *opt, int argc, char **argv)
 {
 	struct torch_process *procs = NULL;
@@ -270,6 +291,7 @@ int all_processes_run(const struct options *opt, int argc, char **argv)
 	}
 	free(procs);
 	qsort(t, nr, sizeof(*t), by_rank);
+	nr = keep_ranks(t, nr);
 	fprintf(stderr, "rfbpf: --all: %zu PyTorch process%s\n", nr,
 		nr == 1 ? "" : "es");
 	for (size_t i = 0; i < nr; i++) {

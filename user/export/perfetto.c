@@ -789,7 +789,8 @@ static void write_counts(struct perfetto_writer *w, const struct trace *t)
 {
 	Packet p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
 	Event ev = PERFETTO__PROTOS__TRACK_EVENT__INIT;
-	Annotation anns[RF_LOSS_NR + 8], *ptrs[RF_LOSS_NR + 8];
+	Annotation anns[RF_LOSS_NR + 12], *ptrs[RF_LOSS_NR + 12];
+	const struct dist_info *d = &t->dist;
 	size_t n = 0;
 
 #define COUNTER(label, value) do {					\
@@ -808,6 +809,20 @@ static void write_counts(struct perfetto_writer *w, const struct trace *t)
 			loss_count(&t->counts, &loss_counters[i]));
 	COUNTER("ops_outside_steps", t->counts.ops_outside_steps);
 	COUNTER("writer_out_of_memory", w->oom);
+	/* A distributed job's place, as the JSON's distributedInfo. */
+	if (d->rank >= 0)
+		COUNTER("rank", d->rank);
+	if (d->world_size >= 0)
+		COUNTER("world_size", d->world_size);
+	if (d->local_rank >= 0)
+		COUNTER("local_rank", d->local_rank);
+	if (d->backend[0]) {
+		perfetto__protos__debug_annotation__init(&anns[n]);
+		anns[n].name = "backend";
+		anns[n].string_value = (char *)d->backend;
+		ptrs[n] = &anns[n];
+		n++;
+	}
 #undef COUNTER
 	describe(w, UUID_RFBPF, 0, "rfbpf", 0, -1, NULL, false);
 	ev.has_type = true;

@@ -54,7 +54,7 @@ typedef Perftools__Profiles__Function pb_function;
 
 /* pid, process, tid, thread, container, cmdline, input_dims,
  * torch_version. */
-#define LABELS_MAX 8
+#define LABELS_MAX 9
 /* Stacks of depth 0 (GPU work launched outside any op) get this frame, so
  * their time shows in pprof's views instead of only in the total. The
  * marker profile_sink.c gives GPU kernels launched outside any op. */
@@ -74,7 +74,7 @@ struct op_frame {
 /* Label keys, as string indices. */
 struct label_keys {
 	int64_t pid, process, tid, thread, container, cmdline, input_dims,
-		torch_version;
+		torch_version, rank;
 };
 
 struct builder {
@@ -183,6 +183,7 @@ static void intern_fixed(struct builder *b)
 		.cmdline = intern(b, "cmdline"),
 		.input_dims = intern(b, "input_dims"),
 		.torch_version = intern(b, "torch_version"),
+		.rank = intern(b, "rank"),
 	};
 	if (b->m->comment && *b->m->comment)
 		b->comment = intern(b, b->m->comment);
@@ -373,6 +374,9 @@ static void add_labels(struct builder *b, pb_sample *s,
 	if (proc && proc->torch_version && *proc->torch_version)
 		add_label(b, s, b->keys.torch_version,
 			  intern(b, proc->torch_version), 0);
+	/* A distributed job's rank, for pprof -tagfocus rank=3. */
+	if (proc && proc->has_rank)
+		add_label(b, s, b->keys.rank, 0, proc->rank);
 	/* --shapes: the op's Input Dims, for pprof -tagfocus/-tags. */
 	if (r->shapes && r->shapes - 1 < b->names->nr)
 		add_label(b, s, b->keys.input_dims,

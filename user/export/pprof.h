@@ -25,6 +25,8 @@ struct pprof_process {
 	const char *container;	/* "" if none */
 	const char *cmdline;	/* cut to PPROF_CMDLINE_MAX bytes */
 	const char *torch_version;	/* "" if not known */
+	bool has_rank;		/* a distributed job's rank is known */
+	int rank;
 };
 
 /* A cmdline label longer than this is cut, on a UTF-8 character boundary:

@@ -1,14 +1,42 @@
 // SPDX-License-Identifier: BSD-2-Clause
+#include <stdlib.h>
+#include <string.h>
 #include "table.h"
 #include "table_ranks.h"
 
-void print_rank_table(FILE *f, const struct rank_summary *r, size_t nr)
+/* By job (run id, master), then rank, then pid. */
+static int by_job_and_rank(const void *a, const void *b)
+{
+	const struct rank_summary *x = a, *y = b;
+	int c = strcmp(x->dist.run_id, y->dist.run_id);
+
+	if (!c)
+		c = strcmp(x->dist.master_addr, y->dist.master_addr);
+	if (!c)
+		c = strcmp(x->dist.master_port, y->dist.master_port);
+	if (!c)
+		c = (x->dist.rank > y->dist.rank) - (x->dist.rank < y->dist.rank);
+	return c ? c : (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* One job's ranks, r[0..nr). */
+static void print_job(FILE *f, const struct rank_summary *r, size_t nr)
 {
 	struct straggler s = rank_summary_straggler(r, nr);
-	char step[32], wait[32], max[32], others[32], rank[16];
+	char step[32], wait[32], max[32], others[32], rank[16], job[160] = "";
+	const struct dist_info *d = &r[0].dist;
 
-	fprintf(f, "\nRanks: %zu process%s traced; collective time %s\n", nr,
-		nr == 1 ? "" : "es", s.per_step ?
+	if (d->run_id[0] || d->master_addr[0])
+		snprintf(job, sizeof(job), " of %s%s%s%s%s%s%s",
+			 d->run_id[0] ? "run " : "", d->run_id,
+			 d->run_id[0] && d->master_addr[0] ? " " : "",
+			 d->master_addr[0] ? "(master " : "", d->master_addr,
+			 d->master_addr[0] && d->master_port[0] ? ":" : "",
+			 d->master_addr[0] ? d->master_port : "");
+	if (d->master_addr[0])
+		snprintf(job + strlen(job), sizeof(job) - strlen(job), ")");
+	fprintf(f, "\nRanks%s: %zu process%s traced; collective time %s\n",
+		job, nr, nr == 1 ? "" : "es", s.per_step ?
 		"per step (mean over each rank's whole steps)" :
 		"over the whole trace (not every rank had whole steps)");
 	fprintf(f, "%6s  %8s  %-15s  %6s  %12s  %12s  %14s\n", "Rank", "PID",
@@ -44,4 +72,16 @@ void print_rank_table(FILE *f, const struct rank_summary *r, size_t nr)
 	fprintf(f, "Straggler: %s (PID %d): the other ranks spent %s more "
 		"%s in collectives than it did, waiting for it\n", rank,
 		r[s.index].pid, others, s.per_step ? "a step" : "in all");
+}
+
+void print_rank_table(FILE *f, struct rank_summary *r, size_t nr)
+{
+	size_t from = 0;
+
+	qsort(r, nr, sizeof(*r), by_job_and_rank);
+	for (size_t i = 1; i <= nr; i++)
+		if (i == nr || !rank_summary_same_job(&r[from], &r[i])) {
+			print_job(f, r + from, i - from);
+			from = i;
+		}
 }

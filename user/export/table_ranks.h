@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include "model/rank_summary.h"
 
-void print_rank_table(FILE *f, const struct rank_summary *r, size_t nr);
+/* Sorts r by job and rank, and prints a table per job. */
+void print_rank_table(FILE *f, struct rank_summary *r, size_t nr);
 
 #endif

@@ -427,7 +427,9 @@ static const struct pprof_process *process_labels(void *ctx, uint32_t pid)
 		return NULL;
 	p = (struct pprof_process){ j->proc.comm, j->proc.container,
 				    j->proc.cmdline,
-				    j->s.trace.torch_version };
+				    j->s.trace.torch_version,
+				    j->s.trace.dist.rank >= 0,
+				    j->s.trace.dist.rank };
 	return &p;
 }
 

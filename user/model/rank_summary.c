@@ -29,17 +29,22 @@ void rank_summary_write(FILE *f, const struct trace *t,
 	}
 	fprintf(f, MAGIC "\npid %u\ncomm %.15s\nrank %d %d %d %s\n"
 		"span %" PRIu64 "\ncollectives %" PRIu64 " %" PRIu64 "\n"
-		"steps %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+		"steps %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n"
+		"job %s %s %s\n",
 		t->pid, t->process_name[0] ? t->process_name : "?", d->rank,
 		d->local_rank, d->world_size, d->backend[0] ? d->backend : "-",
 		t->last_ns > t->first_ns ? t->last_ns - t->first_ns : 0,
-		coll_ns, calls, steps, step_ns, in, max);
+		coll_ns, calls, steps, step_ns, in, max,
+		d->run_id[0] ? d->run_id : "-",
+		d->master_addr[0] ? d->master_addr : "-",
+		d->master_port[0] ? d->master_port : "-");
 }
 
 bool rank_summary_parse(const char *text, struct rank_summary *r)
 {
 	unsigned pid;
-	char backend[16];
+	char backend[16], run[64], addr[64], port[16];
+	const char *job;
 
 	memset(r, 0, sizeof(*r));
 	dist_info_init(&r->dist);
@@ -57,6 +62,17 @@ bool rank_summary_parse(const char *text, struct rank_summary *r)
 	if (strcmp(backend, "-"))
 		snprintf(r->dist.backend, sizeof(r->dist.backend), "%s",
 			 backend);
+	/* Values hold no spaces: torchrun's are ids, hosts and numbers. */
+	if (!(job = strstr(text, "\njob ")) ||
+	    sscanf(job, "\njob %63s %63s %15s", run, addr, port) != 3)
+		return false;
+#define SET(field, v) \
+	snprintf(r->dist.field, sizeof(r->dist.field), "%s", \
+		 strcmp(v, "-") ? v : "")
+	SET(run_id, run);
+	SET(master_addr, addr);
+	SET(master_port, port);
+#undef SET
 	return true;
 }
 
@@ -65,6 +81,14 @@ double rank_summary_wait(const struct rank_summary *r, bool per_step)
 	if (per_step)
 		return r->steps ? (double)r->step_coll_ns / r->steps : 0;
 	return (double)r->coll_ns;
+}
+
+bool rank_summary_same_job(const struct rank_summary *a,
+			   const struct rank_summary *b)
+{
+	return !strcmp(a->dist.run_id, b->dist.run_id) &&
+	       !strcmp(a->dist.master_addr, b->dist.master_addr) &&
+	       !strcmp(a->dist.master_port, b->dist.master_port);
 }
 
 struct straggler rank_summary_straggler(const struct rank_summary *r,

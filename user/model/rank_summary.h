@@ -41,6 +41,12 @@ void rank_summary_write(FILE *f, const struct trace *t,
  * before its end). */
 bool rank_summary_parse(const char *text, struct rank_summary *r);
 
+/* Whether two ranks are of one job: the same run id and master (every
+ * rank of a torchrun job has them; two jobs on one host differ in one at
+ * least). */
+bool rank_summary_same_job(const struct rank_summary *a,
+			   const struct rank_summary *b);
+
 /* Per step if every rank has whole steps, else over the traced span. */
 struct straggler {
 	bool per_step;
@@ -49,8 +55,8 @@ struct straggler {
 				 * step (or in all) less its own */
 };
 
-/* The rank the others waited for most, of nr summaries (2 at least, all
- * with collectives); index -1 if none can be told. */
+/* The rank the others waited for most, of nr summaries of one job (2 at
+ * least, all with collectives); index -1 if none can be told. */
 struct straggler rank_summary_straggler(const struct rank_summary *r,
 					size_t nr);
 /* A rank's collective time per step (or in all, if not per_step). */
