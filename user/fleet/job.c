@@ -152,6 +152,7 @@ static void free_job(struct job *j)
 	free(j->ops);
 	free(j->series_name);
 	free(j->touched);
+	free(j->capture_seqs);
 	u64map_free(&j->series);
 	j->ops = NULL;
 	j->series_name = NULL;

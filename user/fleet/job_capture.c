@@ -92,6 +92,7 @@ static void start_burst(struct job *j)
 {
 	struct job_capture *c = cap(j);
 	uint64_t now = monotonic_ns();
+	bool room;
 
 	/* The thread runs its bursts in order: the capture's goes once
 	 * the ones handed before are done. */
@@ -104,18 +105,31 @@ static void start_burst(struct job *j)
 	c->on_ns = now + CAPTURE_START_NS;
 	c->off_ns = c->on_ns + (uint64_t)c->seconds * 1000000000ull;
 	c->seq = j->s.control.written + 1;
-	if (control_thread_add_burst(&j->s.control, c->on_ns, c->off_ns, 0)) {
+	if (j->nr_capture_seqs == j->cap_capture_seqs) {
+		size_t cap = j->cap_capture_seqs ? 2 * j->cap_capture_seqs : 8;
+		void *m = realloc(j->capture_seqs,
+				  cap * sizeof(*j->capture_seqs));
+
+		if (m) {
+			j->capture_seqs = m;
+			j->cap_capture_seqs = cap;
+		}
+	}
+	/* Without room to note its number, the planned periods' results
+	 * could not be told from it: no capture rather than wrong bursts. */
+	room = j->nr_capture_seqs < j->cap_capture_seqs;
+	if (!room ||
+	    control_thread_add_burst(&j->s.control, c->on_ns, c->off_ns, 0)) {
 		c->seq = 0;
 		chrome_finish(&c->w, &j->s.trace, NULL);
 		out_file_close(&c->out);
 		close(c->memfd);
 		c->memfd = -1;
-		fail(c, 503, "cannot reach the job's control thread\n");
+		fail(c, 503, room ? "cannot reach the job's control thread\n" :
+		     "out of memory noting the capture's burst\n");
 		return;
 	}
-	if (j->nr_capture_seqs < sizeof(j->capture_seqs) /
-	    sizeof(j->capture_seqs[0]))
-		j->capture_seqs[j->nr_capture_seqs++] = c->seq;
+	j->capture_seqs[j->nr_capture_seqs++] = c->seq;
 	c->state = CAPTURE_RUNNING;
 }
 

@@ -161,8 +161,10 @@ struct job {
 	struct job_capture capture;
 	/* --flight-recorder (job_recorder.c), or NULL. */
 	struct flight_recorder *recorder;
-	uint64_t capture_seqs[8];
-	size_t nr_capture_seqs;
+	/* The control thread's numbers of those bursts, in order: the
+	 * planned periods' results are matched past them (job_bursts.c). */
+	uint64_t *capture_seqs;
+	size_t nr_capture_seqs, cap_capture_seqs;
 	/* what a switch costs: the control thread's CPU per switch,
 	 * measured, and when last read */
 	double switch_ns;
