@@ -2,20 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 #include "fleet/fleet_collectives.h"
+#include "fleet/job_labels.h"
 #include "fleet/job_ops.h"
 #include "model/collectives.h"
-
-/* pid, process, container: as the rest of the job's series. */
-#define LABELS 3
-
-static void labels(const struct job *j, struct prom_label *l, char *pid,
-		   size_t len)
-{
-	snprintf(pid, len, "%d", j->proc.pid);
-	l[0] = (struct prom_label){ "pid", pid };
-	l[1] = (struct prom_label){ "process", j->proc.comm };
-	l[2] = (struct prom_label){ "container", j->proc.container };
-}
 
 /* "gloo" or "nccl" from the job's collectives, or from nothing "". */
 static const char *backend(const struct job *j)
@@ -42,25 +31,25 @@ static void rank_info(struct prom_buf *b, struct job *const *jobs,
 		    "collectives; join on pid to label other series by rank");
 	for (size_t i = 0; i < nr; i++) {
 		const struct dist_info *d = &jobs[i]->s.trace.dist;
-		struct prom_label l[LABELS + 5];
+		struct prom_label l[JOB_LABELS + 5];
 		char pid[16], rank[16], local[16], world[16];
 
 		if (!dist_info_known(d))
 			continue;
-		labels(jobs[i], l, pid, sizeof(pid));
+		job_labels(jobs[i], l, pid, sizeof(pid));
 		snprintf(rank, sizeof(rank), "%d", d->rank);
 		snprintf(local, sizeof(local), "%d", d->local_rank);
 		snprintf(world, sizeof(world), "%d", d->world_size);
-		l[LABELS] = (struct prom_label){ "rank",
+		l[JOB_LABELS] = (struct prom_label){ "rank",
 						 d->rank >= 0 ? rank : "" };
-		l[LABELS + 1] = (struct prom_label){
+		l[JOB_LABELS + 1] = (struct prom_label){
 			"local_rank", d->local_rank >= 0 ? local : "" };
-		l[LABELS + 2] = (struct prom_label){
+		l[JOB_LABELS + 2] = (struct prom_label){
 			"world_size", d->world_size >= 0 ? world : "" };
-		l[LABELS + 3] = (struct prom_label){ "backend",
+		l[JOB_LABELS + 3] = (struct prom_label){ "backend",
 						     backend(jobs[i]) };
-		l[LABELS + 4] = (struct prom_label){ "run_id", d->run_id };
-		prom_sample(b, name, l, LABELS + 5, 1);
+		l[JOB_LABELS + 4] = (struct prom_label){ "run_id", d->run_id };
+		prom_sample(b, name, l, JOB_LABELS + 5, 1);
 	}
 }
 
@@ -93,18 +82,18 @@ static void collectives(struct prom_buf *b, struct job *const *jobs,
 	prom_family(b, f->name, "counter", f->help);
 	for (size_t i = 0; i < nr; i++) {
 		const struct job *j = jobs[i];
-		struct prom_label l[LABELS + 2];
+		struct prom_label l[JOB_LABELS + 2];
 		char pid[16];
 
-		labels(j, l, pid, sizeof(pid));
+		job_labels(j, l, pid, sizeof(pid));
 		for (size_t o = 0; o < j->nr_ops; o++) {
 			const char *name = job_op_name(j, o);
 
 			if (!(j->ops[o].calls > 0) || !collective_name(name))
 				continue;
-			l[LABELS] = (struct prom_label){ "collective", name };
-			l[LABELS + 1] = (struct prom_label){ "group", "" };
-			prom_sample(b, f->name, l, LABELS + 2,
+			l[JOB_LABELS] = (struct prom_label){ "collective", name };
+			l[JOB_LABELS + 1] = (struct prom_label){ "group", "" };
+			prom_sample(b, f->name, l, JOB_LABELS + 2,
 				    f->value(&j->ops[o]));
 		}
 	}
@@ -139,29 +128,29 @@ static void steps(struct prom_buf *b, struct job *const *jobs, size_t nr,
 		    "of the job's ProfilerStep#N scopes, else of its "
 		    "optimizer's step (weighed as rfbpf_op_calls_total)");
 	for (size_t i = 0; i < nr; i++) {
-		struct prom_label l[LABELS];
+		struct prom_label l[JOB_LABELS];
 		char pid[16];
 		double n = steps_of(jobs[i]);
 
 		if (!(n > 0))
 			continue;
-		labels(jobs[i], l, pid, sizeof(pid));
-		prom_sample(b, total, l, LABELS, n);
+		job_labels(jobs[i], l, pid, sizeof(pid));
+		prom_sample(b, total, l, JOB_LABELS, n);
 	}
 	prom_family(b, secs, "gauge", "Mean time of the job's steps in the "
 		    "last interval: the interval over its estimated steps "
 		    "then (none while fewer than one step was estimated)");
 	for (size_t i = 0; i < nr; i++) {
 		struct job *j = jobs[i];
-		struct prom_label l[LABELS];
+		struct prom_label l[JOB_LABELS];
 		char pid[16];
 		double n = steps_of(j), d = n - j->steps_exported;
 
 		j->steps_exported = n;
 		if (!(d >= 1))
 			continue;
-		labels(j, l, pid, sizeof(pid));
-		prom_sample(b, secs, l, LABELS, interval_s / d);
+		job_labels(j, l, pid, sizeof(pid));
+		prom_sample(b, secs, l, JOB_LABELS, interval_s / d);
 	}
 }
 

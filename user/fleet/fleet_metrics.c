@@ -3,18 +3,7 @@
 #include <stdio.h>
 #include "fleet/fleet_collectives.h"
 #include "fleet/fleet_metrics.h"
-
-/* pid, process, container: the labels every job series starts with. */
-#define JOB_LABELS 3
-
-static void job_labels(const struct job *j, struct prom_label *l,
-		       char *pid, size_t len)
-{
-	snprintf(pid, len, "%d", j->proc.pid);
-	l[0] = (struct prom_label){ "pid", pid };
-	l[1] = (struct prom_label){ "process", j->proc.comm };
-	l[2] = (struct prom_label){ "container", j->proc.container };
-}
+#include "fleet/job_labels.h"
 
 /* One family with one sample per job. */
 static void per_job(struct prom_buf *b, struct job *const *jobs, size_t nr,
