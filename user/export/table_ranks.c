@@ -19,6 +19,13 @@ static int by_job_and_rank(const void *a, const void *b)
 	return c ? c : (x->pid > y->pid) - (x->pid < y->pid);
 }
 
+/* A time in ns as format_duration takes it: a double past 2^63 (a
+ * summary's sums gone wild) has no uint64_t, and none is that long. */
+static uint64_t ns_of(double ns)
+{
+	return ns > 0 ? ns < 9e18 ? (uint64_t)ns : 9000000000000000000ull : 0;
+}
+
 /* One job's ranks, r[0..nr). */
 static void print_job(FILE *f, const struct rank_summary *r, size_t nr)
 {
@@ -50,7 +57,7 @@ static void print_job(FILE *f, const struct rank_summary *r, size_t nr)
 		format_duration(r[i].steps ? r[i].step_ns / r[i].steps : 0,
 				step, sizeof(step));
 		format_duration(r[i].max_step_ns, max, sizeof(max));
-		format_duration((uint64_t)rank_summary_wait(&r[i], s.per_step),
+		format_duration(ns_of(rank_summary_wait(&r[i], s.per_step)),
 				wait, sizeof(wait));
 		fprintf(f, "%6s  %8d  %-15s  %6llu  %12s  %12s  %14s%s\n",
 			rank, r[i].pid, r[i].comm,
@@ -63,8 +70,7 @@ static void print_job(FILE *f, const struct rank_summary *r, size_t nr)
 			"each with collectives traced)\n");
 		return;
 	}
-	format_duration(s.others_wait_ns > 0 ? (uint64_t)s.others_wait_ns : 0,
-			others, sizeof(others));
+	format_duration(ns_of(s.others_wait_ns), others, sizeof(others));
 	if (r[s.index].dist.rank >= 0)
 		snprintf(rank, sizeof(rank), "rank %d", r[s.index].dist.rank);
 	else

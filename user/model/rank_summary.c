@@ -58,6 +58,17 @@ bool rank_summary_parse(const char *text, struct rank_summary *r)
 		   &r->coll_calls, &r->steps, &r->step_ns, &r->step_coll_ns,
 		   &r->max_step_ns) != 13)
 		return false;
+	/* Times under 2^62 ns (146 years), as any run's; a number past
+	 * UINT64_MAX reads as that (ERANGE) and is no summary's. */
+	if (r->span_ns >> 62 || r->coll_ns >> 62 || r->coll_calls >> 62 ||
+	    r->steps >> 62 || r->step_ns >> 62 || r->step_coll_ns >> 62 ||
+	    r->max_step_ns >> 62)
+		return false;
+	/* As dist_info_from_environ leaves them: -1 or below a million. */
+	if (r->dist.rank < -1 || r->dist.rank >= 1000000 ||
+	    r->dist.local_rank < -1 || r->dist.local_rank >= 1000000 ||
+	    r->dist.world_size < -1 || r->dist.world_size >= 1000000)
+		return false;
 	r->pid = (pid_t)pid;
 	if (strcmp(backend, "-"))
 		snprintf(r->dist.backend, sizeof(r->dist.backend), "%s",
