@@ -313,3 +313,14 @@ def test_fleet_metrics_label_ranks_and_promql_finds_the_straggler(tmp_path):
     r = subprocess.run(["promtool", "test", "rules", str(test)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr + test.read_text()
+
+
+def test_all_without_privileges_names_the_capabilities():
+    """Checked before the scan: without them other users' maps are
+    closed, and "no PyTorch process" would be the wrong reason."""
+    r = run(["capsh", "--drop=cap_bpf,cap_perfmon,cap_sys_admin", "--",
+             "-c", f"exec {RFBPF} --all -d 1"])
+    assert r.returncode == 1
+    assert r.stderr.count("\n") == 1, r.stderr
+    for cap in ("CAP_BPF", "CAP_PERFMON", "CAP_SYS_ADMIN"):
+        assert cap in r.stderr, r.stderr

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "all/all_processes.h"
+#include "attach/privileges.h"
 #include "attach/target.h"
 #include "export/table_ranks.h"
 #include "fleet/discovery.h"
@@ -253,6 +254,7 @@ int all_processes_run(const struct options *opt, int argc, char **argv)
 	struct traced *t;
 	size_t nr = 0;
 	int err, ret = 0;
+	char why[512];
 
 	/* No SA_RESTART: a signal interrupts wait() to be passed on. */
 	struct sigaction sa = { .sa_handler = on_signal };
@@ -261,6 +263,12 @@ int all_processes_run(const struct options *opt, int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/* Before the scan: without them other users' maps are closed, and
+	 * "no PyTorch process" would be said for the wrong reason. */
+	if (!have_tracing_privileges(why, sizeof(why))) {
+		fprintf(stderr, "rfbpf: %s\n", why);
+		return 1;
+	}
 	err = discovery_scan("/proc", &procs, &nr);
 	if (err) {
 		fprintf(stderr, "rfbpf: cannot read /proc: %s\n",
