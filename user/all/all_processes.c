@@ -38,17 +38,6 @@ static void on_signal(int sig)
 		pass_on = SIGTERM;
 }
 
-static void read_dist(struct traced *t)
-{
-	static char env[256 * 1024];
-	int got = target_read_file_at("/proc", t->proc.pid, "environ", env,
-				      sizeof(env));
-
-	dist_info_init(&t->dist);
-	if (got > 0)
-		dist_info_from_environ(&t->dist, env, got);
-}
-
 /* DIR/HOST.rankR.PID.pt.trace.json, as Kineto names a rank's trace
  * (HOST.PID.pt.trace.json for a process with no rank). */
 static void trace_name(struct traced *t, const char *dir)
@@ -295,7 +284,8 @@ int all_processes_run(const struct options *opt, int argc, char **argv)
 		t[i].proc = procs[i];
 		t[i].status = -1;
 		t[i].table_fd = t[i].summary_fd = -1;
-		read_dist(&t[i]);
+		dist_info_init(&t[i].dist);
+		target_read_dist_info(t[i].proc.pid, &t[i].dist);
 	}
 	free(procs);
 	qsort(t, nr, sizeof(*t), by_rank);

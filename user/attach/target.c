@@ -14,6 +14,7 @@
 #include <linux/kcmp.h>
 #include "elf_symbols.h"
 #include "target.h"
+#include "model/distributed.h"
 
 static int read_small_file(const char *path, char *buf, size_t len)
 {
@@ -517,4 +518,14 @@ int target_libc_functions(pid_t pid, const char *const *names, size_t n,
 			return snprintf(err, len, "%s is not in process %d's "
 					"C library", names[i], pid), -ENOENT;
 	return 0;
+}
+
+void target_read_dist_info(pid_t pid, struct dist_info *d)
+{
+	static char env[256 * 1024];
+	int got = target_read_file_at("/proc", pid, "environ", env,
+				      sizeof(env));
+
+	if (got > 0)
+		dist_info_from_environ(d, env, got);
 }

@@ -76,6 +76,10 @@ unsigned long long target_start_time_at(const char *proc_root, pid_t pid);
  * cmdline does). Returns the bytes read or -errno. */
 int target_read_file_at(const char *proc_root, pid_t pid, const char *name,
 			char *buf, size_t len);
+struct dist_info;
+/* d filled from pid's environment as it was at exec (model/
+ * distributed.h); fields not there are left as they were. */
+void target_read_dist_info(pid_t pid, struct dist_info *d);
 /* One line of /proc/PID/maps, as target_find_mapping_at() found it. */
 struct target_mapping {
 	char range[40];		/* "START-END", as map_files/ names it */

@@ -6,18 +6,14 @@
 #include "fleet/job_ops.h"
 #include "model/collectives.h"
 
-/* "gloo" or "nccl" from the job's collectives, or from nothing "". */
-static const char *backend(const struct job *j)
+/* The backend of the job's collectives (model/distributed.c's rule),
+ * "" before any. */
+static const char *backend(const struct job *j, struct dist_info *d)
 {
-	for (size_t o = 0; o < j->nr_ops; o++) {
-		const char *name = job_op_name(j, o);
-
-		if (!strncmp(name, "gloo:", 5))
-			return "gloo";
-		if (!strncmp(name, "nccl:", 5))
-			return "nccl";
-	}
-	return "";
+	dist_info_init(d);
+	for (size_t o = 0; o < j->nr_ops && !d->backend[0]; o++)
+		dist_info_saw_collective(d, job_op_name(j, o));
+	return d->backend;
 }
 
 static void rank_info(struct prom_buf *b, struct job *const *jobs,
@@ -31,6 +27,7 @@ static void rank_info(struct prom_buf *b, struct job *const *jobs,
 		    "collectives; join on pid to label other series by rank");
 	for (size_t i = 0; i < nr; i++) {
 		const struct dist_info *d = &jobs[i]->s.trace.dist;
+		struct dist_info seen;
 		struct prom_label l[JOB_LABELS + 5];
 		char pid[16], rank[16], local[16], world[16];
 
@@ -47,7 +44,7 @@ static void rank_info(struct prom_buf *b, struct job *const *jobs,
 		l[JOB_LABELS + 2] = (struct prom_label){
 			"world_size", d->world_size >= 0 ? world : "" };
 		l[JOB_LABELS + 3] = (struct prom_label){ "backend",
-						     backend(jobs[i]) };
+						     backend(jobs[i], &seen) };
 		l[JOB_LABELS + 4] = (struct prom_label){ "run_id", d->run_id };
 		prom_sample(b, name, l, JOB_LABELS + 5, 1);
 	}

@@ -67,7 +67,6 @@ static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
 	double w = 1 / (full ? 1.0 : j->p);
 	struct job_op *r = job_op_row(j, c->op->name);
 	uint64_t self_ns, calls;
-
 	const struct input_set *in = op_inputs_get(&t->inputs,
 						   c->op->inputs);
 

@@ -354,19 +354,12 @@ static int take_target(struct session *s, const struct options *opt)
  * rfbpf's own, which the command inherits. */
 static void read_dist_info(struct session *s, const struct options *opt)
 {
-	static char env[256 * 1024];
-	int got;
-
-	if (!opt->pid) {
-		for (char **e = environ; *e; e++)
-			dist_info_from_environ(&s->trace.dist, *e,
-					       strlen(*e) + 1);
+	if (opt->pid) {
+		target_read_dist_info(s->pid, &s->trace.dist);
 		return;
 	}
-	got = target_read_file_at("/proc", s->pid, "environ", env,
-				  sizeof(env));
-	if (got > 0)
-		dist_info_from_environ(&s->trace.dist, env, got);
+	for (char **e = environ; *e; e++)
+		dist_info_from_environ(&s->trace.dist, *e, strlen(*e) + 1);
 }
 
 /* The trace and its outputs, named after the process. */
