@@ -43,13 +43,13 @@ LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 		trace_gpu.c aggregate.c gpu_activity.c gpu_occupancy.c \
 		demangle.c \
 		profile_sink.c py_frames.c op_inputs.c events.c steps.c \
-		per_step.c collectives.c distributed.c rank_summary.c) \
+		per_step.c collectives.c distributed.c rank_summary.c memory.c) \
 	$(addprefix user/attach/,elf_symbols.c torch_symbols.c torch_layouts.c \
-		target.c state_dir.c ptrace_denied.c) \
+		target.c state_dir.c ptrace_denied.c c10_allocator.c) \
 	$(addprefix user/export/,table.c chrome.c chrome_gpu.c chrome_fwdbwd.c \
-		chrome_python.c chrome_off_cpu.c flight_recorder.c perfetto.c \
+		chrome_python.c chrome_off_cpu.c chrome_memory.c flight_recorder.c perfetto.c \
 		folded.c json_writer.c utf8.c atomic_file.c text_cell.c \
-		table_sort.c table_collectives.c table_ranks.c out_file.c \
+		table_sort.c table_collectives.c table_ranks.c table_memory.c out_file.c \
 		output_file.c) \
 	user/python/line_table.c user/python/py_stack.c user/python/py_threads.c
 # rfbpf's BPF object and the thread-exit program every object shares: what

@@ -84,6 +84,8 @@ enum rf_event_kind {
 				 * traced one (rf_wake_event) */
 	RF_EV_GPU_DEVICE = 12,	/* CUPTI agent: what a GPU is
 				 * (rf_gpu_device_event) */
+	RF_EV_MEMORY = 13,	/* --memory: an allocator made or freed a
+				 * block (struct rf_mem_event) */
 };
 
 /*
@@ -127,6 +129,8 @@ enum rf_counter {
 					 * process before it was traced */
 	RF_CNT_NVTX_POPS_UNMATCHED,	/* NVTX pops of ranges pushed before
 					 * the attach (or on no range) */
+	RF_CNT_MEM_ALLOCS,		/* --memory: allocations seen */
+	RF_CNT_MEM_FREES,		/* ... and frees */
 	RF_CNT_NR,
 };
 
@@ -438,6 +442,44 @@ struct rf_exit_route {
 	__u32 job;		/* the session's slot */
 	__u32 pad;
 	__u64 wakeup_bytes;	/* its ring's wakeup threshold */
+};
+
+/*
+ * --memory: PyTorch's allocators, probed where every allocation and free
+ * of theirs passes (bpf/memory.bpf.c):
+ *   CPU   c10::ProfiledCPUMemoryReporter::New(void *ptr, size_t nbytes)
+ *         and ::Delete(void *ptr), which c10's DefaultCPUAllocator calls
+ *         for every block whether or not a profiler is on (1.13 to 2.14).
+ *         Entry probes see the block and its size together, where
+ *         alloc_cpu would need a return probe for the address. A free's
+ *         size is the loader's to find (its table of live blocks).
+ *   other c10::reportMemoryUsageToProfiler(ptr, bytes, total_allocated,
+ *         total_reserved, Device), which the CUDA caching allocator calls
+ *         on every malloc and free whether or not a profiler is on. CPU
+ *         calls of it (made only under torch.profiler's profile_memory)
+ *         are left to the CPU pair, so nothing is counted twice.
+ * The record's hdr.rf_addr is the block's address; hdr.variant which
+ * probe sent it.
+ */
+enum rf_mem_source {
+	RF_MEM_CPU_ALLOC = 0,	/* bytes > 0 */
+	RF_MEM_CPU_FREE,	/* bytes 0: the loader knows the size */
+	RF_MEM_DEVICE,		/* bytes < 0 for a free; totals are the
+				 * allocator's own */
+};
+
+/* c10::DeviceType values rfbpf names (c10/core/DeviceType.h). */
+#define RF_DEVICE_CPU 0
+#define RF_DEVICE_CUDA 1
+
+struct rf_mem_event {
+	struct rf_event_hdr hdr;
+	__s64 bytes;
+	__u64 total_allocated;	/* RF_MEM_DEVICE: the allocator's */
+	__u64 total_reserved;	/* ... (its segments: cudaMalloc'd) */
+	__s8 device_type;	/* c10::DeviceType */
+	__s8 device_index;	/* -1: none */
+	__u8 pad[6];
 };
 
 #endif /* RFBPF_H */

@@ -48,6 +48,7 @@ struct options {
 	bool group_shapes;	/* --group-by shapes: rows per op and its
 				 * input dims */
 	bool off_cpu;		/* --off-cpu: threads off CPU, per op */
+	bool memory;		/* --memory: allocations per op */
 	unsigned top_wakers;	/* --top-wakers N (0: none) */
 	/* Training steps (model/steps.h). */
 	unsigned long steps;	/* --steps N: N whole steps, then stop */

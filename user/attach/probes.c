@@ -240,6 +240,34 @@ int probes_attach_nvtx(struct probes *p, pid_t pid, const char *path,
 				      pop_off, "NVTX pop", verbose);
 }
 
+int probes_attach_memory(struct probes *p, pid_t pid, const char *path,
+			 const uint64_t off[PROBES_MEM_NR], bool verbose)
+{
+	struct bpf_program *progs[PROBES_MEM_NR] = {
+		p->skel->progs.mem_cpu_alloc, p->skel->progs.mem_cpu_free,
+		p->skel->progs.mem_device_report,
+	};
+	static const char *const what[PROBES_MEM_NR] = {
+		"CPU allocations", "CPU frees", "device allocator reports",
+	};
+	int n = 0;
+
+	/* Frees before allocations: a block made after its free's probe
+	 * is on can always be paired. */
+	for (int i = PROBES_MEM_NR - 1; i >= 0; i--) {
+		int ret;
+
+		if (!off[i])
+			continue;
+		ret = attach_one(p, progs[i], pid, path, off[i], what[i],
+				 verbose);
+		if (ret)
+			return ret;
+		n++;
+	}
+	return n;
+}
+
 void probes_set_cupti_yield(struct probes *p, uint32_t sig, uint64_t handler)
 {
 	p->skel->bss->cupti_yield_handler = handler;
@@ -581,6 +609,10 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 			c->child_ops_missed = sum;
 		else if (slot == RF_CNT_NVTX_POPS_UNMATCHED)
 			c->nvtx_pops_unmatched = sum;
+		else if (slot == RF_CNT_MEM_ALLOCS)
+			c->mem_alloc_hits = sum;
+		else if (slot == RF_CNT_MEM_FREES)
+			c->mem_free_hits = sum;
 	}
 	free(vals);
 }

@@ -14,9 +14,11 @@
 #include "model/trace.h"
 
 #define PROBES_MAX_LIBS 4
-/* Links beyond the libraries' own: callbacks, GPU probes, and the
- * watched CUPTI functions (RF_CUPTI_WATCHED_NR). */
-#define PROBES_MAX_LINKS (PROBES_MAX_LIBS * RF_V_NR + 6 + 10)
+/* Links beyond the libraries' own: callbacks, GPU probes, the watched
+ * CUPTI functions (RF_CUPTI_WATCHED_NR) and --memory's allocator probes
+ * (PROBES_MEM_NR). */
+#define PROBES_MEM_NR 3
+#define PROBES_MAX_LINKS (PROBES_MAX_LIBS * RF_V_NR + 6 + 10 + PROBES_MEM_NR)
 
 struct rfbpf_bpf;
 
@@ -87,6 +89,11 @@ int probes_attach_nvtx(struct probes *p, pid_t pid, const char *path,
 /* The agent's signal and handler for leaving CUPTI inside another tool's
  * cuptiSubscribe (rf_gpu_control.yield_signal), for the watch's probes
  * on cuptiSubscribe to send; sig 0: none. */
+/* --memory: the allocator functions of rfbpf.h's rf_mem_source, in its
+ * order (file offsets in c10 at path; 0: absent, not attached), for pid
+ * only. Returns how many were attached, or -errno. */
+int probes_attach_memory(struct probes *p, pid_t pid, const char *path,
+			 const uint64_t off[PROBES_MEM_NR], bool verbose);
 void probes_set_cupti_yield(struct probes *p, uint32_t sig, uint64_t handler);
 int probes_attach_cupti_watch(struct probes *p, pid_t pid, const char *path,
 			      const uint64_t *offs, int n, bool verbose);

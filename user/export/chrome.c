@@ -247,6 +247,16 @@ static void write_op_stats(FILE *f, const struct trace *t,
 			fprintf(f, ",\"self_off_cpu_ns\":%llu,\"off_cpu_ns\":%llu",
 				(unsigned long long)r->self_off_cpu_ns,
 				(unsigned long long)r->off_cpu_ns);
+		/* --memory: as key_averages()' memory columns. */
+		if (t->mem.on)
+			fprintf(f, ",\"self_cpu_memory_usage\":%lld,"
+				"\"cpu_memory_usage\":%lld,"
+				"\"self_device_memory_usage\":%lld,"
+				"\"device_memory_usage\":%lld",
+				(long long)r->self_mem[MEM_CPU],
+				(long long)r->mem[MEM_CPU],
+				(long long)r->self_mem[MEM_DEVICE],
+				(long long)r->mem[MEM_DEVICE]);
 		/* Which op launched a kernel is unknown under --sample (see
 		 * the table); kept trees hold all their launches. */
 		if (t->gpu.counts.agent_seen && self_known)
@@ -450,6 +460,20 @@ static void write_feature_counts(FILE *f, const struct trace *t)
 		      c->off_cpu_by_reason_ns[RF_OFF_BLOCK_IO]);
 		COUNT("off_cpu_ns_gil", c->off_cpu_by_reason_ns[RF_OFF_GIL]);
 	}
+	if (t->mem.on) {
+		const struct mem_counts *m = &t->mem.counts;
+
+		COUNT("memory_allocations", m->allocs);
+		COUNT("memory_frees", m->frees);
+		COUNT("memory_allocated_bytes", m->alloc_bytes);
+		COUNT("memory_freed_bytes", m->free_bytes);
+		COUNT("memory_frees_of_blocks_made_before_tracing",
+		      m->frees_unknown);
+		COUNT("memory_allocations_outside_ops", m->outside_ops);
+		COUNT("memory_blocks_whose_free_was_lost", m->replaced);
+		COUNT("memory_allocator_hits", c->mem_alloc_hits);
+		COUNT("memory_free_hits", c->mem_free_hits);
+	}
 	if (t->inputs.nr_dtypes) {
 		COUNT("input_records", c->inputs_records);
 		COUNT("input_sets", t->inputs.nr);
@@ -525,6 +549,7 @@ static void write_other_data(const struct chrome_writer *w,
 	write_gpu_counts(f, t);
 	if (a)
 		write_op_stats(f, t, a);
+	chrome_write_live_blocks(f, t);
 	if (w->extra_other)
 		fputs(w->extra_other, f);
 	fputc('}', f);
@@ -558,6 +583,16 @@ static void on_off_cpu(void *ctx, struct trace *t,
 	if (th)
 		name_thread(w, t, th, iv->pid);
 	chrome_write_off_cpu(w, t, iv);
+}
+
+static void on_memory(void *ctx, struct trace *t, const struct mem_change *c)
+{
+	struct chrome_writer *w = ctx;
+	long i = trace_thread_index(t, c->tid);
+
+	if (i >= 0)
+		name_thread(w, t, &t->threads[i], c->pid);
+	chrome_write_memory(w, t, c);
 }
 
 /* A step whose marker is not itself a step (the optimizer's scope, a
@@ -597,6 +632,7 @@ struct trace_sink chrome_sink(struct chrome_writer *w)
 				    .gpu_api = on_gpu_api,
 				    .py_stack = on_py_stack,
 				    .off_cpu = on_off_cpu, .step = on_step,
+				    .memory = on_memory,
 				    .thread_exit = on_thread_exit, .ctx = w };
 }
 

@@ -81,4 +81,10 @@ void chrome_write_gpu_api(struct chrome_writer *w, const struct trace *t,
 void chrome_write_off_cpu(struct chrome_writer *w, const struct trace *t,
 			  const struct off_cpu_interval *iv);
 
+/* From chrome_memory.c: --memory's [memory] instant and live-bytes
+ * counter for one allocation or free; otherData's live blocks. */
+void chrome_write_memory(struct chrome_writer *w, const struct trace *t,
+			 const struct mem_change *c);
+void chrome_write_live_blocks(FILE *f, const struct trace *t);
+
 #endif

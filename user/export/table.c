@@ -3,6 +3,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include "table.h"
+#include "table_memory.h"
 #include "table_sort.h"
 #include "text_cell.h"
 
@@ -56,18 +57,30 @@ static const int gpu_w[] = { 10, 10, 7, 10 };
 static const char *const off_cols[] = { "Self off-CPU", "Off-CPU total" };
 #define OFF_W 12
 
+/* --memory's columns, as profile_memory=True names them. */
+static const char *const mem_cols[] = { "Self CPU Mem", "CPU Mem",
+					"Self CUDA Mem", "CUDA Mem" };
+#define MEM_W 13
+
+/* Which column groups a table has. */
+struct layout {
+	bool sampled, gpu, off, shapes, source;
+	int mem;	/* --memory's columns: 0, 2 (CPU) or 4 (and device) */
+};
+
 /* Where the Source Location column starts. */
-static int source_column(bool sampled, bool gpu, bool off, bool shapes)
+static int source_column(const struct layout *l)
 {
-	const int *w = sampled ? sampled_w : full_w;
+	const int *w = l->sampled ? sampled_w : full_w;
 	int x = NAME_W;
 
 	for (int c = 0; c < NR_COLS; c++)
 		x += 2 + w[c];
-	for (int c = 0; gpu && c < GPU_COLS; c++)
+	for (int c = 0; l->gpu && c < GPU_COLS; c++)
 		x += 2 + gpu_w[c];
-	x += off ? 2 * (2 + OFF_W) : 0;
-	return x + (shapes ? 2 + SHAPES_W : 0);
+	x += l->off ? 2 * (2 + OFF_W) : 0;
+	x += l->mem * (2 + MEM_W);
+	return x + (l->shapes ? 2 + SHAPES_W : 0);
 }
 
 static void dashes(FILE *f, int n)
@@ -77,28 +90,23 @@ static void dashes(FILE *f, int n)
 		fputc('-', f);
 }
 
-static void rule(FILE *f, bool sampled, bool gpu, bool off, bool shapes,
-		 bool source)
+static void rule(FILE *f, const struct layout *l)
 {
-	const int *w = sampled ? sampled_w : full_w;
+	const int *w = l->sampled ? sampled_w : full_w;
 
 	for (int i = 0; i < NAME_W; i++)
 		fputc('-', f);
-	for (int c = 0; c < NR_COLS; c++) {
-		fputs("  ", f);
-		for (int i = 0; i < w[c]; i++)
-			fputc('-', f);
-	}
-	for (int c = 0; gpu && c < GPU_COLS; c++) {
-		fputs("  ", f);
-		for (int i = 0; i < gpu_w[c]; i++)
-			fputc('-', f);
-	}
-	for (int c = 0; off && c < 2; c++)
+	for (int c = 0; c < NR_COLS; c++)
+		dashes(f, w[c]);
+	for (int c = 0; l->gpu && c < GPU_COLS; c++)
+		dashes(f, gpu_w[c]);
+	for (int c = 0; l->off && c < 2; c++)
 		dashes(f, OFF_W);
-	if (shapes)
-		dashes(f, source ? SHAPES_W : 20);
-	if (source)
+	for (int c = 0; c < l->mem; c++)
+		dashes(f, MEM_W);
+	if (l->shapes)
+		dashes(f, l->source ? SHAPES_W : 20);
+	if (l->source)
 		dashes(f, SOURCE_W);
 	fputc('\n', f);
 }
@@ -227,22 +235,23 @@ static void print_sampled_row(FILE *f, const struct op_stats *r,
 		e.calls, e.calls_se);
 }
 
-static void print_header(FILE *f, bool sampled, bool gpu, bool off,
-			 bool shapes, bool source)
+static void print_header(FILE *f, const struct layout *l)
 {
-	const char *const *cols = sampled ? sampled_cols : full_cols;
-	const int *w = sampled ? sampled_w : full_w;
+	const char *const *cols = l->sampled ? sampled_cols : full_cols;
+	const int *w = l->sampled ? sampled_w : full_w;
 
 	fprintf(f, "%-*s", NAME_W, "Name");
 	for (int c = 0; c < NR_COLS; c++)
 		fprintf(f, "  %*s", w[c], cols[c]);
-	for (int c = 0; gpu && c < GPU_COLS; c++)
+	for (int c = 0; l->gpu && c < GPU_COLS; c++)
 		fprintf(f, "  %*s", gpu_w[c], gpu_cols[c]);
-	for (int c = 0; off && c < 2; c++)
+	for (int c = 0; l->off && c < 2; c++)
 		fprintf(f, "  %*s", OFF_W, off_cols[c]);
-	if (shapes)
-		fprintf(f, "  %-*s", source ? SHAPES_W : 0, "Input Shapes");
-	if (source)
+	for (int c = 0; c < l->mem; c++)
+		fprintf(f, "  %*s", MEM_W, mem_cols[c]);
+	if (l->shapes)
+		fprintf(f, "  %-*s", l->source ? SHAPES_W : 0, "Input Shapes");
+	if (l->source)
 		fputs("  Source Location", f);
 	fputc('\n', f);
 }
@@ -411,6 +420,8 @@ static void print_event_counts(FILE *f, const struct trace *t)
 		fprintf(f, "Inputs: %s\n", losses);
 	if (trace_off_cpu_note(t, losses, sizeof(losses)))
 		fprintf(f, "Off CPU: %s\n", losses);
+	if (memory_note(&t->mem, losses, sizeof(losses)))
+		fprintf(f, "Memory: %s\n", losses);
 }
 
 /* What the estimates rest on: sampling, its bias, the GPU's attribution,
@@ -503,16 +514,44 @@ static void print_footer(FILE *f, const struct trace *t,
 	print_estimate_notes(f, t, a);
 }
 
+/* --memory: bytes its calls allocated less those they freed, by
+ * themselves and with every op below them. */
+static void print_mem_cells(FILE *f, const struct op_stats *r, int n)
+{
+	for (int c = 0; c < n; c++) {
+		char cell[32];
+		int w = c / 2;
+
+		memory_format(c % 2 ? r->mem[w] : r->self_mem[w], cell,
+			      sizeof(cell));
+		fprintf(f, "  %*s", MEM_W, cell);
+	}
+}
+
+static struct layout layout_of(const struct trace *t,
+			       const struct aggregate *a)
+{
+	struct layout l = {
+		.sampled = trace_keep_prob(t) < 1.0,
+		.gpu = t->gpu.counts.agent_seen,
+		.off = t->off_cpu,
+		.shapes = a->group_inputs != NULL,
+		.source = a->group_n > 0,
+	};
+
+	if (t->mem.on)
+		l.mem = t->mem.nr_devices > 1 || (t->mem.nr_devices == 1 &&
+			t->mem.devices[0].type != RF_DEVICE_CPU) ? 4 : 2;
+	return l;
+}
+
 /* The rows, between rules, and how many more there were. */
 static void print_rows(FILE *f, const struct trace *t,
 		       const struct aggregate *a, enum sort_key sort, int top)
 {
 	size_t shown = 0, nr;
-	bool sampled = trace_keep_prob(t) < 1.0;
 	bool self_known = trace_self_known(t);
-	bool gpu = t->gpu.counts.agent_seen;
-	bool source = a->group_n > 0, shapes = a->group_inputs != NULL;
-	bool off = t->off_cpu;
+	struct layout l = layout_of(t, a);
 	/* Why, if another key: session/outputs.c says it, once. */
 	struct op_stats *rows = aggregate_sorted(a, t,
 						 table_sort_key(t, sort, NULL,
@@ -523,32 +562,32 @@ static void print_rows(FILE *f, const struct trace *t,
 		free(rows);
 		return;
 	}
-	rule(f, sampled, gpu, off, shapes, source);
-	print_header(f, sampled, gpu, off, shapes, source);
-	rule(f, sampled, gpu, off, shapes, source);
+	rule(f, &l);
+	print_header(f, &l);
+	rule(f, &l);
 	for (size_t i = 0; i < nr && (!top || shown < (size_t)top); i++) {
 		const char *name = names_get(&t->names, rows[i].name);
 
 		if (!rows[i].calls)
 			continue;
-		if (sampled)
+		if (l.sampled)
 			print_sampled_row(f, &rows[i], name, a->self_ns,
 					  trace_keep_prob(t), self_known);
 		else
 			print_row(f, &rows[i], name, a->self_ns);
-		if (gpu)
+		if (l.gpu)
 			print_gpu_cells(f, t, &rows[i]);
-		if (off)
+		if (l.off)
 			print_off_cpu_cells(f, t, &rows[i]);
-		if (shapes)
-			print_shapes(f, t, &rows[i], source);
-		if (source)
-			print_source(f, t, &rows[i],
-				     source_column(sampled, gpu, off, shapes));
+		print_mem_cells(f, &rows[i], l.mem);
+		if (l.shapes)
+			print_shapes(f, t, &rows[i], l.source);
+		if (l.source)
+			print_source(f, t, &rows[i], source_column(&l));
 		fputc('\n', f);
 		shown++;
 	}
-	rule(f, sampled, gpu, off, shapes, source);
+	rule(f, &l);
 	if (shown < a->nr_called)
 		fprintf(f, "(%zu more ops not shown: --top 0 shows all)\n",
 			a->nr_called - shown);
@@ -562,6 +601,7 @@ void print_table(FILE *f, const struct trace *t, const struct aggregate *a,
 	if (a->oom)
 		return;
 	print_idle_threads(f, t, a, top);
+	print_memory(f, t, !top ? 0 : top > 10 ? 10 : top);
 	print_footer(f, t, a, sort);
 }
 

@@ -265,6 +265,10 @@ void aggregate_add(struct aggregate *a, const struct closed_op *c)
 	r->truncated += (o->flags & OP_TRUNCATED) != 0;
 	r->self_off_cpu_ns += c->self_off_cpu_ns;
 	r->off_cpu_ns += c->off_cpu_ns;
+	for (int w = 0; w < MEM_WHERE_NR; w++) {
+		r->self_mem[w] += c->self_mem[w];
+		r->mem[w] += c->mem[w];
+	}
 	r->latency[agg_latency_bucket(d)]++;
 	a->self_ns += c->self_ns;
 }

@@ -34,6 +34,9 @@ struct op_stats {
 	/* --off-cpu: its threads off CPU while it was the innermost op,
 	 * and while it or an op below it was. */
 	uint64_t self_off_cpu_ns, off_cpu_ns;
+	/* --memory: bytes its calls allocated less those they freed, by
+	 * themselves and with every op below them (per enum mem_where). */
+	int64_t self_mem[MEM_WHERE_NR], mem[MEM_WHERE_NR];
 	uint8_t scope;		/* scope of its first call */
 	uint64_t calls;
 	uint64_t total_ns, self_ns;

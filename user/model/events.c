@@ -119,6 +119,12 @@ void events_dispatch(struct trace *t, const struct event_hooks *k,
 		if (size >= RF_INPUTS_SIZE(0))
 			stacks_inputs(t, data, size);
 		break;
+	case RF_EV_MEMORY:
+		if (size < sizeof(struct rf_mem_event))
+			break;
+		see_thread(t, k, h->pid, h->tid);
+		memory_event(t, data);
+		break;
 	case RF_EV_PY_STACK:
 		if (size >= RF_PY_STACK_SIZE(0))
 			py_stack(t, k, data, size);

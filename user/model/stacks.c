@@ -95,12 +95,18 @@ static void emit(struct trace *t, uint32_t i)
 	 * meanwhile: adding its time too would count that span twice. */
 	c.self_off_cpu_ns = o->off_cpu_ns;
 	c.off_cpu_ns = o->off_cpu_ns + o->child_off_cpu_ns;
+	for (int w = 0; w < MEM_WHERE_NR; w++) {
+		c.self_mem[w] = o->mem[w];
+		c.mem[w] = o->mem[w] + o->child_mem[w];
+	}
 	if (o->flags & OP_ASYNC_END) {
 		c.self_ns = 0;
 	} else if (o->parent >= 0) {
 		struct op *p = &t->ops[o->parent];
 
 		p->child_off_cpu_ns += c.off_cpu_ns;
+		for (int w = 0; w < MEM_WHERE_NR; w++)
+			p->child_mem[w] += c.mem[w];
 		p->child_ns += t->child_weight ?
 			(uint64_t)llround(d * t->child_weight(
 				t->child_weight_ctx, o)) : d;

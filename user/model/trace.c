@@ -15,6 +15,7 @@ void trace_init(struct trace *t, uint32_t pid)
 	t->tree_prob = 1.0;
 	gpu_init(&t->gpu);
 	dist_info_init(&t->dist);
+	t->mem.free_head = UINT32_MAX;
 }
 
 void trace_free(struct trace *t)
@@ -27,6 +28,7 @@ void trace_free(struct trace *t)
 	free(t->chain);
 	free(t->frame_inputs);
 	py_frames_free(&t->py);
+	memory_free(&t->mem);
 	op_inputs_free(&t->inputs);
 	names_free(&t->names);
 	u64map_free(&t->thread_index);

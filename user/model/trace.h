@@ -19,6 +19,7 @@
 #include "distributed.h"
 #include "gpu_activity.h"
 #include "loss_counters.h"
+#include "memory.h"
 #include "names.h"
 #include "op_inputs.h"
 #include "py_frames.h"
@@ -77,6 +78,10 @@ struct op {
 				 * was the innermost op open */
 	uint64_t child_off_cpu_ns;	/* ... and while its descendants
 					 * were (closed so far) */
+	/* --memory: bytes allocated less bytes freed while it was the
+	 * innermost op on its thread (model/memory.h), and the totals of
+	 * its children closed so far. */
+	int64_t mem[MEM_WHERE_NR], child_mem[MEM_WHERE_NR];
 };
 
 #define RECENT_ENDS 8
@@ -157,6 +162,7 @@ struct counts {
 					 * in no output */
 	uint64_t wakes;			/* by a traced thread */
 	uint64_t wakes_in_ops;		/* of those, by one in an op */
+	uint64_t mem_alloc_hits, mem_free_hits;	/* --memory, from BPF */
 };
 
 /* An op that has just closed, as the consumers see it; valid only during
@@ -178,6 +184,10 @@ struct closed_op {
 	/* --off-cpu: its thread off CPU while it was the innermost op, and
 	 * while it or any op below it was (0 without --off-cpu). */
 	uint64_t self_off_cpu_ns, off_cpu_ns;
+	/* --memory: bytes it allocated less those it freed, itself and with
+	 * every op below it (torch.profiler's Self CPU Mem and CPU Mem; the
+	 * device's for MEM_DEVICE). */
+	int64_t self_mem[MEM_WHERE_NR], mem[MEM_WHERE_NR];
 };
 
 /* --off-cpu: an interval a traced thread spent off CPU; valid only
@@ -239,6 +249,9 @@ struct trace_sink {
 	/* Steps (trace.steps): a whole step in the window completed;
 	 * called before the op that ended it is handed on. */
 	void (*step)(void *ctx, struct trace *t, const struct step *s);
+	/* --memory: an allocation or a free was charged. */
+	void (*memory)(void *ctx, struct trace *t,
+		       const struct mem_change *c);
 	void *ctx;
 };
 #define TRACE_MAX_SINKS 8
@@ -297,6 +310,8 @@ struct trace {
 	/* The job's rank and the rest, if it is distributed (model/
 	 * distributed.h). */
 	struct dist_info dist;
+	/* --memory: live blocks, per-device totals (on: it is traced). */
+	struct memory mem;
 	uint32_t *chain;		/* scratch for trace_frames */
 	uint32_t cap_chain;
 	uint32_t *frame_inputs;		/* ... and its input sets */

@@ -17,6 +17,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
+#include "attach/c10_allocator.h"
 #include "attach/elf_symbols.h"
 #include "attach/privileges.h"
 #include "attach/ptrace_denied.h"
@@ -101,6 +102,36 @@ struct libraries {
 	struct torch_symbols syms[PROBES_MAX_LIBS];
 	int nr;
 };
+
+/* --memory: probes on c10's allocator functions, from the attach on
+ * (launch mode: before exec, so the command's first block is seen). */
+static int start_memory(struct session *s, const char *torch_path)
+{
+	uint64_t off[C10_ALLOCATOR_FUNCS] = { 0 };
+	char path[PATH_MAX];
+	int n;
+
+	if (c10_library(s->launched ? 0 : s->pid, torch_path, path,
+			sizeof(path)))
+		return setup_error(s, "--memory: no libc10.so beside %s (nor "
+				   "mapped in process %d): PyTorch's allocator "
+				   "cannot be found", torch_path ? torch_path :
+				   "libtorch_cpu.so", s->pid);
+	n = c10_allocator_offsets(path, off);
+	if (n < 0 || !off[RF_MEM_CPU_ALLOC] || !off[RF_MEM_CPU_FREE])
+		return setup_error(s, "--memory: %s has no "
+				   "c10::ProfiledCPUMemoryReporter::New/Delete "
+				   "(%s): this PyTorch build's CPU allocator "
+				   "cannot be traced", path, n < 0 ?
+				   elf_symbols_strerror(n) : "not exported");
+	n = probes_attach_memory(&s->probes, s->pid, path, off,
+				 s->opt->verbose);
+	if (n < 0)
+		return setup_error(s, "--memory: cannot attach uprobes to %s: "
+				   "%s", path, strerror(-n));
+	s->trace.mem.on = true;
+	return 0;
+}
 
 /* The libtorch_cpu mapped in a running target, or a one-line reason. */
 int session_library_of_target(struct session *s, char *path, size_t len)
@@ -461,6 +492,8 @@ int session_setup(struct session *s, struct options *opt)
 		return setup_error(s, "--off-cpu: %s", why);
 	s->trace.off_cpu = opt->off_cpu;
 	s->trace.children = opt->children;
+	if (opt->memory && start_memory(s, libs.nr ? libs.path[0] : NULL))
+		return -1;
 	s->trace.tree_prob = opt->tree_prob;
 	/* Tests only: widen the window in which a target can exit mid-attach,
 	 * so "exits during attach" is tested deterministically. */
