@@ -91,6 +91,19 @@ static uint32_t enclosing_scope(const struct trace *t, int32_t slot)
 	return UINT32_MAX;
 }
 
+/* The innermost frame of an op's Python context (stacks.c keeps how
+ * many of its frames are: a record_function scope's end before
+ * __enter__), UINT32_MAX without one. */
+static uint32_t context_frame(const struct trace *t, const struct op *o)
+{
+	uint32_t n = 0;
+	const uint32_t *l = py_frames_get(&t->py, o->py_stack, &n);
+
+	if (o->py_live && o->py_live < n)
+		n = o->py_live;
+	return n ? l[n - 1] : UINT32_MAX;
+}
+
 /* A block made: noted live, with what made it. */
 static void made(struct trace *t, struct mem_change *c, int32_t slot)
 {
@@ -121,12 +134,13 @@ static void made(struct trace *t, struct mem_change *c, int32_t slot)
 	*b = (struct mem_block){
 		.bytes = (uint64_t)c->bytes, .ts_ns = c->ts_ns,
 		.op_name = UINT32_MAX, .scope_name = enclosing_scope(t, slot),
-		.tid = c->tid, .device_type = c->device_type,
+		.py_frame = UINT32_MAX, .tid = c->tid,
+		.device_type = c->device_type,
 		.device_index = c->device_index,
 	};
 	if (slot >= 0) {
 		b->op_name = t->ops[slot].name;
-		b->py_stack = t->ops[slot].py_stack;
+		b->py_frame = context_frame(t, &t->ops[slot]);
 	}
 }
 
@@ -230,15 +244,6 @@ void memory_event(struct trace *t, const struct rf_mem_event *e)
 			t->sinks[k].memory(t->sinks[k].ctx, t, &c);
 }
 
-/* The innermost Python frame of a stack, UINT32_MAX for none. */
-static uint32_t innermost_frame(const struct trace *t, uint32_t stack)
-{
-	uint32_t n = 0;
-	const uint32_t *l = py_frames_get(&t->py, stack, &n);
-
-	return n ? l[n - 1] : UINT32_MAX;
-}
-
 static bool same_group(const struct mem_leak *g, const struct mem_leak *k)
 {
 	return g->op_name == k->op_name && g->scope_name == k->scope_name &&
@@ -274,7 +279,7 @@ long memory_leaks(const struct trace *t, struct mem_leak **out)
 			continue;	/* freed: on the free list */
 		k = (struct mem_leak){
 			.op_name = b->op_name, .scope_name = b->scope_name,
-			.py_frame = innermost_frame(t, b->py_stack),
+			.py_frame = b->py_frame,
 			.device_type = b->device_type,
 			.device_index = b->device_index,
 			.oldest_ns = b->ts_ns,

@@ -36,7 +36,8 @@ struct mem_block {		/* a live block made while traced */
 				 * UINT32_MAX: none was open) */
 	uint32_t scope_name;	/* the record_function scope around it,
 				 * UINT32_MAX: none */
-	uint32_t py_stack;	/* the op's Python stack (0: none) */
+	uint32_t py_frame;	/* the innermost frame of the op's Python
+				 * context (a label id; UINT32_MAX: none) */
 	uint32_t tid;
 	int8_t device_type, device_index;
 	uint32_t next_free;	/* free-list link while unused */
