@@ -79,6 +79,9 @@ cat bench/doc/off_cpu.md >> "$out"
 cat bench/doc/op_times.md >> "$out"
 /usr/bin/python3 bench/op_times.py --markdown "$out" \
 	$([ $q = 1 ] && echo --steps 300 --reps 1)
+cat bench/doc/memory.md >> "$out"
+/usr/bin/python3 bench/memory_cost.py --markdown "$out" \
+	$([ $q = 1 ] && echo --steps 20000 --reps 1)
 cat bench/doc/fleet.md >> "$out"
 /usr/bin/python3 bench/fleet_overhead.py --markdown "$out" \
 	$([ $q = 1 ] && echo --seconds 8 --reps 1)

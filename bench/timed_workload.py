@@ -9,6 +9,9 @@ too: entering and leaving the profiler plus, separately, building the
 key_averages() table or writing the Chrome trace. --with-stack adds
 with_stack=True and record_shapes=True.
 
+--profile-memory adds profile_memory=True. --workload alloc makes and
+drops one small tensor per step (bench/memory_cost.py).
+
   /usr/bin/python3 bench/timed_workload.py --workload tiny --steps 20000
 """
 import argparse
@@ -23,7 +26,17 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "workloads"))
 import torch  # noqa: E402
 
 
+def alloc_phase(steps):
+    """One allocation and its free per step (aten::empty of 64 floats,
+    dropped at once): what --memory and profile_memory pay per block."""
+    empty = torch.empty
+    for _ in range(steps):
+        empty(64)
+
+
 def run_phase(workload, steps, threads):
+    if workload == "alloc":
+        return lambda: alloc_phase(steps)
     if workload == "tiny":
         import tiny_ops
         return lambda: tiny_ops.phase(steps, threads)
@@ -33,13 +46,16 @@ def run_phase(workload, steps, threads):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--workload", choices=["tiny", "mlp"], default="tiny")
+    ap.add_argument("--workload", choices=["tiny", "mlp", "alloc"],
+                    default="tiny")
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--torch-profiler", action="store_true")
     ap.add_argument("--with-stack", action="store_true",
                     help="torch.profiler with with_stack=True and "
                     "record_shapes=True")
+    ap.add_argument("--profile-memory", action="store_true",
+                    help="torch.profiler with profile_memory=True")
     ap.add_argument("--wait", action="store_true",
                     help="print 'ready' and wait for a line on stdin")
     args = ap.parse_args()
@@ -60,7 +76,8 @@ def main():
     t_enter = time.perf_counter()
     prof = torch.profiler.profile(
         activities=[torch.profiler.ProfilerActivity.CPU],
-        with_stack=args.with_stack, record_shapes=args.with_stack)
+        with_stack=args.with_stack, record_shapes=args.with_stack,
+        profile_memory=args.profile_memory)
     prof.__enter__()
     t0 = time.perf_counter()
     phase()

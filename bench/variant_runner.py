@@ -1,7 +1,8 @@
 """Runs one variant of a workload once and returns what it measured.
 
 A variant is untraced, torch.profiler (in-process, "torch_stack": with
-with_stack and record_shapes), rfbpf in launch mode
+with_stack and record_shapes, "torch_memory": with profile_memory), rfbpf
+in launch mode
 with some options, or bench/callback_only (rfbpf's callback without
 rfbpf's programs, attached with -p to a waiting workload). For rfbpf runs
 the process's own CPU time (utime+stime, read from /proc while it is a
@@ -95,9 +96,11 @@ def run_variant(kind, args, workload, steps, threads):
     """Returns ({figure: seconds}, rfbpf accounting or None)."""
     work = driver(workload, steps, threads)
     acct = None
-    if kind in ("untraced", "torch", "torch_stack"):
+    if kind in ("untraced", "torch", "torch_stack", "torch_memory"):
         extra = {"untraced": [], "torch": ["--torch-profiler"],
-                 "torch_stack": ["--torch-profiler", "--with-stack"]}[kind]
+                 "torch_stack": ["--torch-profiler", "--with-stack"],
+                 "torch_memory": ["--torch-profiler",
+                                  "--profile-memory"]}[kind]
         r = subprocess.run(driver(workload, steps, threads, extra),
                            capture_output=True, text=True, timeout=900)
         if r.returncode:
