@@ -68,6 +68,7 @@ class Trace:
         self.named = {}         # track uuid -> name (other tracks)
         self.events = []        # (ts, seq, track, type, name, cat, anns)
         self.instants = []
+        self.counters = []      # (ts, track, value) of TYPE_COUNTER
         self.counts = {}
         seqs = {}
         for raw in self.packets:
@@ -133,6 +134,8 @@ class Trace:
         typ = e[9][0]
         if typ == 3 and name == "rfbpf counts":
             self.counts = anns
+        if typ == 4:
+            self.counters.append((ts, track, signed(e.get(30, [0])[0])))
         self.events.append((ts, seq, track, typ, name, cat, anns,
                             e.get(47, []), e.get(48, [])))
 

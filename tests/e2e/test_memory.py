@@ -31,6 +31,7 @@ import os
 
 import pytest
 
+from perfetto_reader import Trace
 from harness import (Job, PYTHON, RFBPF, ROOT, load_trace, run,
                      sid_root_with, start_rfbpf, stop, wait_until)
 
@@ -52,11 +53,11 @@ def profiled(cmd):
     return rows
 
 
-def traced(cmd, tmp_path, *opts):
+def traced(cmd, tmp_path, *opts, out_name="m.json"):
     """rfbpf -p on the job once its old tensors are made, for ITERS
     iterations (and the device's blocks with --device), stopped while the
     job still holds what it kept: (trace, table)."""
-    out = tmp_path / "m.json"
+    out = tmp_path / out_name
     # ready=None: sid's UCX warns on stdout before the job's own lines.
     with Job(cmd + ["--iters", str(ITERS), "--wait", "--hold", *opts],
              ready=None) as job:
@@ -69,6 +70,8 @@ def traced(cmd, tmp_path, *opts):
         rc, table, err = stop(p)
     assert rc == 0, err
     assert "warning" not in err, err
+    if out_name.endswith(".perfetto-trace"):
+        return Trace(str(out)), table
     return load_trace(out), table
 
 
@@ -216,6 +219,31 @@ def test_device_allocator_reports(tmp_path):
     assert "Memory on CUDA:0: 1.00 Mb live" in table
     live = trace["otherData"]["rfbpf_live_blocks"]
     assert any(b["device"] == "CUDA" and b["bytes"] == MIB for b in live)
+
+
+def test_perfetto_has_the_instants_and_a_live_bytes_track(tmp_path):
+    """-o FILE.perfetto-trace: each allocation and free a [memory] instant
+    on its thread, and a counter track of the CPU's live bytes whose every
+    value is the running sum of the instants' Bytes."""
+    pf, _ = traced([PYTHON, WORKLOAD], tmp_path,
+                   out_name="m.perfetto-trace")
+    inst = sorted((e[0], e[6]["Bytes"]) for e in pf.events
+                  if e[3] == 3 and e[4] == "[memory]")
+    assert len(inst) == (pf.counts["memory_allocations"] +
+                         pf.counts["memory_frees"]) > 3000
+    assert all({"Addr", "Total Allocated", "Total Reserved"} <=
+               e[6].keys() for e in pf.events if e[4] == "[memory]")
+    tracks = {u for u, n in pf.named.items() if n == "Live bytes (CPU)"}
+    assert len(tracks) == 1
+    values = [v for _, tr, v in sorted(pf.counters) if tr in tracks]
+    running, sums = 0, []
+    for _, b in inst:
+        running += b
+        sums.append(running)
+    # As multisets: two threads' events in one nanosecond may be ordered
+    # either way.
+    assert collections.Counter(values) == collections.Counter(sums)
+    assert max(values) >= 12 * MIB
 
 
 @pytest.mark.parametrize("args,why", [

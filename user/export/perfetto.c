@@ -34,6 +34,10 @@ typedef Perfetto__Protos__DebugAnnotationName AnnotationName;
 				 ((s) & 0xffffff))
 #define UUID_ASYNC(n)		(5ull << 40 | (n))
 #define UUID_RFBPF		(6ull << 40)
+/* --memory: a process's live bytes on a device (type, index). */
+#define UUID_MEMORY(pid, type, index) \
+	(7ull << 40 | (uint64_t)(uint8_t)(type) << 32 | \
+	 (uint64_t)(uint8_t)(index) << 24 | ((pid) & 0xffffff))
 
 /* Flow ids: a launch's by its process and correlation id, a fwdbwd pair
  * by a counter (the top bit tells them apart). */
@@ -44,20 +48,23 @@ typedef Perfetto__Protos__DebugAnnotationName AnnotationName;
 static const char *const categories[] = {
 	"cpu_op", "user_annotation", "nvtx", "cuda_runtime", "cuda_driver",
 	"kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "off_cpu",
-	"fwdbwd", "rfbpf",
+	"fwdbwd", "rfbpf", "cpu_instant_event",
 };
 enum { CAT_CPU_OP, CAT_USER, CAT_NVTX, CAT_RUNTIME, CAT_DRIVER, CAT_KERNEL,
        CAT_MEMCPY, CAT_MEMSET, CAT_SYNC, CAT_OFF_CPU, CAT_FWDBWD, CAT_RFBPF,
-       CAT_NR };
+       CAT_INSTANT, CAT_NR };
 
 static const char *const annotation_names[] = {
 	"Sequence number", "Fwd thread id", "correlation", "cbid", "device",
 	"stream", "bytes", "truncated", "grid", "block",
 	"registers per thread", "shared memory", "launched by", "step marker",
+	"Bytes", "Addr", "Total Allocated", "Total Reserved",
 };
 enum { ANN_SEQ, ANN_FWD_THREAD, ANN_CORRELATION, ANN_CBID, ANN_DEVICE,
        ANN_STREAM, ANN_BYTES, ANN_TRUNCATED, ANN_GRID, ANN_BLOCK,
-       ANN_REGISTERS, ANN_SHARED, ANN_LAUNCHED_BY, ANN_STEP, ANN_NR };
+       ANN_REGISTERS, ANN_SHARED, ANN_LAUNCHED_BY, ANN_STEP,
+       ANN_MEM_BYTES, ANN_MEM_ADDR, ANN_MEM_ALLOCATED, ANN_MEM_RESERVED,
+       ANN_NR };
 
 struct pf_event;
 
@@ -353,6 +360,7 @@ struct pf_event {
 	uint32_t nr_anns;
 	struct pf_ann anns[4];
 	uint64_t flow, end_flow;	/* 0: none */
+	int64_t counter_value;		/* TYPE_COUNTER's */
 };
 
 static void add_int(struct pf_event *e, int ann, int64_t v)
@@ -452,6 +460,10 @@ static void write_event(struct perfetto_writer *w, const struct trace *t,
 	ev.debug_annotations = ann_ptrs;
 	ev.has_type = true;
 	ev.type = e->type;
+	if (e->type == PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_COUNTER) {
+		ev.has_counter_value = true;
+		ev.counter_value = e->counter_value;
+	}
 	if (e->track) {
 		ev.has_track_uuid = true;
 		ev.track_uuid = e->track;
@@ -716,6 +728,73 @@ static void on_off_cpu(void *ctx, struct trace *t,
 		    iv->start_ns, iv->end_ns);
 }
 
+/* The counter track of a process's live bytes on one device. */
+static void describe_memory(struct perfetto_writer *w, const struct trace *t,
+			    const struct mem_change *c, uint64_t uuid)
+{
+	Perfetto__Protos__TrackDescriptor d =
+		PERFETTO__PROTOS__TRACK_DESCRIPTOR__INIT;
+	Perfetto__Protos__CounterDescriptor counter =
+		PERFETTO__PROTOS__COUNTER_DESCRIPTOR__INIT;
+	Packet p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+	char name[64];
+
+	if (u64map_get(&w->tracks, uuid))
+		return;
+	if (!u64map_put(&w->tracks, uuid, 1)) {
+		w->oom = true;
+		return;
+	}
+	describe_process(w, t, c->pid);
+	snprintf(name, sizeof(name), "Live bytes (%s",
+		 memory_device_name(c->device_type));
+	if (c->device_index >= 0)
+		snprintf(name + strlen(name), sizeof(name) - strlen(name),
+			 ":%d", c->device_index);
+	strcat(name, ")");
+	counter.has_unit = true;
+	counter.unit = PERFETTO__PROTOS__COUNTER_DESCRIPTOR__UNIT__UNIT_SIZE_BYTES;
+	d.has_uuid = d.has_parent_uuid = true;
+	d.uuid = uuid;
+	d.parent_uuid = UUID_PROCESS(c->pid);
+	d.name = name;
+	d.counter = &counter;
+	p.track_descriptor = &d;
+	p.has_trusted_packet_sequence_id = true;
+	p.trusted_packet_sequence_id = GLOBAL_SEQUENCE;
+	write_packet(w, &p);
+}
+
+/* --memory: the [memory] instant on the thread (as Kineto's, with its
+ * first four fields), and the device's live bytes on its counter track. */
+static void on_memory(void *ctx, struct trace *t, const struct mem_change *c)
+{
+	struct perfetto_writer *w = ctx;
+	uint64_t uuid = UUID_MEMORY(c->pid, c->device_type, c->device_index);
+	struct pf_event e = { .name = UINT32_MAX, .cat = CAT_INSTANT,
+			      .type = INSTANT, .ts = c->ts_ns };
+	struct pf_event n = { .name = UINT32_MAX, .cat = -1,
+			      .type = PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_COUNTER,
+			      .ts = c->ts_ns, .track = uuid };
+	struct pf_seq *s = thread_seq(w, t, c->tid, c->ts_ns);
+
+	e.name_str = dup_name(w, "[memory]");
+	add_int(&e, ANN_MEM_BYTES, c->bytes);
+	add_int(&e, ANN_MEM_ADDR, (int64_t)c->addr);
+	add_int(&e, ANN_MEM_ALLOCATED, (int64_t)c->total_allocated);
+	add_int(&e, ANN_MEM_RESERVED, (int64_t)c->total_reserved);
+	if (s && s->incremental) {
+		hold(w, t, s, &e);
+	} else {
+		write_event(w, t, s, &e);
+		free(e.name_str);
+	}
+	describe_memory(w, t, c, uuid);
+	n.counter_value = (int64_t)c->live;
+	write_event(w, t, w->global, &n);
+	w->counters++;
+}
+
 static void on_step(void *ctx, struct trace *t, const struct step *st)
 {
 	struct perfetto_writer *w = ctx;
@@ -739,7 +818,7 @@ struct trace_sink perfetto_sink(struct perfetto_writer *w)
 				    .gpu_sync = on_gpu,
 				    .gpu_api = on_gpu_api,
 				    .off_cpu = on_off_cpu, .step = on_step,
-				    .ctx = w };
+				    .memory = on_memory, .ctx = w };
 }
 
 int perfetto_publish(struct perfetto_writer *w)
@@ -789,7 +868,7 @@ static void write_counts(struct perfetto_writer *w, const struct trace *t)
 {
 	Packet p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
 	Event ev = PERFETTO__PROTOS__TRACK_EVENT__INIT;
-	Annotation anns[RF_LOSS_NR + 12], *ptrs[RF_LOSS_NR + 12];
+	Annotation anns[RF_LOSS_NR + 16], *ptrs[RF_LOSS_NR + 16];
 	const struct dist_info *d = &t->dist;
 	size_t n = 0;
 
@@ -804,6 +883,13 @@ static void write_counts(struct perfetto_writer *w, const struct trace *t)
 	COUNTER("events", t->counts.events);
 	COUNTER("ops", t->counts.ops);
 	COUNTER("slices", w->slices);
+	if (t->mem.on) {
+		COUNTER("memory_allocations", t->mem.counts.allocs);
+		COUNTER("memory_frees", t->mem.counts.frees);
+		COUNTER("memory_frees_of_blocks_made_before_tracing",
+			t->mem.counts.frees_unknown);
+		COUNTER("memory_counter_values", w->counters);
+	}
 	for (size_t i = 0; i < nr_loss_counters; i++)
 		COUNTER(loss_counters[i].json,
 			loss_count(&t->counts, &loss_counters[i]));

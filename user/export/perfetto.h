@@ -20,7 +20,9 @@
  * Slices are BEGIN/END pairs, written when the op closes (Perfetto sorts
  * by time on import). Flows: forward op to backward op (from an instant
  * at the forward op's start, as Kineto's "s"), CUDA call to what it
- * launched or waited for.
+ * launched or waited for. --memory: each allocation and free is a
+ * [memory] instant on its thread (Bytes, Addr, Total Allocated, Total
+ * Reserved), and each device's live bytes a counter track of the process.
  *
  * Not carried over from the JSON: Python frame slices, and the ids that
  * only join JSON events (External id, Record function id), which the
@@ -51,6 +53,7 @@ struct perfetto_writer {
 	struct fwdbwd fwdbwd;
 	uint64_t async_tracks;
 	uint64_t packets, slices, flows, absolute_times;
+	uint64_t counters;		/* --memory: counter values written */
 	bool oom;
 };
 
