@@ -69,6 +69,7 @@ enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_PPROF_DIR, OPT_PPROF_KEEP, OPT_PROM_FILE, OPT_LISTEN, OPT_MAX_OPS,
        OPT_CONFIG, OPT_RAW_TIMES, OPT_PYTHON_STACKS, OPT_PYTHON_DEPTH,
        OPT_GROUP_BY, OPT_SHAPES, OPT_OFF_CPU, OPT_TOP_WAKERS, OPT_MEMORY,
+       OPT_MEMORY_FOLDED,
        OPT_OFF_CPU_FOLDED, OPT_NO_GPU_INJECT, OPT_GPU_AGENT, OPT_USAGE,
        OPT_MAN, OPT_STEPS, OPT_FROM_STEP, OPT_STEP_OP, OPT_PER_STEP,
        OPT_FLIGHT_RECORDER, OPT_SLOW_STEP, OPT_TRACE_DIR,
@@ -157,6 +158,9 @@ static const struct argp_option options[] = {
 	  "of the CUDA caching allocator): each op's Self CPU Mem and CPU "
 	  "Mem as profile_memory=True, [memory] events and live bytes in the "
 	  "trace, and the blocks still live at the end (a leak view)", 0 },
+	{ "memory-folded", OPT_MEMORY_FOLDED, "FILE", 0,
+	  "With --memory: folded op stacks weighted by the bytes allocated "
+	  "while each was the innermost op (an allocation flame graph)", 0 },
 	{ "off-cpu-folded", OPT_OFF_CPU_FOLDED, "FILE", 0,
 	  "With --off-cpu: folded op stacks weighted by the time their "
 	  "threads were off CPU in the innermost op (an off-CPU flame "
@@ -606,6 +610,7 @@ static bool parse_tracing_arg(int key, char *arg, struct options *opt)
 	case OPT_SHAPES: opt->shapes = true; break;
 	case OPT_OFF_CPU: opt->off_cpu = true; break;
 	case OPT_MEMORY: opt->memory = true; break;
+	case OPT_MEMORY_FOLDED: opt->memory_folded_path = arg; break;
 	case OPT_PYTHON_DEPTH:
 		opt->python_depth = parse_long(arg, 1, RF_PY_MAX_FRAMES,
 					       "--python-depth",
@@ -716,6 +721,8 @@ static void check_one_shot_options(const struct options *opt)
 		bad("%s--top-wakers needs --off-cpu", "");
 	if (opt->off_cpu_folded_path && !opt->off_cpu)
 		bad("%s--off-cpu-folded needs --off-cpu", "");
+	if (opt->memory_folded_path && !opt->memory)
+		bad("%s--memory-folded needs --memory", "");
 	/* An allocation is charged to the op open on its thread: under a
 	 * sampler that may be an op around the one that made it. */
 	if (opt->memory && (opt->sample_prob != 1.0 || opt->tree_prob != 1.0))

@@ -19,6 +19,7 @@ struct options {
 	const char *folded_path;/* --folded */
 	const char *gpu_folded_path;	/* --gpu-folded */
 	const char *off_cpu_folded_path;	/* --off-cpu-folded */
+	const char *memory_folded_path;		/* --memory-folded */
 	bool gpu;		/* off with --no-gpu */
 	bool gpu_inject;	/* off with --no-gpu-inject: load the CUPTI
 				 * agent into a CUDA job without it */

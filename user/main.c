@@ -252,10 +252,11 @@ int main(int argc, char **argv)
 	if (opt.flight_s)
 		signal(SIGUSR1, on_dump_signal);
 	if (!opt.table && !opt.trace_path && !opt.folded_path &&
-	    !opt.gpu_folded_path && !opt.off_cpu_folded_path)
+	    !opt.gpu_folded_path && !opt.off_cpu_folded_path &&
+	    !opt.memory_folded_path)
 		fprintf(stderr, "rfbpf: warning: --no-table and no -o, --folded, "
-			"--gpu-folded or --off-cpu-folded: this run writes "
-			"nothing\n");
+			"--gpu-folded, --off-cpu-folded or --memory-folded: this "
+			"run writes nothing\n");
 	if (session_setup(&s, &opt))
 		die_setup(&s, "%s", s.error);
 	if (!start_target(&s, &opt, &code))

@@ -63,7 +63,8 @@ def traced(cmd, tmp_path, *opts, out_name="m.json"):
              ready=None) as job:
         assert wait_until(lambda: "ready\n" in job.lines, timeout=120)
         p, _ = start_rfbpf(["-p", str(job.pid), "--memory",
-                            "--python-stacks", "-o", str(out)])
+                            "--python-stacks", "-o", str(out),
+                            "--memory-folded", str(tmp_path / "m.folded")])
         job.go()
         assert wait_until(lambda: any(l.startswith("done")
                                       for l in job.lines)), job.output()
@@ -183,6 +184,13 @@ def test_torch_1_13(tmp_path):
                               scopes_only=True) == 5
     assert_workload_facts(trace, table, WORKLOAD)
     assert freer_thread_is_paired(trace)
+    # --memory-folded: every byte allocated, under the stack that did.
+    folded = [l.rsplit(" ", 1) for l in
+              (tmp_path / "m.folded").read_text().splitlines()]
+    assert sum(int(w) for _, w in folded) == \
+        trace["otherData"]["memory_allocated_bytes"]
+    leak = [int(w) for st, w in folded if f"leak ({WORKLOAD}:" in st]
+    assert leak == [8 * MIB]
 
 
 @pytest.fixture(scope="module")

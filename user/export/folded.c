@@ -82,6 +82,18 @@ int write_off_cpu_folded(FILE *f, const struct trace *t,
 	return 0;
 }
 
+/* --memory-folded: bytes allocated (not net of frees), as a flame
+ * graph of who allocates. */
+int write_memory_folded(FILE *f, const struct trace *t,
+			const struct stack_profile *p)
+{
+	for (size_t i = 0; i < p->nr; i++)
+		if (p->rows[i].v.alloc_bytes)
+			write_row(f, t, &p->rows[i], NULL,
+				  p->rows[i].v.alloc_bytes);
+	return 0;
+}
+
 int write_gpu_folded(FILE *f, const struct trace *t,
 		     const struct stack_profile *p)
 {
@@ -119,6 +131,12 @@ int export_gpu_folded(const struct trace *t, const struct stack_profile *p,
 		      const char *path)
 {
 	return export(t, p, path, write_gpu_folded);
+}
+
+int export_memory_folded(const struct trace *t,
+			 const struct stack_profile *p, const char *path)
+{
+	return export(t, p, path, write_memory_folded);
 }
 
 int export_off_cpu_folded(const struct trace *t,

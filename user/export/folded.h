@@ -29,6 +29,11 @@ int write_gpu_folded(FILE *f, const struct trace *t,
 
 /* --off-cpu-folded: p is fed by profile_sink_ops(), weighted by the time
  * the threads were off CPU with the stack's last op innermost, in ns. */
+/* --memory-folded: op stacks weighted by the bytes they allocated. */
+int export_memory_folded(const struct trace *t,
+			 const struct stack_profile *p, const char *path);
+int write_memory_folded(FILE *f, const struct trace *t,
+			const struct stack_profile *p);
 int export_off_cpu_folded(const struct trace *t,
 			  const struct stack_profile *p, const char *path);
 int write_off_cpu_folded(FILE *f, const struct trace *t,

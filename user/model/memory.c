@@ -221,7 +221,7 @@ void memory_event(struct trace *t, const struct rf_mem_event *e)
 		.addr = e->hdr.rf_addr, .bytes = e->bytes,
 		.device_type = e->device_type,
 		.device_index = e->device_index, .op_id = -1,
-		.op_name = UINT32_MAX,
+		.op_name = UINT32_MAX, .slot = slot, .weight = 1,
 	};
 
 	t->counts.events++;

@@ -89,6 +89,10 @@ struct mem_change {
 	uint64_t live, total_allocated, total_reserved;
 	int64_t op_id;			/* the op charged, -1: none */
 	uint32_t op_name;		/* UINT32_MAX: none */
+	int32_t slot;			/* its slot in trace.ops, -1: none */
+	/* The blocks it stands for: 1, or under byte sampling 1/p of its
+	 * size (memory_sample_weight). */
+	double weight;
 };
 
 /* Blocks still live at the end, grouped by what made them. */

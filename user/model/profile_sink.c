@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
+#include <math.h>
 #include <string.h>
 #include "profile_sink.h"
 
@@ -62,10 +63,46 @@ static void ops_on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 	profile_add_gpu(ctx, t, g);
 }
 
+/* --memory: a block made goes to the stack of the op that made it (or
+ * under "[no op]"), weighed as the blocks it stands for. */
+void profile_add_alloc(struct stack_profile *p, struct trace *t,
+		       const struct mem_change *c)
+{
+	static const char none[] = "[no op]";
+	uint32_t depth = 1, marker;
+	const uint32_t *frames = &marker;
+	long th = trace_thread_index(t, c->tid);
+	struct stack_values v = {
+		.alloc_blocks = (uint64_t)llround(c->weight),
+		.alloc_bytes = (uint64_t)llround(c->weight * (double)c->bytes),
+	};
+	struct stack_key key = {
+		.pid = c->pid, .tid = c->tid,
+		.thread_name = th >= 0 ? t->threads[th].comm_name : UINT32_MAX,
+	};
+
+	if (c->bytes <= 0)
+		return;
+	if (c->slot >= 0)
+		frames = trace_frames(t, (uint32_t)c->slot, &depth);
+	else
+		marker = names_intern(&t->names, none, sizeof(none) - 1);
+	key.frames = frames;
+	key.depth = depth;
+	if (stack_profile_add(p, &key, &v))
+		t->counts.oom++;
+}
+
+static void ops_on_memory(void *ctx, struct trace *t,
+			  const struct mem_change *c)
+{
+	profile_add_alloc(ctx, t, c);
+}
+
 struct trace_sink profile_sink_ops(struct stack_profile *p)
 {
 	return (struct trace_sink){ .op = ops_on_op, .gpu = ops_on_gpu,
-				    .ctx = p };
+				    .memory = ops_on_memory, .ctx = p };
 }
 
 /* Why a record hangs under no op: its launch was never seen, it ran

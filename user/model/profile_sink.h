@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Trace sinks that feed stack profiles: one with every closed op's self
- * time and GPU time by op stack (folded stacks, pprof), one with GPU time
+ * time, GPU time and (--memory) the blocks it made by op stack (folded
+ * stacks, pprof), one with GPU time
  * by op stack and kernel (--gpu-folded), where the last frame is the
  * kernel (or copy) and a stack with no op names why there is none.
  */
@@ -21,6 +22,10 @@ void profile_add_op_part(struct stack_profile *p, struct trace *t,
 			 const struct closed_op *c, uint64_t calls);
 void profile_add_gpu(struct stack_profile *p, struct trace *t,
 		     const struct gpu_done *g);
+/* --memory: a block made, to its op stack's alloc_blocks/alloc_bytes
+ * (what the ops sink does with each allocation). */
+void profile_add_alloc(struct stack_profile *p, struct trace *t,
+		       const struct mem_change *c);
 struct trace_sink profile_sink_gpu_kernels(struct stack_profile *p);
 
 #endif

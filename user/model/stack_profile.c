@@ -125,6 +125,8 @@ static void add_values(struct stack_values *to, const struct stack_values *v)
 	to->self_ns += v->self_ns;
 	to->gpu_ns += v->gpu_ns;
 	to->off_cpu_ns += v->off_cpu_ns;
+	to->alloc_blocks += v->alloc_blocks;
+	to->alloc_bytes += v->alloc_bytes;
 }
 
 void stack_profile_init(struct stack_profile *p)

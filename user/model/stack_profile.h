@@ -34,6 +34,10 @@ struct stack_values {
 	uint64_t gpu_ns;	/* GPU activity launched directly by them */
 	uint64_t off_cpu_ns;	/* --off-cpu: their threads off CPU while
 				 * they were the innermost op */
+	/* --memory: blocks made while this was the innermost op stack, and
+	 * their bytes (under byte sampling, each sample weighed as the
+	 * blocks it stands for: memory.h). */
+	uint64_t alloc_blocks, alloc_bytes;
 };
 
 struct stack_row {

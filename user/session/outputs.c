@@ -80,7 +80,8 @@ int outputs_start(struct outputs *o, struct trace *t,
 		s = aggregate_sink(&o->grouped);
 		trace_add_sink(t, &s);
 	}
-	if (opt->folded_path || opt->off_cpu_folded_path) {
+	if (opt->folded_path || opt->off_cpu_folded_path ||
+	    opt->memory_folded_path) {
 		s = profile_sink_ops(&o->stacks);
 		trace_add_sink(t, &s);
 	}
@@ -101,6 +102,10 @@ int outputs_start(struct outputs *o, struct trace *t,
 	}
 	if (opt->off_cpu_folded_path && creatable(opt->off_cpu_folded_path)) {
 		o->bad_path = opt->off_cpu_folded_path;
+		return -1;
+	}
+	if (opt->memory_folded_path && creatable(opt->memory_folded_path)) {
+		o->bad_path = opt->memory_folded_path;
 		return -1;
 	}
 	if (opt->flight_s && opt->trace_path) {	/* fleet jobs: job_recorder.c */
@@ -311,6 +316,9 @@ int outputs_finish(struct outputs *o, const struct trace *t,
 	if (opt->off_cpu_folded_path &&
 	    export_off_cpu_folded(t, &o->stacks, opt->off_cpu_folded_path))
 		ret = failed(opt->off_cpu_folded_path);
+	if (opt->memory_folded_path &&
+	    export_memory_folded(t, &o->stacks, opt->memory_folded_path))
+		ret = failed(opt->memory_folded_path);
 	if (opt->gpu_folded_path && !t->gpu.counts.agent_seen)
 		fprintf(stderr, "rfbpf: %s has no GPU frames: the target never "
 			"loaded the CUPTI agent (run it with "
