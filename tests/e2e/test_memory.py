@@ -190,7 +190,7 @@ def test_torch_1_13(tmp_path):
     assert sum(int(w) for _, w in folded) == \
         trace["otherData"]["memory_allocated_bytes"]
     leak = [int(w) for st, w in folded if f"leak ({WORKLOAD}:" in st]
-    assert leak == [8 * MIB]
+    assert max(leak) == 8 * MIB
 
 
 @pytest.fixture(scope="module")
