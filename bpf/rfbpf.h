@@ -131,6 +131,8 @@ enum rf_counter {
 					 * the attach (or on no range) */
 	RF_CNT_MEM_ALLOCS,		/* --memory: allocations seen */
 	RF_CNT_MEM_FREES,		/* ... and frees */
+	RF_CNT_MEM_SAMPLED_FULL,	/* byte sampling: a sampled block not
+					 * sent, its address table full */
 	RF_CNT_NR,
 };
 
@@ -471,6 +473,32 @@ enum rf_mem_source {
 /* c10::DeviceType values rfbpf names (c10/core/DeviceType.h). */
 #define RF_DEVICE_CPU 0
 #define RF_DEVICE_CUDA 1
+
+/*
+ * Byte sampling (mem_sample_bytes > 0, fleet mode): each thread counts
+ * down the bytes to its next sample point, points falling as a Poisson
+ * process of one per mem_sample_bytes on average, as Go's and tcmalloc's
+ * heap profilers sample. An allocation is sent when a point falls in it
+ * (probability 1 - exp(-size/mean), so one much larger than the mean is
+ * always sent), and the countdown starts again from a fresh exponential
+ * gap: memoryless, so the points past the first in one block do not
+ * matter. A sampled block's address is kept in BPF, and only its free is
+ * sent. The gap is mean * -ln(U), with -ln(U) from a table the loader
+ * fills (RF_MEM_EXP_TABLE_SIZE entries, fixed point with
+ * RF_MEM_EXP_SHIFT fraction bits) indexed by random bits.
+ */
+#define RF_MEM_EXP_TABLE_SIZE 65536
+#define RF_MEM_EXP_SHIFT 16
+/* A gap of table value v at mean bytes: at least 1. */
+#define RF_MEM_GAP(v, mean) \
+	((__s64)(((__u64)(v) * (__u64)(mean)) >> RF_MEM_EXP_SHIFT) + 1)
+/* One block of size bytes against a thread's countdown: true when a
+ * point falls in it (the countdown then takes a new gap). */
+#define RF_MEM_COUNTDOWN(left, size) (((left) -= (__s64)(size)) <= 0)
+/* Sampled blocks BPF keeps the address of, per traced process. */
+#define RF_MEM_SAMPLED_MAX 65536
+/* On a memory record: one sampled by bytes (weigh it). */
+#define RF_F_MEM_SAMPLED	(1u << 3)
 
 struct rf_mem_event {
 	struct rf_event_hdr hdr;

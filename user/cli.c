@@ -69,7 +69,7 @@ enum { OPT_FOLDED = 0x100, OPT_NO_TABLE, OPT_TOP, OPT_SORT, OPT_LIB,
        OPT_PPROF_DIR, OPT_PPROF_KEEP, OPT_PROM_FILE, OPT_LISTEN, OPT_MAX_OPS,
        OPT_CONFIG, OPT_RAW_TIMES, OPT_PYTHON_STACKS, OPT_PYTHON_DEPTH,
        OPT_GROUP_BY, OPT_SHAPES, OPT_OFF_CPU, OPT_TOP_WAKERS, OPT_MEMORY,
-       OPT_MEMORY_FOLDED,
+       OPT_MEMORY_FOLDED, OPT_MEMORY_SAMPLE,
        OPT_OFF_CPU_FOLDED, OPT_NO_GPU_INJECT, OPT_GPU_AGENT, OPT_USAGE,
        OPT_MAN, OPT_STEPS, OPT_FROM_STEP, OPT_STEP_OP, OPT_PER_STEP,
        OPT_FLIGHT_RECORDER, OPT_SLOW_STEP, OPT_TRACE_DIR,
@@ -158,6 +158,11 @@ static const struct argp_option options[] = {
 	  "of the CUDA caching allocator): each op's Self CPU Mem and CPU "
 	  "Mem as profile_memory=True, [memory] events and live bytes in the "
 	  "trace, and the blocks still live at the end (a leak view)", 0 },
+	{ "memory-sample", OPT_MEMORY_SAMPLE, "BYTES", 0,
+	  "With --memory: sample blocks by bytes, one sample point per BYTES "
+	  "allocated on average (Poisson, as Go's heap profiles), weighed "
+	  "so the estimates stay unbiased; 0 records every block (default: "
+	  "0, and 524288 with --continuous)", 0 },
 	{ "memory-folded", OPT_MEMORY_FOLDED, "FILE", 0,
 	  "With --memory: folded op stacks weighted by the bytes allocated "
 	  "while each was the innermost op (an allocation flame graph)", 0 },
@@ -451,9 +456,6 @@ static void check_continuous(struct options *opt)
 		    "one run)", "");
 	else if (opt->deactivate)
 		bad("%s--deactivate and --continuous exclude each other", "");
-	else if (opt->memory)
-		bad("%s--memory is for one run: fleet mode does not record "
-		    "allocations yet", "");
 	else if (opt->sample_prob != 1.0)
 		bad("%s--continuous chooses each job's sampling from --budget:"
 		    " drop --sample", "");
@@ -467,6 +469,10 @@ static void check_continuous(struct options *opt)
 		bad("%s--bursts and --sampled exclude each other (bursts are "
 		    "the default)", "");
 	opt->bursts = !opt->sampled;
+	/* Every block of every job would cost the daemon's budget: a
+	 * sample per 512 KiB, as Go's heap profiles default to. */
+	if (opt->memory && !opt->memory_sample_set)
+		opt->memory_sample_bytes = 512 * 1024;
 }
 
 static const struct argp argp;
@@ -611,6 +617,12 @@ static bool parse_tracing_arg(int key, char *arg, struct options *opt)
 	case OPT_OFF_CPU: opt->off_cpu = true; break;
 	case OPT_MEMORY: opt->memory = true; break;
 	case OPT_MEMORY_FOLDED: opt->memory_folded_path = arg; break;
+	case OPT_MEMORY_SAMPLE:
+		opt->memory_sample_bytes = (uint64_t)parse_long(arg, 0,
+			1l << 40, "--memory-sample",
+			"expected bytes from 0 (every block) to 2^40");
+		opt->memory_sample_set = true;
+		break;
 	case OPT_PYTHON_DEPTH:
 		opt->python_depth = parse_long(arg, 1, RF_PY_MAX_FRAMES,
 					       "--python-depth",
@@ -723,6 +735,8 @@ static void check_one_shot_options(const struct options *opt)
 		bad("%s--off-cpu-folded needs --off-cpu", "");
 	if (opt->memory_folded_path && !opt->memory)
 		bad("%s--memory-folded needs --memory", "");
+	if (opt->memory_sample_set && !opt->memory)
+		bad("%s--memory-sample needs --memory", "");
 	/* An allocation is charged to the op open on its thread: under a
 	 * sampler that may be an op around the one that made it. */
 	if (opt->memory && (opt->sample_prob != 1.0 || opt->tree_prob != 1.0))

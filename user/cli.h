@@ -50,6 +50,8 @@ struct options {
 				 * input dims */
 	bool off_cpu;		/* --off-cpu: threads off CPU, per op */
 	bool memory;		/* --memory: allocations per op */
+	uint64_t memory_sample_bytes;	/* --memory-sample (0: every block) */
+	bool memory_sample_set;
 	unsigned top_wakers;	/* --top-wakers N (0: none) */
 	/* Training steps (model/steps.h). */
 	unsigned long steps;	/* --steps N: N whole steps, then stop */

@@ -240,6 +240,19 @@ int probes_attach_nvtx(struct probes *p, pid_t pid, const char *path,
 				      pop_off, "NVTX pop", verbose);
 }
 
+int probes_set_memory_sampling(struct probes *p, uint64_t mean)
+{
+	int fd = bpf_map__fd(p->skel->maps.mem_exp);
+	static uint32_t table[RF_MEM_EXP_TABLE_SIZE];
+
+	memory_exp_table(table, RF_MEM_EXP_TABLE_SIZE);
+	for (__u32 i = 0; mean && i < RF_MEM_EXP_TABLE_SIZE; i++)
+		if (bpf_map_update_elem(fd, &i, &table[i], BPF_ANY))
+			return -errno;
+	p->skel->bss->mem_sample_bytes = mean;
+	return 0;
+}
+
 int probes_attach_memory(struct probes *p, pid_t pid, const char *path,
 			 const uint64_t off[PROBES_MEM_NR], bool verbose)
 {
@@ -613,6 +626,8 @@ void probes_read_counters(const struct probes *p, struct counts *c)
 			c->mem_alloc_hits = sum;
 		else if (slot == RF_CNT_MEM_FREES)
 			c->mem_free_hits = sum;
+		else if (slot == RF_CNT_MEM_SAMPLED_FULL)
+			c->mem_sampled_full = sum;
 	}
 	free(vals);
 }

@@ -94,6 +94,9 @@ int probes_attach_nvtx(struct probes *p, pid_t pid, const char *path,
  * only. Returns how many were attached, or -errno. */
 int probes_attach_memory(struct probes *p, pid_t pid, const char *path,
 			 const uint64_t off[PROBES_MEM_NR], bool verbose);
+/* --memory's byte sampling: a sample point per mean bytes on average
+ * (bpf/rfbpf.h), before the probes are attached; 0 or -errno. */
+int probes_set_memory_sampling(struct probes *p, uint64_t mean);
 void probes_set_cupti_yield(struct probes *p, uint32_t sig, uint64_t handler);
 int probes_attach_cupti_watch(struct probes *p, pid_t pid, const char *path,
 			      const uint64_t *offs, int n, bool verbose);

@@ -473,6 +473,8 @@ static void write_feature_counts(FILE *f, const struct trace *t)
 		COUNT("memory_blocks_whose_free_was_lost", m->replaced);
 		COUNT("memory_allocator_hits", c->mem_alloc_hits);
 		COUNT("memory_free_hits", c->mem_free_hits);
+		COUNT("memory_sample_bytes", t->mem.sample_bytes);
+		COUNT("memory_sampled_blocks_not_sent", c->mem_sampled_full);
 	}
 	if (t->inputs.nr_dtypes) {
 		COUNT("input_records", c->inputs_records);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /* Allocations and frees charged to ops: see memory.h. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,23 @@ static uint64_t block_key(uint32_t pid, int8_t type, uint64_t addr)
 {
 	return addr ^ ((uint64_t)(pid & 0x7fff) << 48) ^
 	       ((uint64_t)(type != RF_DEVICE_CPU) << 63);
+}
+
+double memory_sample_weight(uint64_t size, uint64_t mean)
+{
+	double p;
+
+	if (!mean || !size)
+		return 1;
+	p = -expm1(-(double)size / (double)mean);
+	return p > 0 ? 1 / p : 1;
+}
+
+void memory_exp_table(uint32_t *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		v[i] = (uint32_t)llround(-log((i + 0.5) / (double)n) *
+					 (double)(1u << RF_MEM_EXP_SHIFT));
 }
 
 const char *memory_device_name(int8_t type)
@@ -135,7 +153,7 @@ static void made(struct trace *t, struct mem_change *c, int32_t slot)
 		.bytes = (uint64_t)c->bytes, .ts_ns = c->ts_ns,
 		.op_name = UINT32_MAX, .scope_name = enclosing_scope(t, slot),
 		.py_frame = UINT32_MAX, .tid = c->tid,
-		.device_type = c->device_type,
+		.device_type = c->device_type, .weight = c->weight,
 		.device_index = c->device_index,
 	};
 	if (slot >= 0) {
@@ -158,28 +176,38 @@ static bool freed(struct trace *t, struct mem_change *c)
 	i = (uint32_t)(*at - 1);
 	if (!c->bytes)
 		c->bytes = -(int64_t)m->blocks[i].bytes;
+	c->weight = m->blocks[i].weight;
 	drop_block(m, i);
 	u64map_del(&m->live, key);
 	return true;
+}
+
+/* What a record stands for, in bytes (itself, or under byte sampling
+ * the bytes of the blocks it stands for). */
+static int64_t weighed(const struct mem_change *c)
+{
+	return c->weight == 1 ? c->bytes :
+	       (int64_t)llround(c->weight * (double)c->bytes);
 }
 
 static void charge(struct trace *t, const struct mem_change *c, int32_t slot)
 {
 	struct memory *m = &t->mem;
 	int where = c->device_type == RF_DEVICE_CPU ? MEM_CPU : MEM_DEVICE;
+	int64_t b = weighed(c);
 
-	if (c->bytes > 0) {
+	if (b > 0) {
 		m->counts.allocs++;
-		m->counts.alloc_bytes += (uint64_t)c->bytes;
+		m->counts.alloc_bytes += (uint64_t)b;
 	} else {
 		m->counts.frees++;
-		m->counts.free_bytes += (uint64_t)-c->bytes;
+		m->counts.free_bytes += (uint64_t)-b;
 	}
 	if (slot >= 0)
-		t->ops[slot].mem[where] += c->bytes;
-	else if (c->bytes > 0) {
+		t->ops[slot].mem[where] += b;
+	else if (b > 0) {
 		m->counts.outside_ops++;
-		m->counts.outside_ops_bytes += (uint64_t)c->bytes;
+		m->counts.outside_ops_bytes += (uint64_t)b;
 	}
 }
 
@@ -193,7 +221,7 @@ static void account(struct memory *m, struct mem_change *c,
 
 	if (!d)
 		return;
-	d->live += (uint64_t)c->bytes;	/* wraps back for a free */
+	d->live += (uint64_t)weighed(c);	/* wraps back for a free */
 	if (d->live > d->peak)
 		d->peak = d->live;
 	if (e->hdr.variant == RF_MEM_DEVICE) {
@@ -223,6 +251,10 @@ void memory_event(struct trace *t, const struct rf_mem_event *e)
 		.device_index = e->device_index, .op_id = -1,
 		.op_name = UINT32_MAX, .slot = slot, .weight = 1,
 	};
+
+	if (e->hdr.flags & RF_F_MEM_SAMPLED)
+		c.weight = memory_sample_weight((uint64_t)llabs(e->bytes),
+						t->mem.sample_bytes);
 
 	t->counts.events++;
 	if (!t->mem.on || !c.addr)
@@ -308,8 +340,10 @@ long memory_leaks(const struct trace *t, struct mem_leak **out)
 				goto oom;
 			gi = u64map_get(&at, h | 1);
 		}
-		g[*gi - 1].bytes += b->bytes;
-		g[*gi - 1].blocks++;
+		/* Under byte sampling, the blocks each one stands for. */
+		g[*gi - 1].bytes += (uint64_t)llround(b->weight *
+						      (double)b->bytes);
+		g[*gi - 1].blocks += (uint64_t)llround(b->weight);
 		if (b->ts_ns < g[*gi - 1].oldest_ns)
 			g[*gi - 1].oldest_ns = b->ts_ns;
 	}
@@ -324,17 +358,29 @@ oom:
 	return -1;
 }
 
-bool memory_note(const struct memory *m, char *buf, size_t len)
+bool memory_note(const struct trace *t, char *buf, size_t len)
 {
+	const struct memory *m = &t->mem;
 	const struct mem_counts *c = &m->counts;
-	char made[32], gone[32], out[32];
+	char made[32], gone[32], out[32], mean[32];
+	int n = 0;
 
 	if (!m->on)
 		return false;
+	if (m->sample_bytes) {
+		memory_format((int64_t)m->sample_bytes, mean, sizeof(mean));
+		n = snprintf(buf, len, "sampled by bytes, a point per %s on "
+			     "average: records and estimated bytes; %llu "
+			     "sampled blocks not sent (BPF's table of them "
+			     "full); ", mean, (unsigned long long)
+			     t->counts.mem_sampled_full);
+		if (n < 0 || (size_t)n >= len)
+			n = 0;
+	}
 	memory_format((int64_t)c->alloc_bytes, made, sizeof(made));
 	memory_format((int64_t)c->free_bytes, gone, sizeof(gone));
 	memory_format((int64_t)c->outside_ops_bytes, out, sizeof(out));
-	snprintf(buf, len, "%llu allocations (%s) and %llu frees (%s) "
+	snprintf(buf + n, len - n, "%llu allocations (%s) and %llu frees (%s) "
 		 "charged; %llu frees of blocks made before tracing, not "
 		 "charged; %llu allocations (%s) with no op open; %llu blocks "
 		 "whose free was lost",

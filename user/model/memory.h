@@ -41,6 +41,7 @@ struct mem_block {		/* a live block made while traced */
 	uint32_t tid;
 	int8_t device_type, device_index;
 	uint32_t next_free;	/* free-list link while unused */
+	double weight;		/* blocks it stands for (byte sampling) */
 };
 
 #define MEM_MAX_DEVICES 16
@@ -56,6 +57,8 @@ struct mem_device {
 
 struct mem_counts {
 	uint64_t allocs, frees;		/* records charged */
+	/* Their bytes (estimates under byte sampling: each record weighed
+	 * as the blocks it stands for). */
 	uint64_t alloc_bytes, free_bytes;
 	/* Frees of blocks made before tracing began (or whose record was
 	 * lost): not charged, as torch.profiler leaves them out. */
@@ -69,6 +72,9 @@ struct mem_counts {
 
 struct memory {
 	bool on;			/* --memory */
+	/* Byte sampling: one sample point per this many bytes on average
+	 * (0: every block is recorded). */
+	uint64_t sample_bytes;
 	struct mem_block *blocks;
 	size_t nr_blocks, cap_blocks;
 	uint32_t free_head;		/* UINT32_MAX: none */
@@ -103,6 +109,15 @@ struct mem_leak {
 	uint64_t oldest_ns;
 };
 
+/* Byte sampling's estimator: a block of size bytes is sampled with
+ * probability p = 1 - exp(-size/mean), so it stands for 1/p blocks and
+ * size/p bytes (Horvitz-Thompson, as Go's pprof scales heap samples):
+ * unbiased, whatever the mix of sizes. 1 without sampling. */
+double memory_sample_weight(uint64_t size, uint64_t mean);
+/* The table BPF draws its gaps from: -ln(U) in fixed point, U the
+ * midpoint of each of n equal slices of (0, 1). */
+void memory_exp_table(uint32_t *v, size_t n);
+
 struct trace;
 /* A --memory record: charged, paired, handed to the sinks. */
 void memory_event(struct trace *t, const struct rf_mem_event *e);
@@ -119,7 +134,7 @@ const char *memory_device_name(int8_t type);
 void memory_format(int64_t bytes, char *buf, size_t len);
 /* A line on what was seen and what could not be paired (false when
  * --memory is off), with the same wording in every output. */
-bool memory_note(const struct memory *m, char *buf, size_t len);
+bool memory_note(const struct trace *t, char *buf, size_t len);
 void memory_free(struct memory *m);
 
 #endif

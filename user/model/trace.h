@@ -163,6 +163,8 @@ struct counts {
 	uint64_t wakes;			/* by a traced thread */
 	uint64_t wakes_in_ops;		/* of those, by one in an op */
 	uint64_t mem_alloc_hits, mem_free_hits;	/* --memory, from BPF */
+	uint64_t mem_sampled_full;	/* ... sampled blocks not sent: BPF's
+					 * table of them was full */
 };
 
 /* An op that has just closed, as the consumers see it; valid only during

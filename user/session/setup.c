@@ -124,6 +124,12 @@ static int start_memory(struct session *s, const char *torch_path)
 				   "(%s): this PyTorch build's CPU allocator "
 				   "cannot be traced", path, n < 0 ?
 				   elf_symbols_strerror(n) : "not exported");
+	if (s->opt->memory_sample_bytes &&
+	    (n = probes_set_memory_sampling(&s->probes,
+					    s->opt->memory_sample_bytes)))
+		return setup_error(s, "--memory: cannot fill the sampler's "
+				   "table: %s", strerror(-n));
+	s->trace.mem.sample_bytes = s->opt->memory_sample_bytes;
 	n = probes_attach_memory(&s->probes, s->pid, path, off,
 				 s->opt->verbose);
 	if (n < 0)
