@@ -24,6 +24,9 @@ its own so its Python line is known.
                 (no GPU: the addresses are made up, nothing is touched)
   --hold        after them, print "done" and sleep until killed, so the
                 kept tensors are live when tracing stops
+  --forever     iterate until killed (after "ready"), 20 ms apart
+  --grow        with --forever: each iteration also keeps 64 KiB more
+                (a grow scope), and prints "grown N" (blocks kept)
 """
 import argparse
 import json
@@ -125,6 +128,8 @@ def main():
     ap.add_argument("--wait", action="store_true")
     ap.add_argument("--device", action="store_true")
     ap.add_argument("--hold", action="store_true")
+    ap.add_argument("--forever", action="store_true")
+    ap.add_argument("--grow", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
     helper = threading.Thread(target=freer, name="freer", daemon=True)
@@ -133,6 +138,17 @@ def main():
     for _ in range(n):
         old.append(torch.zeros(512 * 1024))   # 2 MiB each, made first
     report = device_reporter() if args.device else None
+    if args.forever:
+        print("ready", flush=True)
+        i = 0
+        while True:
+            iteration(i)
+            if args.grow:
+                with record_function("grow"):
+                    kept.append(torch.zeros(16 * 1024))
+                print("grown", i + 1, flush=True)
+            i += 1
+            time.sleep(0.02)
     if args.wait:
         print("ready", flush=True)
         sys.stdin.readline()

@@ -60,8 +60,11 @@ typedef Perftools__Profiles__Function pb_function;
  * marker profile_sink.c gives GPU kernels launched outside any op. */
 #define OUTSIDE_ANY_OP "[outside any op]"
 
+/* --memory adds Go's heap profile types, so Parca, Pyroscope and pprof
+ * read them as they read a Go heap profile. */
 enum sample_type { TYPE_CALLS, TYPE_SELF_CPU, TYPE_GPU, TYPE_OFF_CPU,
-		   TYPES_MAX };
+		   TYPE_ALLOC_OBJECTS, TYPE_ALLOC_SPACE, TYPE_INUSE_OBJECTS,
+		   TYPE_INUSE_SPACE, TYPES_MAX };
 
 /* One op name: its function, its location, the location's single line. */
 struct op_frame {
@@ -174,6 +177,14 @@ static void intern_fixed(struct builder *b)
 	set_value_type(&b->types[TYPE_SELF_CPU], intern(b, "self_cpu"), ns);
 	set_value_type(&b->types[TYPE_GPU], intern(b, "gpu"), ns);
 	set_value_type(&b->types[TYPE_OFF_CPU], intern(b, "off_cpu"), ns);
+	set_value_type(&b->types[TYPE_ALLOC_OBJECTS], intern(b, "alloc_objects"),
+		       intern(b, "count"));
+	set_value_type(&b->types[TYPE_ALLOC_SPACE], intern(b, "alloc_space"),
+		       intern(b, "bytes"));
+	set_value_type(&b->types[TYPE_INUSE_OBJECTS], intern(b, "inuse_objects"),
+		       intern(b, "count"));
+	set_value_type(&b->types[TYPE_INUSE_SPACE], intern(b, "inuse_space"),
+		       intern(b, "bytes"));
 	set_value_type(&b->period_type, intern(b, "cpu"), ns);
 	b->default_type = b->types[TYPE_SELF_CPU].type;
 	b->keys = (struct label_keys){
@@ -203,6 +214,9 @@ static int builder_init(struct builder *b, const struct stack_profile *p,
 		b->order[b->nr_types++] = TYPE_GPU;
 	if (m->off_cpu)
 		b->order[b->nr_types++] = TYPE_OFF_CPU;
+	for (int k = TYPE_ALLOC_OBJECTS; m->memory && k <= TYPE_INUSE_SPACE;
+	     k++)
+		b->order[b->nr_types++] = k;
 	for (size_t i = 0; i < b->nr_types; i++)
 		b->type_ptrs[i] = &b->types[b->order[i]];
 	for (size_t i = 0; i < rows; i++)
@@ -391,6 +405,10 @@ static void add_sample(struct builder *b, const struct stack_row *r)
 		[TYPE_SELF_CPU] = scaled(r->v.self_ns, scale),
 		[TYPE_GPU] = scaled(r->v.gpu_ns, scale),
 		[TYPE_OFF_CPU] = scaled(r->v.off_cpu_ns, scale),
+		[TYPE_ALLOC_OBJECTS] = scaled(r->v.alloc_blocks, scale),
+		[TYPE_ALLOC_SPACE] = scaled(r->v.alloc_bytes, scale),
+		[TYPE_INUSE_OBJECTS] = scaled(r->v.inuse_blocks, scale),
+		[TYPE_INUSE_SPACE] = scaled(r->v.inuse_bytes, scale),
 	};
 	int64_t v[TYPES_MAX];
 	bool any = false;

@@ -43,6 +43,8 @@ struct pprof_meta {
 	double scale;
 	bool gpu;		/* add the "gpu" sample type */
 	bool off_cpu;		/* add "off_cpu" (--off-cpu) */
+	bool memory;		/* add alloc_objects, alloc_space,
+				 * inuse_objects, inuse_space (--memory) */
 	const char *comment;	/* which estimator fed the values; may be NULL */
 	/* The labels of pid. NULL, or returning NULL: a pid label only. */
 	const struct pprof_process *(*process)(void *ctx, uint32_t pid);

@@ -35,6 +35,10 @@
  * bench/off_cpu_cost.py's program run times and the loader's per-event
  * cost, on the high side. */
 #define BUDGET_OFF_CPU_NS_PER_SWITCH 1000.0
+/* --memory: what one allocator probe hit costs the job (an int3 uprobe
+ * and, when sampled, a record). bench/memory_cost.py measured 2.07 us
+ * for an allocation and its free together on this VM. */
+#define BUDGET_MEMORY_NS_PER_HIT 1000.0
 /* Sampling never goes below this: RecordFunction's sampler needs p > 0,
  * and below it a job's counts would rest on a handful of ops. */
 #define BUDGET_MIN_PROB 1e-5

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <math.h>
+#include <string.h>
 #include <stdio.h>
 #include "fleet/fleet_collectives.h"
 #include "fleet/fleet_metrics.h"
@@ -221,6 +222,55 @@ static void python_stacks(struct prom_buf *b, struct job *const *jobs,
 /* Which PyTorch each job runs: one daemon traces builds whose
  * RecordFunction differs (its before() overloads, its layouts), each by
  * its own library's symbols. */
+/* --memory: what each job's allocators gave (estimated from the byte
+ * samples) and each device's live bytes. */
+static void memory(struct prom_buf *b, struct job *const *jobs, size_t nr)
+{
+	static const char *const alloc = "rfbpf_job_alloc_bytes_total";
+	static const char *const live = "rfbpf_job_live_bytes";
+	bool any = false;
+
+	for (size_t i = 0; i < nr; i++)
+		any |= jobs[i]->s.trace.mem.on;
+	if (!any)
+		return;
+	prom_family(b, alloc, "counter", "Estimated bytes PyTorch's "
+		    "allocators gave the job since rfbpf traced it, op or "
+		    "not (--memory: every byte-sampled block weighed "
+		    "1/(1-exp(-size/mean)))");
+	for (size_t i = 0; i < nr; i++) {
+		struct prom_label l[JOB_LABELS];
+		char pid[16];
+
+		if (!jobs[i]->s.trace.mem.on)
+			continue;
+		job_labels(jobs[i], l, pid, sizeof(pid));
+		prom_sample(b, alloc, l, JOB_LABELS,
+			    jobs[i]->s.trace.mem.counts.alloc_bytes);
+	}
+	prom_family(b, live, "gauge", "Estimated bytes live on each device "
+		    "of what the job's allocators gave since rfbpf traced it "
+		    "(blocks made before are not seen)");
+	for (size_t i = 0; i < nr; i++) {
+		const struct memory *m = &jobs[i]->s.trace.mem;
+		struct prom_label l[JOB_LABELS + 1];
+		char pid[16], dev[32];
+
+		job_labels(jobs[i], l, pid, sizeof(pid));
+		for (int d = 0; m->on && d < m->nr_devices; d++) {
+			snprintf(dev, sizeof(dev), "%s", memory_device_name(
+				 m->devices[d].type));
+			if (m->devices[d].index >= 0)
+				snprintf(dev + strlen(dev),
+					 sizeof(dev) - strlen(dev), ":%d",
+					 m->devices[d].index);
+			l[JOB_LABELS] = (struct prom_label){ "device", dev };
+			prom_sample(b, live, l, JOB_LABELS + 1,
+				    (double)(int64_t)m->devices[d].live);
+		}
+	}
+}
+
 static void torch_build(struct prom_buf *b, struct job *const *jobs,
 			size_t nr)
 {
@@ -314,6 +364,7 @@ struct op_family {
 	double (*value)(const struct job_op *r);
 	bool bursts_only;	/* only jobs traced with --bursts have it */
 	bool gpu_only;		/* only jobs with the CUPTI agent have it */
+	bool memory_only;	/* only jobs traced with --memory have it */
 };
 
 static double v_calls(const struct job_op *r) { return r->calls; }
@@ -321,6 +372,7 @@ static double v_total(const struct job_op *r) { return r->total_s; }
 static double v_self(const struct job_op *r) { return r->self_s; }
 static double v_self_se(const struct job_op *r) { return sqrt(r->self_var); }
 static double v_gpu_wait(const struct job_op *r) { return r->gpu_wait_s; }
+static double v_alloc(const struct job_op *r) { return r->alloc_bytes; }
 
 static const struct op_family op_families[] = {
 	{ "rfbpf_op_calls_total", "counter",
@@ -328,7 +380,7 @@ static const struct op_family op_families[] = {
 	  "a traced burst's measured part scaled by (stratum/part) (K/K_t) "
 	  "(each interval has K strata, one burst at a random moment of "
 	  "each, a random K_t of them traced, the others only counting); "
-	  "with --sampled, sampled ops scaled by 1/p", v_calls, false, false },
+	  "with --sampled, sampled ops scaled by 1/p", v_calls, false, false, false },
 	{ "rfbpf_op_calls_stderr", "gauge",
 	  "Standard error of rfbpf_op_calls_total: in bursts, the square "
 	  "root of the sum over intervals of K_t w^2/(K_t-1) (sum y_k^2 - "
@@ -336,40 +388,45 @@ static const struct op_family op_families[] = {
 	  "burst k, w its weight (docs/fleet.md); with --sampled, from the "
 	  "sampled ops' 1/p "
 	  "weights (square root of the sum of w(w-1), w = 1/p)",
-	  job_op_calls_se, false, false },
+	  job_op_calls_se, false, false, false },
 	{ "rfbpf_op_seconds_total", "counter",
 	  "Estimated inclusive time of the op's calls, weighed as "
-	  "rfbpf_op_calls_total", v_total, false, false },
+	  "rfbpf_op_calls_total", v_total, false, false, false },
 	{ "rfbpf_op_seconds_stderr", "gauge",
 	  "Standard error of rfbpf_op_seconds_total: in bursts as "
 	  "rfbpf_op_calls_stderr, y_k in seconds; with --sampled, from the "
 	  "sampled ops' 1/p weights (square root of the sum of w(w-1)d^2, "
-	  "w = 1/p, d the duration in seconds)", job_op_seconds_se, false,
-	  false },
+	  "w = 1/p, d the duration in seconds)", job_op_seconds_se, false, false, false },
 	{ "rfbpf_op_self_seconds_total", "counter",
 	  "Estimated self time of the op: self time inside the bursts' "
 	  "measured parts (with --sampled, one full-trace window per span at "
 	  "a random moment), scaled by the span over the time measured; no "
 	  "standard error with --sampled: one window stands for each span, "
 	  "and a single cluster gives no variance estimate",
-	  v_self, false, false },
+	  v_self, false, false, false },
 	{ "rfbpf_op_self_seconds_stderr", "gauge",
 	  "Standard error of rfbpf_op_self_seconds_total, in bursts only "
 	  "(--sampled's one window per span gives no estimate): as "
 	  "rfbpf_op_calls_stderr, y_k the op's self seconds in burst k and w "
-	  "the scaling of the self time", v_self_se, true, false },
+	  "the scaling of the self time", v_self_se, true, false, false },
 	{ "rfbpf_op_gpu_wait_seconds_total", "counter",
 	  "Estimated time the op's calls spent in CUDA synchronize calls "
 	  "(stream, event, context, device; their own or in ops nested in "
 	  "them), weighed as rfbpf_op_seconds_total; jobs with rfbpf's CUPTI "
-	  "agent, in bursts only", v_gpu_wait, true, true },
+	  "agent, in bursts only", v_gpu_wait, true, true, false },
+	{ "rfbpf_op_alloc_bytes_total", "counter",
+	  "Estimated bytes PyTorch's allocators gave while the op was the "
+	  "innermost op on its thread (--memory): byte-sampled blocks "
+	  "weighed 1/(1-exp(-size/mean)), those made in a traced burst's "
+	  "measured part then weighed as rfbpf_op_calls_total; in bursts "
+	  "only", v_alloc, true, false, true },
 };
 
 /* Calls each job's op series with its labels (pid, process, container,
  * op), every series with calls. */
 static void each_op(struct prom_buf *b, struct job *const *jobs, size_t nr,
 		    const void *ctx,
-		    bool bursts_only, bool gpu_only,
+		    const struct op_family *only,
 		    void (*fn)(struct prom_buf *b, const struct prom_label *l,
 			       const struct job_op *r, const void *ctx))
 {
@@ -378,8 +435,10 @@ static void each_op(struct prom_buf *b, struct job *const *jobs, size_t nr,
 		struct prom_label l[JOB_LABELS + 1];
 		char pid[16];
 
-		if ((bursts_only && !j->bursts) ||
-		    (gpu_only && !j->s.trace.gpu.counts.agent_seen))
+		if (only && ((only->bursts_only && !j->bursts) ||
+			     (only->gpu_only &&
+			      !j->s.trace.gpu.counts.agent_seen) ||
+			     (only->memory_only && !j->s.trace.mem.on)))
 			continue;
 		job_labels(j, l, pid, sizeof(pid));
 		for (size_t o = 0; o < j->nr_ops; o++) {
@@ -423,14 +482,13 @@ static void per_op(struct prom_buf *b, struct job *const *jobs, size_t nr)
 		const struct op_family *of = &op_families[f];
 
 		prom_family(b, of->name, of->type, of->help);
-		each_op(b, jobs, nr, of, of->bursts_only, of->gpu_only,
-			op_sample);
+		each_op(b, jobs, nr, of, of, op_sample);
 	}
 	for (int k = 0; k < AGG_LATENCY_BUCKETS - 1; k++)
 		bounds[k] = agg_latency_bounds_s[k];
 	prom_family(b, "rfbpf_op_duration_seconds", "histogram", "Estimated "
 		    "durations of the op's calls (sampled ops scaled by 1/p)");
-	each_op(b, jobs, nr, bounds, false, false, op_histogram);
+	each_op(b, jobs, nr, bounds, NULL, op_histogram);
 }
 
 static void gauge(struct prom_buf *b, const char *name, const char *type,
@@ -515,6 +573,7 @@ static void job_families(struct prom_buf *b, struct job *const *jobs,
 	python_stacks(b, jobs, nr);
 	input_records(b, jobs, nr);
 	off_cpu(b, jobs, nr);
+	memory(b, jobs, nr);
 	cupti_state(b, jobs, nr);
 	gpu_losses(b, jobs, nr);
 }

@@ -101,6 +101,37 @@ static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
 		job_window_add(j, t, c, self_ns, calls);
 }
 
+/* --memory: a block made. Inside a measured part (--bursts) the op that
+ * made it gets its bytes, weighed as its calls; inside a window its
+ * stack gets them, scaled with the window's stacks. */
+static void on_memory(void *ctx, struct trace *t, const struct mem_change *c)
+{
+	struct job *j = ctx;
+	struct job_op *r;
+	double w;
+
+	if (c->bytes <= 0)
+		return;
+	if (in_window(j, c->ts_ns))
+		profile_add_alloc(&j->window_stacks, t, c);
+	if (!j->bursts || c->op_name == UINT32_MAX)
+		return;
+	w = job_bursts_weight(j, c->ts_ns);
+	r = w > 0 ? job_op_row(j, c->op_name) : NULL;
+	if (r)
+		r->alloc_bytes += w * j->calls_scale * c->weight *
+				  (double)c->bytes;
+}
+
+/* --memory: a block made in a measured part keeps its stack, standing for
+ * what the part does (the in-use profile); --sampled keeps none. */
+static double stack_weight(void *ctx, uint64_t ts)
+{
+	const struct job *j = ctx;
+
+	return j->bursts ? job_bursts_weight(j, ts) : 0;
+}
+
 /* GPU time launched inside a window goes to its stack. */
 static void on_gpu(void *ctx, struct trace *t, const struct gpu_done *g)
 {
@@ -146,6 +177,7 @@ static void free_job(struct job *j)
 	job_recorder_free(j);
 	session_free(&j->s);
 	stack_profile_free(&j->window_stacks);
+	stack_profile_free(&j->inuse_stacks);
 	aggregate_free(&j->window_agg);
 	window_self_free(&j->self);
 	free(j->ops);
@@ -163,7 +195,8 @@ int job_start(struct job *j, const struct torch_process *proc,
 	      size_t len)
 {
 	struct trace_sink sink = { .op = on_op, .gpu = on_gpu,
-				   .gpu_api = on_gpu_api, .ctx = j };
+				   .gpu_api = on_gpu_api, .memory = on_memory,
+				   .ctx = j };
 
 	memset(j, 0, sizeof(*j));
 	j->s.want_control = opt->bursts;
@@ -186,6 +219,7 @@ int job_start(struct job *j, const struct torch_process *proc,
 	 * safe point soon (still importing torch) is tried again later. */
 	j->s.attach_find_ms = 1000;
 	stack_profile_init(&j->window_stacks);
+	stack_profile_init(&j->inuse_stacks);
 	j->window_stacks.by_shapes = opt->shapes;
 	aggregate_init(&j->window_agg);
 	if (session_setup(&j->s, &j->opt)) {
@@ -210,6 +244,8 @@ int job_start(struct job *j, const struct torch_process *proc,
 			proc->pid, strerror(errno));
 	j->s.trace.child_weight = child_weight;
 	j->s.trace.child_weight_ctx = j;
+	j->s.trace.mem.stack_weight = stack_weight;
+	j->s.trace.mem.stack_weight_ctx = j;
 	j->interval_start = now;
 	j->cpu_s_prev = target_cpu_seconds(proc->pid);
 	j->s.start_s = now;

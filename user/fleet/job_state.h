@@ -74,6 +74,9 @@ struct job_op {
 	/* Estimated bytes its calls' tensors held, weighed as calls (its
 	 * input records: collectives', or every op's with --shapes). */
 	double bytes;
+	/* --memory, --bursts: estimated bytes allocated while it was the
+	 * innermost op, weighed as calls (and by byte sampling). */
+	double alloc_bytes;
 };
 enum { BURST_CALLS, BURST_TOTAL, BURST_SELF };
 
@@ -102,6 +105,9 @@ struct job {
 	double search_s;	/* ...and the search for its safe point: a
 				 * window is closed that much early */
 	struct stack_profile window_stacks;	/* the window's stacks */
+	/* --memory: the live blocks that kept a stack, by stack (made anew
+	 * at each interval's end). */
+	struct stack_profile inuse_stacks;
 	struct aggregate window_agg;		/* the window's self times */
 	struct window_self self;	/* ...counted by time (window_self.h) */
 	/* Counters. */
@@ -125,6 +131,8 @@ struct job {
 	uint64_t drops_prev;
 	bool bias_logged;	/* the sampler-bias line was logged */
 	int setup_err;		/* job_start: -errno of a failed activation */
+	uint64_t mem_hits_prev;	/* --memory: BPF's allocator probe hits at
+				 * the last interval's end */
 	uint64_t switches_prev;	/* --off-cpu: BPF's switch count at the
 				 * last interval */
 	double steps_exported;	/* estimated steps at the last export

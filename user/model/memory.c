@@ -122,6 +122,22 @@ static uint32_t context_frame(const struct trace *t, const struct op *o)
 	return n ? l[n - 1] : UINT32_MAX;
 }
 
+/* Its op stack, interned, where memory.stack_weight wants it kept. */
+static void keep_stack(struct trace *t, struct mem_block *b, int32_t slot)
+{
+	struct memory *m = &t->mem;
+	const uint32_t *frames;
+	uint32_t depth = 0;
+	double w = m->stack_weight ?
+		   m->stack_weight(m->stack_weight_ctx, b->ts_ns) : 0;
+
+	if (w <= 0)
+		return;
+	frames = trace_frames(t, (uint32_t)slot, &depth);
+	b->stack = depth ? py_frames_intern(&t->py, frames, depth) : 0;
+	b->stack_w = b->stack ? w : 0;
+}
+
 /* A block made: noted live, with what made it. */
 static void made(struct trace *t, struct mem_change *c, int32_t slot)
 {
@@ -159,6 +175,7 @@ static void made(struct trace *t, struct mem_change *c, int32_t slot)
 	if (slot >= 0) {
 		b->op_name = t->ops[slot].name;
 		b->py_frame = context_frame(t, &t->ops[slot]);
+		keep_stack(t, b, slot);
 	}
 }
 

@@ -42,6 +42,11 @@ struct mem_block {		/* a live block made while traced */
 	int8_t device_type, device_index;
 	uint32_t next_free;	/* free-list link while unused */
 	double weight;		/* blocks it stands for (byte sampling) */
+	/* Its op stack (a stack id interned in trace.py) and what the
+	 * stack's share stands for, when memory.stack_weight gave one (the
+	 * fleet's measured parts); 0: none kept. */
+	uint32_t stack;
+	double stack_w;
 };
 
 #define MEM_MAX_DEVICES 16
@@ -82,6 +87,11 @@ struct memory {
 	struct mem_device devices[MEM_MAX_DEVICES];
 	int nr_devices;
 	struct mem_counts counts;
+	/* Blocks made at ts keep their op stack, standing for this many
+	 * (0: not kept), for in-use profiles by stack (fleet mode: the
+	 * weight of the measured part they were made in). NULL: none. */
+	double (*stack_weight)(void *ctx, uint64_t ts);
+	void *stack_weight_ctx;
 };
 
 /* One allocation or free, as the sinks see it; valid during the call. */

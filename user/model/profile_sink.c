@@ -93,6 +93,35 @@ void profile_add_alloc(struct stack_profile *p, struct trace *t,
 		t->counts.oom++;
 }
 
+void profile_add_inuse(struct stack_profile *p, struct trace *t)
+{
+	const struct memory *m = &t->mem;
+
+	for (size_t i = 0; i < m->nr_blocks; i++) {
+		const struct mem_block *b = &m->blocks[i];
+		double w = b->weight * b->stack_w;
+		long th;
+		struct stack_values v;
+		struct stack_key key;
+
+		if (!b->bytes || !b->stack)
+			continue;
+		th = trace_thread_index(t, b->tid);
+		v = (struct stack_values){
+			.inuse_blocks = (uint64_t)llround(w),
+			.inuse_bytes = (uint64_t)llround(w * (double)b->bytes),
+		};
+		key = (struct stack_key){
+			.pid = trace_pid_of(t, b->tid), .tid = b->tid,
+			.thread_name = th >= 0 ? t->threads[th].comm_name :
+				       UINT32_MAX,
+		};
+		key.frames = py_frames_get(&t->py, b->stack, &key.depth);
+		if (stack_profile_add(p, &key, &v))
+			t->counts.oom++;
+	}
+}
+
 static void ops_on_memory(void *ctx, struct trace *t,
 			  const struct mem_change *c)
 {

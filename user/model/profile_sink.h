@@ -26,6 +26,9 @@ void profile_add_gpu(struct stack_profile *p, struct trace *t,
  * (what the ops sink does with each allocation). */
 void profile_add_alloc(struct stack_profile *p, struct trace *t,
 		       const struct mem_change *c);
+/* --memory: the live blocks that kept their stack (memory.stack_weight),
+ * to their stacks' inuse_blocks/inuse_bytes, weighed. */
+void profile_add_inuse(struct stack_profile *p, struct trace *t);
 struct trace_sink profile_sink_gpu_kernels(struct stack_profile *p);
 
 #endif

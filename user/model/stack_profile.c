@@ -127,6 +127,8 @@ static void add_values(struct stack_values *to, const struct stack_values *v)
 	to->off_cpu_ns += v->off_cpu_ns;
 	to->alloc_blocks += v->alloc_blocks;
 	to->alloc_bytes += v->alloc_bytes;
+	to->inuse_blocks += v->inuse_blocks;
+	to->inuse_bytes += v->inuse_bytes;
 }
 
 void stack_profile_init(struct stack_profile *p)

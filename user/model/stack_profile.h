@@ -38,6 +38,9 @@ struct stack_values {
 	 * their bytes (under byte sampling, each sample weighed as the
 	 * blocks it stands for: memory.h). */
 	uint64_t alloc_blocks, alloc_bytes;
+	/* ... and those of them still live (fleet mode's in-use profile,
+	 * already weighed). */
+	uint64_t inuse_blocks, inuse_bytes;
 };
 
 struct stack_row {
