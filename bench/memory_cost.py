@@ -4,7 +4,7 @@ profile_memory=True, measured in one run.
 
 The alloc workload (bench/timed_workload.py --workload alloc) makes and
 drops one tensor per step: one op (aten::empty), one allocation and one
-free. Five variants run interleaved (A B C D E, A B C D E, ...), each
+free. Seven variants run interleaved (A B C ..., A B C ..., ...), each
 timing its own phase:
 
   untraced
@@ -12,6 +12,8 @@ timing its own phase:
   torch.profiler profile_memory=True  ... and memory
   rfbpf full trace (callback probes)
   rfbpf full trace --memory
+  the same two with entry probes (--probes entry): the allocator probes
+  are the same uprobes on either op probe path
 
 The cost of recording memory is a variant's median less its counterpart
 without memory, per allocation (each step frees what it made, so this is
@@ -34,12 +36,18 @@ VARIANTS = [
     ("rfbpf full trace", "rfbpf", ["--probes", "callback"]),
     ("rfbpf full trace --memory", "rfbpf", ["--probes", "callback",
                                             "--memory"]),
+    ("rfbpf full trace, entry probes", "rfbpf", ["--probes", "entry"]),
+    ("rfbpf full trace, entry probes, --memory", "rfbpf",
+     ["--probes", "entry", "--memory"]),
 ]
 PAIRS = [
     ("torch.profiler: profile_memory=True less without",
      "torch.profiler profile_memory=True", "torch.profiler"),
-    ("rfbpf: --memory less without", "rfbpf full trace --memory",
-     "rfbpf full trace"),
+    ("rfbpf (callback probes): --memory less without",
+     "rfbpf full trace --memory", "rfbpf full trace"),
+    ("rfbpf (entry probes): --memory less without",
+     "rfbpf full trace, entry probes, --memory",
+     "rfbpf full trace, entry probes"),
 ]
 
 

@@ -174,6 +174,12 @@ static void add_sink(struct trace *t, struct trace_sink s)
 		abort();
 }
 
+static double fuzz_stack_weight(void *ctx, uint64_t ts)
+{
+	(void)ctx;
+	return ts & 1 ? 2.5 : 0;
+}
+
 /* The trace and its consumers, as session/setup.c and session/outputs.c make
  * them. */
 static void start(struct trace *t, struct sinks *o, unsigned opt)
@@ -183,6 +189,13 @@ static void start(struct trace *t, struct sinks *o, unsigned opt)
 
 	trace_init(t, 100);
 	t->off_cpu = opt & O_OFF_CPU;
+	/* --memory always (only memory records use it), byte-sampled with
+	 * --sample's bit, keeping stacks for the in-use profile in fleet
+	 * mode. */
+	t->mem.on = true;
+	t->mem.sample_bytes = opt & O_SAMPLED ? 65536 : 0;
+	if (opt & O_FLEET)
+		t->mem.stack_weight = fuzz_stack_weight;
 	if (opt & O_PYTHON)
 		t->py_resolver = resolver;
 	if (opt & O_SHAPES)
@@ -267,7 +280,8 @@ static void write_pprof(const struct trace *t, const struct stack_profile *p,
 	struct pprof_meta m = {
 		.time_nanos = 1, .duration_nanos = 1000000000,
 		.scale = 1 / trace_keep_prob(t), .gpu = gpu,
-		.off_cpu = t->off_cpu, .comment = "fuzz", .py = &t->py,
+		.off_cpu = t->off_cpu, .memory = t->mem.on, .comment = "fuzz",
+		.py = &t->py,
 	};
 	uint8_t *gz = NULL;
 	size_t len = 0;
@@ -296,6 +310,8 @@ static void finish(struct trace *t, struct sinks *o, unsigned opt,
 	write_folded(devnull, t, &o->stacks);
 	write_off_cpu_folded(devnull, t, &o->stacks);
 	write_gpu_folded(devnull, t, &o->gpu_stacks);
+	write_memory_folded(devnull, t, &o->stacks);
+	profile_add_inuse(&o->stacks, t);	/* as the daemon's interval */
 	write_pprof(t, &o->stacks, false);
 	write_pprof(t, &o->gpu_stacks, true);
 	if (opt & O_FLEET) {
@@ -307,6 +323,7 @@ static void finish(struct trace *t, struct sinks *o, unsigned opt,
 	trace_python_note(t, note, sizeof(note));
 	trace_inputs_note(t, note, sizeof(note));
 	trace_off_cpu_note(t, note, sizeof(note));
+	memory_note(t, note, sizeof(note));
 	format_losses(&t->counts, note, sizeof(note));
 }
 

@@ -16,9 +16,11 @@ import sys
 BEFORE, END, THREAD_EXIT, GPU_LAUNCH, GPU_ACTIVITY = 1, 2, 3, 4, 5
 FORK, CUPTI_CALL = 6, 7
 PY_STACK, INPUTS, OFF_CPU, WAKE = 8, 9, 10, 11
+MEMORY = 13
 # fuzz_events.c's option bits
 O_OFF_CPU, O_PYTHON, O_SHAPES, O_SAMPLED = 1, 2, 4, 8
 O_GROUP_STACK, O_GROUP_SHAPES, O_ACTIVATED = 32, 64, 256
+O_FLEET = 1 << 15
 PID = 100
 
 
@@ -88,6 +90,14 @@ def gpu_activity(ts, corr, start, stop, name):
     return hdr(GPU_ACTIVITY, ts, 0, 0) + bytes(act)
 
 
+def mem(ts, tid, addr, nbytes, source=0, flags=0, dev=(0, -1),
+        totals=(0, 0)):
+    """A --memory record (struct rf_mem_event): source 0 a CPU
+    allocation, 1 a CPU free (size 0), 2 a device's report."""
+    return (hdr(MEMORY, ts, addr, tid, variant=source, flags=flags) +
+            struct.pack("<qQQbb6x", nbytes, totals[0], totals[1], *dev))
+
+
 def stream(opt, records):
     out = struct.pack("<H", opt)
     for r in records:
@@ -154,13 +164,35 @@ def session_hooks():
     ])
 
 
+def memory():
+    """--memory: a block made in an op and freed on another thread, one
+    kept, a free of a block made before tracing, a byte-sampled block,
+    and a CUDA device's report; fleet mode keeps stacks."""
+    return stream(O_FLEET, [
+        before(1000, 0xa0, 7, "keep", scope=7),
+        before(1010, 0xb0, 7, "aten::empty"),
+        mem(1011, 7, 0x7000, 4 << 20),
+        mem(1013, 7, 0x8000, 256),
+        end(1020, 0xb0, 7),
+        end(1030, 0xa0, 7),
+        mem(1040, 9, 0x8000, 0, source=1),
+        mem(1050, 9, 0x9000, 0, source=1),          # made before
+        mem(1061, 7, 0xa000, 65536, flags=8),       # byte-sampled
+        before(1070, 0xc0, 7, "cuda_op"),
+        mem(1071, 7, 0x7f0000000000, 1 << 20, source=2, dev=(1, 0),
+            totals=(1 << 20, 2 << 20)),
+        end(1080, 0xc0, 7),
+    ])
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(__file__), "corpus", "events")
     os.makedirs(out, exist_ok=True)
     for name, make in (("nested", nested),
                        ("python_shapes_off_cpu", python_shapes_off_cpu),
-                       ("gpu", gpu), ("session_hooks", session_hooks)):
+                       ("gpu", gpu), ("session_hooks", session_hooks),
+                       ("memory", memory)):
         with open(os.path.join(out, name), "wb") as f:
             f.write(make())
 

@@ -59,7 +59,7 @@ def traced_run(tmp, job_args, injected=True):
         sys.exit(f"the job did not start: {ready}")
     out = os.path.join(tmp, "trace.json")
     r = subprocess.Popen([RFBPF, "-p", str(job.pid), "-o", out, "--top",
-                          "0"], stderr=subprocess.PIPE,
+                          "0", "--memory"], stderr=subprocess.PIPE,
                          stdout=subprocess.DEVNULL, text=True)
     err = []
     for line in r.stderr:               # the agent answered the lease
@@ -214,6 +214,16 @@ def main():
             f"cupti={gpu.get('cupti')}, "
             f"taken_by={gpu.get('cupti_taken_by')}")
         row("job ran every case", not errors, "; ".join(errors) or "yes")
+        stats = {r["name"]: r for r in trace["otherData"].get("op_stats",
+                                                              [])}
+        mem = stats.get("case::cuda_memory", {})
+        dev = [e for e in trace["traceEvents"] if e.get("name") ==
+               "[memory]" and e["args"].get("Device Type") == 1]
+        row("CUDA caching allocator under --memory: 64 MiB kept in its case",
+            mem.get("device_memory_usage") == 64 << 20 and len(dev) >= 200,
+            f"CUDA Mem {mem.get('device_memory_usage')}, self "
+            f"{mem.get('self_device_memory_usage')}; {len(dev)} device "
+            f"[memory] events")
 
         trace, lines, err, _ = traced_run(tmp, ["--profiler-first"])
         gpu = trace["otherData"].get("gpu", {})

@@ -114,8 +114,21 @@ def case_two_devices():
         (a @ a).sum().item()
 
 
+kept = []
+
+
+def case_cuda_memory():
+    """--memory's CUDA path: the caching allocator's reports. 64 MiB kept,
+    100 small blocks made and freed: the case's CUDA Mem is 64 MiB."""
+    kept.append(torch.empty(16 * 1024 * 1024, device="cuda"))
+    for _ in range(100):
+        x = torch.ones(256, device="cuda")
+        del x
+    torch.cuda.synchronize()
+
+
 CASES = [case_kernels, case_copy_pageable, case_copy_pinned, case_memset,
-         case_graph, case_two_streams]
+         case_graph, case_two_streams, case_cuda_memory]
 if ndev >= 2:
     CASES += [case_peer_copy, case_two_devices]
 

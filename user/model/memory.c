@@ -150,10 +150,12 @@ static void made(struct trace *t, struct mem_change *c, int32_t slot)
 	if (old) {		/* its free was lost */
 		struct mem_device *d = memory_device(m, c->device_type,
 						     c->device_index);
+		const struct mem_block *lost = &m->blocks[*old - 1];
 
 		m->counts.replaced++;
 		if (d)
-			d->live -= m->blocks[*old - 1].bytes;
+			d->live -= (uint64_t)llround(lost->weight *
+						     (double)lost->bytes);
 		drop_block(m, (uint32_t)(*old - 1));
 		u64map_del(&m->live, key);
 	}
