@@ -271,8 +271,13 @@ def test_fleet_memory_profiles_and_metrics(tmp_path):
         try:
             d.wait_for(r"traced")
             grown_at_attach = last_grown(job)
+            # The in-use profile holds the blocks made in a burst's
+            # measured part (about 1 in 12 here): wait for a profile
+            # with some of grow's.
             assert wait_until(lambda: len(list(tmp_path.glob(
-                "profile-*.pb.gz"))) >= 4, timeout=90), d.log()
+                "profile-*.pb.gz"))) >= 4 and " grow\n" in pprof_top(
+                    latest(tmp_path), "-sample_index=inuse_space",
+                    "-cum")[1], timeout=120), d.log()
             text = prom.read_text()
             grown = last_grown(job) - grown_at_attach
         finally:
@@ -287,12 +292,9 @@ def test_fleet_memory_profiles_and_metrics(tmp_path):
     total = metric(text, "rfbpf_job_alloc_bytes_total", pid=job.pid)
     empty = metric(text, "rfbpf_op_alloc_bytes_total", pid=job.pid,
                    op="aten::empty")
-    # The op's estimate comes from its blocks made in 8 ms bursts, where
-    # the job's 4 MiB block comes once in 50 ms: a few seconds' worth
-    # swings by a factor of 2 either way (seen: 2.0 times the job's
-    # total, which every sampled block makes). Only a weight gone wrong
-    # by an order of magnitude fails here.
-    assert total > 0 and 0 < empty < 10 * total, (total, empty)
+    # The ops share the job's total out as the bursts saw them allocate:
+    # never more than it, and here nearly all of it is aten::empty's.
+    assert total > 0 and 0 < empty <= total * 1.000001, (total, empty)
     assert metric(text, "rfbpf_op_alloc_bytes_total", pid=job.pid,
                   op="aten::fill_") == 0
     files = sorted(str(f) for f in tmp_path.glob("profile-*.pb.gz"))
@@ -305,6 +307,11 @@ def test_fleet_memory_profiles_and_metrics(tmp_path):
         assert rc == 0, out
     rc, out = pprof_top(files[-1], "-sample_index=inuse_space", "-cum")
     assert rc == 0 and " grow\n" in out, out
+
+
+def latest(directory):
+    return str(max(directory.glob("profile-*.pb.gz"),
+                   key=lambda f: f.stat().st_mtime))
 
 
 def last_grown(job):

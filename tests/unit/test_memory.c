@@ -6,6 +6,7 @@
 #include <math.h>
 #include "check.h"
 #include "model/aggregate.h"
+#include "model/profile_sink.h"
 #include "model/trace.h"
 
 static void before(struct trace *t, uint32_t tid, uint64_t addr, uint64_t ts,
@@ -335,6 +336,45 @@ TEST(sampled_records_are_weighed)
 	memory_event(&x.t, &e);
 	CHECK_EQ_U64(x.t.mem.devices[0].live, 0);
 	CHECK_EQ_U64(x.t.mem.counts.free_bytes, llround(w * 65536));
+	teardown(&x);
+}
+
+static double half_weight(void *ctx, uint64_t ts)
+{
+	(void)ctx;
+	return ts < 100 ? 2.0 : 0;	/* "measured parts": before 100 */
+}
+
+/* The fleet's in-use profile: live blocks made where stack_weight gives
+ * a weight keep their op stack, and are weighed by it; freed ones and
+ * those made elsewhere are not in it. */
+TEST(inuse_profile_by_stack)
+{
+	struct fixture x;
+	struct stack_profile p;
+
+	setup(&x);
+	stack_profile_init(&p);
+	x.t.mem.stack_weight = half_weight;
+	before(&x.t, 1, 0x100, 10, "grow", RF_SCOPE_USER);
+	before(&x.t, 1, 0x200, 11, "aten::empty", 0);
+	mem(&x.t, 1, 12, 0x1000, 65536);	/* kept, weight 2 */
+	mem(&x.t, 1, 13, 0x2000, 4096);		/* freed below */
+	end(&x.t, 1, 0x200, 14);
+	end(&x.t, 1, 0x100, 15);
+	mem(&x.t, 1, 20, 0x2000, 0);
+	before(&x.t, 1, 0x100, 200, "grow", RF_SCOPE_USER);
+	mem(&x.t, 1, 201, 0x3000, 65536);	/* outside: no stack */
+	end(&x.t, 1, 0x100, 202);
+	profile_add_inuse(&p, &x.t);
+	CHECK_EQ_U64(p.nr, 1);
+	if (p.nr == 1) {
+		CHECK_EQ_U64(p.rows[0].v.inuse_bytes, 2 * 65536);
+		CHECK_EQ_U64(p.rows[0].v.inuse_blocks, 2);
+		CHECK_EQ_U64(p.rows[0].depth, 2);
+		CHECK_STR(names_get(&x.t.names, p.rows[0].frames[0]), "grow");
+	}
+	stack_profile_free(&p);
 	teardown(&x);
 }
 

@@ -416,10 +416,10 @@ static const struct op_family op_families[] = {
 	  "agent, in bursts only", v_gpu_wait, true, true, false },
 	{ "rfbpf_op_alloc_bytes_total", "counter",
 	  "Estimated bytes PyTorch's allocators gave while the op was the "
-	  "innermost op on its thread (--memory): byte-sampled blocks "
-	  "weighed 1/(1-exp(-size/mean)), those made in a traced burst's "
-	  "measured part then weighed as rfbpf_op_calls_total; in bursts "
-	  "only", v_alloc, true, false, true },
+	  "innermost op on its thread (--memory): each interval's "
+	  "rfbpf_job_alloc_bytes_total shared out among the ops as the "
+	  "byte-sampled blocks made in the traced bursts' measured parts "
+	  "were; in bursts only", v_alloc, true, false, true },
 };
 
 /* Calls each job's op series with its labels (pid, process, container,

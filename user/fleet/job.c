@@ -101,26 +101,53 @@ static void on_op(void *ctx, struct trace *t, const struct closed_op *c)
 		job_window_add(j, t, c, self_ns, calls);
 }
 
-/* --memory: a block made. Inside a measured part (--bursts) the op that
- * made it gets its bytes, weighed as its calls; inside a window its
- * stack gets them, scaled with the window's stacks. */
+/* --memory: a block made. Inside a measured part (--bursts) it counts
+ * toward the shares job_share_allocations gives the ops; inside a window
+ * its stack gets it, scaled with the window's stacks. */
 static void on_memory(void *ctx, struct trace *t, const struct mem_change *c)
 {
 	struct job *j = ctx;
 	struct job_op *r;
-	double w;
+	double bytes = c->weight * (double)c->bytes;
 
 	if (c->bytes <= 0)
 		return;
 	if (in_window(j, c->ts_ns))
 		profile_add_alloc(&j->window_stacks, t, c);
-	if (!j->bursts || c->op_name == UINT32_MAX)
+	if (!j->bursts || !(job_bursts_weight(j, c->ts_ns) > 0))
 		return;
-	w = job_bursts_weight(j, c->ts_ns);
-	r = w > 0 ? job_op_row(j, c->op_name) : NULL;
+	j->alloc_in_bursts += bytes;
+	r = c->op_name != UINT32_MAX ? job_op_row(j, c->op_name) : NULL;
 	if (r)
-		r->alloc_bytes += w * j->calls_scale * c->weight *
-				  (double)c->bytes;
+		r->alloc_in_bursts += bytes;
+}
+
+/* --memory, --bursts: the interval's bytes, which every byte sample of the
+ * job estimates (op or not, burst or not), shared out among the ops as
+ * the measured parts saw them made: a ratio of two sums over the same
+ * parts, so what tracing slows in them cancels out (weighing each op's
+ * bytes as its calls over-counted a job whose allocations keep pace
+ * with its sleeps, not its ops: twice its total in a 90 s run). An
+ * interval whose parts saw no block keeps its bytes for the next. */
+static void job_share_allocations(struct job *j)
+{
+	double now = (double)j->s.trace.mem.counts.alloc_bytes;
+
+	if (!j->s.trace.mem.on || !j->bursts)
+		return;
+	j->alloc_pending += now - j->alloc_bytes_prev;
+	j->alloc_bytes_prev = now;
+	if (!(j->alloc_in_bursts > 0))
+		return;
+	for (size_t i = 0; i < j->nr_ops; i++) {
+		struct job_op *r = &j->ops[i];
+
+		r->alloc_bytes += j->alloc_pending * r->alloc_in_bursts /
+				  j->alloc_in_bursts;
+		r->alloc_in_bursts = 0;
+	}
+	j->alloc_in_bursts = 0;
+	j->alloc_pending = 0;
 }
 
 /* --memory: a block made in a measured part keeps its stack, standing for
@@ -473,6 +500,7 @@ void job_end_interval(struct job *j, double now)
 					j->burst_weight, k);
 		job_bursts_measure(j);
 	}
+	job_share_allocations(j);
 	/* pprof has one profile an interval: a span's window stands for an
 	 * interval of it, on average. */
 	j->window_scale = k && span_len > 0 ? k * t / span_len : 0;

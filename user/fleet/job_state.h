@@ -75,8 +75,9 @@ struct job_op {
 	 * input records: collectives', or every op's with --shapes). */
 	double bytes;
 	/* --memory, --bursts: estimated bytes allocated while it was the
-	 * innermost op, weighed as calls (and by byte sampling). */
-	double alloc_bytes;
+	 * innermost op (job_share_allocations), and the byte-sampled bytes
+	 * of this interval's bursts' measured parts that were. */
+	double alloc_bytes, alloc_in_bursts;
 };
 enum { BURST_CALLS, BURST_TOTAL, BURST_SELF };
 
@@ -133,6 +134,11 @@ struct job {
 	int setup_err;		/* job_start: -errno of a failed activation */
 	uint64_t mem_hits_prev;	/* --memory: BPF's allocator probe hits at
 				 * the last interval's end */
+	/* --memory, --bursts: the byte-sampled bytes made in this
+	 * interval's measured parts (op or not), the job's estimated bytes
+	 * at the last interval's end, and those no burst has shared out
+	 * yet. */
+	double alloc_in_bursts, alloc_bytes_prev, alloc_pending;
 	uint64_t switches_prev;	/* --off-cpu: BPF's switch count at the
 				 * last interval */
 	double steps_exported;	/* estimated steps at the last export
