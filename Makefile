@@ -43,7 +43,8 @@ LOGIC_SRCS := $(addprefix user/model/,u64map.c names.c trace.c stacks.c \
 		trace_gpu.c aggregate.c gpu_activity.c gpu_occupancy.c \
 		demangle.c \
 		profile_sink.c py_frames.c op_inputs.c events.c steps.c \
-		per_step.c collectives.c distributed.c rank_summary.c memory.c) \
+		per_step.c collectives.c distributed.c rank_summary.c memory.c \
+		memory_events.c) \
 	$(addprefix user/attach/,elf_symbols.c torch_symbols.c torch_layouts.c \
 		target.c state_dir.c ptrace_denied.c c10_allocator.c) \
 	$(addprefix user/export/,table.c chrome.c chrome_gpu.c chrome_fwdbwd.c \

@@ -323,7 +323,7 @@ static void finish(struct trace *t, struct sinks *o, unsigned opt,
 	trace_python_note(t, note, sizeof(note));
 	trace_inputs_note(t, note, sizeof(note));
 	trace_off_cpu_note(t, note, sizeof(note));
-	memory_note(t, note, sizeof(note));
+	memory_note(&t->mem, t->counts.mem_sampled_full, note, sizeof(note));
 	format_losses(&t->counts, note, sizeof(note));
 }
 

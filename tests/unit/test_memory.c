@@ -205,7 +205,7 @@ TEST(leak_view_groups_by_what_made_them)
 	}
 	end(&x.t, 1, 0x100, 40);
 	mem(&x.t, 1, 41, 0x20000, 0);	/* one of the small ones freed */
-	n = memory_leaks(&x.t, &g);
+	n = memory_leaks(&x.t.mem, &g);
 	CHECK_EQ_U64(n, 2);
 	if (n == 2) {
 		CHECK_EQ_U64(g[0].bytes, 8 << 20);

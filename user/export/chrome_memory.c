@@ -45,7 +45,7 @@ void chrome_write_live_blocks(FILE *f, const struct trace *t)
 	struct mem_leak *g;
 	long n;
 
-	if (!t->mem.on || (n = memory_leaks(t, &g)) < 0)
+	if (!t->mem.on || (n = memory_leaks(&t->mem, &g)) < 0)
 		return;
 	fputs(",\"rfbpf_live_blocks\":[", f);
 	for (long i = 0; i < n; i++) {

@@ -420,7 +420,8 @@ static void print_event_counts(FILE *f, const struct trace *t)
 		fprintf(f, "Inputs: %s\n", losses);
 	if (trace_off_cpu_note(t, losses, sizeof(losses)))
 		fprintf(f, "Off CPU: %s\n", losses);
-	if (memory_note(t, losses, sizeof(losses)))
+	if (memory_note(&t->mem, t->counts.mem_sampled_full, losses,
+			sizeof(losses)))
 		fprintf(f, "Memory: %s\n", losses);
 }
 

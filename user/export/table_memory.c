@@ -59,7 +59,7 @@ void print_memory(FILE *f, const struct trace *t, int top)
 
 	if (!t->mem.on)
 		return;
-	n = memory_leaks(t, &g);
+	n = memory_leaks(&t->mem, &g);
 	if (n < 0) {
 		fprintf(f, "rfbpf: out of memory grouping the live blocks\n");
 		return;

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "memory.h"
-#include "trace.h"
 
 /* A block's key: its address, with its process and whether it is device
  * memory in the bits user addresses leave free (a CUDA pointer and a
@@ -95,61 +94,15 @@ static void drop_block(struct memory *m, uint32_t i)
 	m->free_head = i;
 }
 
-/* The record_function scope around op slot (itself included), or
- * UINT32_MAX. */
-static uint32_t enclosing_scope(const struct trace *t, int32_t slot)
+struct mem_block *memory_add_block(struct memory *m, uint32_t pid,
+				   int8_t type, int8_t index, uint64_t addr)
 {
-	for (int d = 0; slot >= 0 && d < 4096; d++) {
-		const struct op *o = &t->ops[slot];
-
-		if (o->scope == RF_SCOPE_USER)
-			return o->name;
-		slot = o->parent;
-	}
-	return UINT32_MAX;
-}
-
-/* The innermost frame of an op's Python context (stacks.c keeps how
- * many of its frames are: a record_function scope's end before
- * __enter__), UINT32_MAX without one. */
-static uint32_t context_frame(const struct trace *t, const struct op *o)
-{
-	uint32_t n = 0;
-	const uint32_t *l = py_frames_get(&t->py, o->py_stack, &n);
-
-	if (o->py_live && o->py_live < n)
-		n = o->py_live;
-	return n ? l[n - 1] : UINT32_MAX;
-}
-
-/* Its op stack, interned, where memory.stack_weight wants it kept. */
-static void keep_stack(struct trace *t, struct mem_block *b, int32_t slot)
-{
-	struct memory *m = &t->mem;
-	const uint32_t *frames;
-	uint32_t depth = 0;
-	double w = m->stack_weight ?
-		   m->stack_weight(m->stack_weight_ctx, b->ts_ns) : 0;
-
-	if (w <= 0)
-		return;
-	frames = trace_frames(t, (uint32_t)slot, &depth);
-	b->stack = depth ? py_frames_intern(&t->py, frames, depth) : 0;
-	b->stack_w = b->stack ? w : 0;
-}
-
-/* A block made: noted live, with what made it. */
-static void made(struct trace *t, struct mem_change *c, int32_t slot)
-{
-	struct memory *m = &t->mem;
-	uint64_t key = block_key(c->pid, c->device_type, c->addr);
+	uint64_t key = block_key(pid, type, addr);
 	uint64_t *old = u64map_get(&m->live, key);
-	struct mem_block *b;
 	uint32_t i;
 
 	if (old) {		/* its free was lost */
-		struct mem_device *d = memory_device(m, c->device_type,
-						     c->device_index);
+		struct mem_device *d = memory_device(m, type, index);
 		const struct mem_block *lost = &m->blocks[*old - 1];
 
 		m->counts.replaced++;
@@ -163,136 +116,60 @@ static void made(struct trace *t, struct mem_change *c, int32_t slot)
 	if (i == UINT32_MAX || !u64map_put(&m->live, key, (uint64_t)i + 1)) {
 		if (i != UINT32_MAX)
 			drop_block(m, i);
-		t->counts.oom++;
-		return;
+		return NULL;
 	}
-	b = &m->blocks[i];
-	*b = (struct mem_block){
-		.bytes = (uint64_t)c->bytes, .ts_ns = c->ts_ns,
-		.op_name = UINT32_MAX, .scope_name = enclosing_scope(t, slot),
-		.py_frame = UINT32_MAX, .tid = c->tid,
-		.device_type = c->device_type, .weight = c->weight,
-		.device_index = c->device_index,
-	};
-	if (slot >= 0) {
-		b->op_name = t->ops[slot].name;
-		b->py_frame = context_frame(t, &t->ops[slot]);
-		keep_stack(t, b, slot);
-	}
+	memset(&m->blocks[i], 0, sizeof(m->blocks[i]));
+	return &m->blocks[i];
 }
 
-/* A block freed: its size from its record (CPU frees carry none); false
- * for a block made before tracing began. */
-static bool freed(struct trace *t, struct mem_change *c)
+bool memory_remove_block(struct memory *m, uint32_t pid, int8_t type,
+			 uint64_t addr, struct mem_block *out)
 {
-	struct memory *m = &t->mem;
-	uint64_t key = block_key(c->pid, c->device_type, c->addr);
+	uint64_t key = block_key(pid, type, addr);
 	uint64_t *at = u64map_get(&m->live, key);
 	uint32_t i;
 
 	if (!at)
 		return false;
 	i = (uint32_t)(*at - 1);
-	if (!c->bytes)
-		c->bytes = -(int64_t)m->blocks[i].bytes;
-	c->weight = m->blocks[i].weight;
+	*out = m->blocks[i];
 	drop_block(m, i);
 	u64map_del(&m->live, key);
 	return true;
 }
 
-/* What a record stands for, in bytes (itself, or under byte sampling
- * the bytes of the blocks it stands for). */
-static int64_t weighed(const struct mem_change *c)
+int64_t memory_weighed(const struct mem_change *c)
 {
 	return c->weight == 1 ? c->bytes :
 	       (int64_t)llround(c->weight * (double)c->bytes);
 }
 
-static void charge(struct trace *t, const struct mem_change *c, int32_t slot)
-{
-	struct memory *m = &t->mem;
-	int where = c->device_type == RF_DEVICE_CPU ? MEM_CPU : MEM_DEVICE;
-	int64_t b = weighed(c);
-
-	if (b > 0) {
-		m->counts.allocs++;
-		m->counts.alloc_bytes += (uint64_t)b;
-	} else {
-		m->counts.frees++;
-		m->counts.free_bytes += (uint64_t)-b;
-	}
-	if (slot >= 0)
-		t->ops[slot].mem[where] += b;
-	else if (b > 0) {
-		m->counts.outside_ops++;
-		m->counts.outside_ops_bytes += (uint64_t)b;
-	}
-}
-
-/* The device's live bytes, and the totals the record gives (a rise of
- * the allocator's reserved bytes is a segment it took from the driver). */
-static void account(struct memory *m, struct mem_change *c,
-		    const struct rf_mem_event *e)
+void memory_account(struct memory *m, struct mem_change *c, uint8_t source,
+		    uint64_t total_allocated, uint64_t total_reserved)
 {
 	struct mem_device *d = memory_device(m, c->device_type,
 					     c->device_index);
 
 	if (!d)
 		return;
-	d->live += (uint64_t)weighed(c);	/* wraps back for a free */
+	d->live += (uint64_t)memory_weighed(c);	/* wraps back for a free */
 	if (d->live > d->peak)
 		d->peak = d->live;
-	if (e->hdr.variant == RF_MEM_DEVICE) {
-		if (e->total_reserved > d->total_reserved && d->total_reserved)
-			d->segments_reserved += e->total_reserved -
+	if (source == RF_MEM_DEVICE) {
+		if (total_reserved > d->total_reserved && d->total_reserved)
+			d->segments_reserved += total_reserved -
 						d->total_reserved;
-		else if (e->total_reserved < d->total_reserved)
+		else if (total_reserved < d->total_reserved)
 			d->segments_released += d->total_reserved -
-						e->total_reserved;
-		d->total_allocated = e->total_allocated;
-		d->total_reserved = e->total_reserved;
+						total_reserved;
+		d->total_allocated = total_allocated;
+		d->total_reserved = total_reserved;
 	} else {
 		d->total_allocated = d->live;
 	}
 	c->live = d->live;
 	c->total_allocated = d->total_allocated;
 	c->total_reserved = d->total_reserved;
-}
-
-void memory_event(struct trace *t, const struct rf_mem_event *e)
-{
-	int32_t slot = stacks_innermost_op(t, e->hdr.tid);
-	struct mem_change c = {
-		.pid = e->hdr.pid, .tid = e->hdr.tid, .ts_ns = e->hdr.ts_ns,
-		.addr = e->hdr.rf_addr, .bytes = e->bytes,
-		.device_type = e->device_type,
-		.device_index = e->device_index, .op_id = -1,
-		.op_name = UINT32_MAX, .slot = slot, .weight = 1,
-	};
-
-	if (e->hdr.flags & RF_F_MEM_SAMPLED)
-		c.weight = memory_sample_weight((uint64_t)llabs(e->bytes),
-						t->mem.sample_bytes);
-
-	t->counts.events++;
-	if (!t->mem.on || !c.addr)
-		return;
-	if (c.bytes > 0)
-		made(t, &c, slot);
-	else if (!freed(t, &c) || !c.bytes) {
-		t->mem.counts.frees_unknown++;
-		return;
-	}
-	charge(t, &c, slot);
-	account(&t->mem, &c, e);
-	if (slot >= 0) {
-		c.op_id = (int64_t)t->ops[slot].id;
-		c.op_name = t->ops[slot].name;
-	}
-	for (int k = 0; k < t->nr_sinks && trace_passes(t, c.ts_ns); k++)
-		if (t->sinks[k].memory)
-			t->sinks[k].memory(t->sinks[k].ctx, t, &c);
 }
 
 static bool same_group(const struct mem_leak *g, const struct mem_leak *k)
@@ -313,9 +190,8 @@ static int by_bytes(const void *a, const void *b)
 	return x->blocks > y->blocks ? 1 : x->blocks < y->blocks ? -1 : 0;
 }
 
-long memory_leaks(const struct trace *t, struct mem_leak **out)
+long memory_leaks(const struct memory *m, struct mem_leak **out)
 {
-	const struct memory *m = &t->mem;
 	struct mem_leak *g = NULL;
 	struct u64map at = { 0 };	/* group hash -> index + 1 */
 	size_t n = 0, cap = 0;
@@ -377,9 +253,9 @@ oom:
 	return -1;
 }
 
-bool memory_note(const struct trace *t, char *buf, size_t len)
+bool memory_note(const struct memory *m, uint64_t sampled_full, char *buf,
+		 size_t len)
 {
-	const struct memory *m = &t->mem;
 	const struct mem_counts *c = &m->counts;
 	char made[32], gone[32], out[32], mean[32];
 	int n = 0;
@@ -391,8 +267,7 @@ bool memory_note(const struct trace *t, char *buf, size_t len)
 		n = snprintf(buf, len, "sampled by bytes, a point per %s on "
 			     "average: records and estimated bytes; %llu "
 			     "sampled blocks not sent (BPF's table of them "
-			     "full); ", mean, (unsigned long long)
-			     t->counts.mem_sampled_full);
+			     "full); ", mean, (unsigned long long)sampled_full);
 		if (n < 0 || (size_t)n >= len)
 			n = 0;
 	}

@@ -128,12 +128,32 @@ double memory_sample_weight(uint64_t size, uint64_t mean);
  * midpoint of each of n equal slices of (0, 1). */
 void memory_exp_table(uint32_t *v, size_t n);
 
+/* A block made at addr, noted live (zeroed: the caller fills it in); one
+ * already live there is forgotten and counted as replaced. NULL on
+ * ENOMEM. */
+struct mem_block *memory_add_block(struct memory *m, uint32_t pid,
+				   int8_t type, int8_t index, uint64_t addr);
+/* The live block at addr, copied to *out and forgotten; false if none
+ * (made before tracing, or its record lost). */
+bool memory_remove_block(struct memory *m, uint32_t pid, int8_t type,
+			 uint64_t addr, struct mem_block *out);
+/* What a change stands for, in bytes: itself, or under byte sampling
+ * the bytes of the blocks it stands for. */
+int64_t memory_weighed(const struct mem_change *c);
+/* The change to its device's live and peak bytes, and the totals its
+ * record gives (source: enum rf_mem_source; a rise of a device
+ * allocator's reserved bytes is a segment it took from the driver);
+ * c's live and totals are set. */
+void memory_account(struct memory *m, struct mem_change *c, uint8_t source,
+		    uint64_t total_allocated, uint64_t total_reserved);
+
 struct trace;
-/* A --memory record: charged, paired, handed to the sinks. */
+/* A --memory record: charged, paired, handed to the sinks
+ * (memory_events.c). */
 void memory_event(struct trace *t, const struct rf_mem_event *e);
 /* The live blocks grouped as struct mem_leak, largest first (*out is
  * malloc'd; the caller frees it). Returns how many, or -1 on ENOMEM. */
-long memory_leaks(const struct trace *t, struct mem_leak **out);
+long memory_leaks(const struct memory *m, struct mem_leak **out);
 /* The device a record names, added on first sight (NULL if there are
  * MEM_MAX_DEVICES already). */
 struct mem_device *memory_device(struct memory *m, int8_t type,
@@ -143,8 +163,10 @@ const char *memory_device_name(int8_t type);
 /* Bytes as torch.profiler's tables write them: "4.00 Mb", "-512 b". */
 void memory_format(int64_t bytes, char *buf, size_t len);
 /* A line on what was seen and what could not be paired (false when
- * --memory is off), with the same wording in every output. */
-bool memory_note(const struct trace *t, char *buf, size_t len);
+ * --memory is off), with the same wording in every output; sampled_full:
+ * BPF's count of sampled blocks not sent. */
+bool memory_note(const struct memory *m, uint64_t sampled_full, char *buf,
+		 size_t len);
 void memory_free(struct memory *m);
 
 #endif
