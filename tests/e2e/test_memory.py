@@ -223,6 +223,10 @@ def test_device_allocator_reports(tmp_path):
     assert all(a["Device Id"] == 0 for a in dev)
     assert [a["Total Reserved"] for a in dev] == [20 * MIB] * 3
     assert [a["Total Allocated"] for a in dev] == [MIB, 2 * MIB, MIB]
+    reserved = [e["args"]["bytes"] for e in trace["traceEvents"]
+                if e.get("ph") == "C" and
+                e["name"] == "Reserved bytes (CUDA:0)"]
+    assert reserved == [20 * MIB] * 3
     assert "Self CUDA Mem" in table
     assert "Memory on CUDA:0: 1.00 Mb live" in table
     live = trace["otherData"]["rfbpf_live_blocks"]

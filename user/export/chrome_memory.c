@@ -4,7 +4,8 @@
  * each allocation and free is a "[memory]" instant on the thread that
  * made it (Addr, Bytes, Total Allocated, Total Reserved, Device Type,
  * Device Id), so Perfetto, HTA and TensorBoard's memory view read it; a
- * counter track of each device's live bytes draws the timeline. At the
+ * counter track of each device's live bytes draws the timeline (and of a
+ * GPU's reserved bytes, the caching allocator's segments). At the
  * end, otherData gets the blocks still live (the leak view).
  */
 #include <stdlib.h>
@@ -38,6 +39,15 @@ void chrome_write_memory(struct chrome_writer *w, const struct trace *t,
 	fprintf(f, ")\",\"pid\":%u,\"ts\":", c->pid);
 	chrome_ts(w, c->ts_ns);
 	fprintf(f, ",\"args\":{\"bytes\":%llu}}", (unsigned long long)c->live);
+	if (c->device_type == RF_DEVICE_CPU)
+		return;
+	/* A device allocator's segments: what it holds from the driver. */
+	fprintf(f, "%s{\"ph\":\"C\",\"cat\":\"memory\",\"name\":\"Reserved "
+		"bytes (%s:%d)\",\"pid\":%u,\"ts\":", chrome_next(w),
+		memory_device_name(c->device_type), c->device_index, c->pid);
+	chrome_ts(w, c->ts_ns);
+	fprintf(f, ",\"args\":{\"bytes\":%llu}}",
+		(unsigned long long)c->total_reserved);
 }
 
 void chrome_write_live_blocks(FILE *f, const struct trace *t)
