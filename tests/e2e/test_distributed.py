@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 
 import pytest
 
@@ -71,13 +72,30 @@ def traced_run(tmp_path, launch, wait_file, slow_rank):
                                    f"{out}/", "--top", "5"],
                                   stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
-        err_lines = []
-        while sum("rfbpf: tracing PID" in l for l in err_lines) < RANKS:
-            line = tracer.stderr.readline()
-            assert line, "".join(err_lines)
-            err_lines.append(line)
+        # A thread reads rfbpf's stderr, so that a tracer that never
+        # starts fails the test with what rfbpf said instead of hanging
+        # it (the ranks wait for the file, and rank 0's tracer for them).
+        err_lines, out_lines = [], []
+        readers = [threading.Thread(target=lambda f=f, to=to: to.extend(
+            iter(f.readline, "")), daemon=True)
+            for f, to in ((tracer.stderr, err_lines),
+                          (tracer.stdout, out_lines))]
+        for r in readers:
+            r.start()
+        started = wait_until(lambda: sum(
+            "rfbpf: tracing PID" in l for l in err_lines) >= RANKS or
+            tracer.poll() is not None, 180)
+        if not started or tracer.poll() is not None:
+            tracer.kill()
+            for r in readers:
+                r.join(10)
+            raise AssertionError("rfbpf --all did not trace every rank:\n"
+                                 + "".join(err_lines))
         open(wait_file, "w").close()
-        stdout, rest = tracer.communicate(timeout=300)
+        tracer.wait(timeout=300)
+        for r in readers:
+            r.join(10)
+        stdout, rest = "".join(out_lines), ""
         job_out, _ = job.communicate(timeout=300)
     finally:
         kill_job(job)
